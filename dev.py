@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Set up and run the gaugebook in one command.
+
+    python3 dev.py book     # create .venv if needed, install, build the executed book
+    python3 dev.py test     # create .venv if needed, install, run the test suite
+
+Everything else is optional:
+
+    python3 dev.py book --scale paper --device cuda
+    python3 dev.py test -k gauge -x          # extra arguments go to pytest
+    python3 dev.py chapter chapters/04_matrix_sensing.md   # execute one chapter to .ipynb
+
+Environment:
+    GAUGEKIT_VENV   where the virtual environment lives (default: .venv in this folder)
+    GAUGEKIT_TORCH  the pip requirement used to install torch when the environment has none
+                    (default torch==2.13.0, the CPU wheel). A GPU user installs their own
+                    torch into the venv first, or sets this to e.g. "torch==2.13.0" with an
+                    index URL in PIP_INDEX_URL / PIP_EXTRA_INDEX_URL.
+    GAUGEKIT_DATA   data folder (default: ../shared/data when it exists, else ~/.cache/gaugekit)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+DEFAULT_TORCH = "torch==2.13.0"
+EXTRAS = "book,test,dev"
+
+
+def _venv_dir() -> Path:
+    return Path(os.environ.get("GAUGEKIT_VENV", ROOT / ".venv")).resolve()
+
+
+def _bin(name: str) -> Path:
+    sub = "Scripts" if os.name == "nt" else "bin"
+    return _venv_dir() / sub / name
+
+
+def _run(cmd: list[str], **kw) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+
+def _has_module(python: Path, module: str) -> bool:
+    probe = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True)
+    return probe.returncode == 0
+
+
+def _install_stamp() -> str:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    return f"{digest}:{EXTRAS}"
+
+
+def ensure_env() -> Path:
+    """Create the venv and install the project once; reinstall when pyproject.toml changes."""
+    t0 = time.perf_counter()
+    vdir = _venv_dir()
+    python = _bin("python")
+    if not python.exists():
+        print(f"creating virtual environment in {vdir}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(vdir)
+    stamp = vdir / ".gaugekit-install"
+    if stamp.exists() and stamp.read_text() == _install_stamp():
+        return python
+    _run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
+    if not _has_module(python, "torch"):
+        _run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                os.environ.get("GAUGEKIT_TORCH", DEFAULT_TORCH),
+            ]
+        )
+    _run([python, "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[{EXTRAS}]"])
+    stamp.write_text(_install_stamp())
+    print(f"[dev] install: {time.perf_counter() - t0:.0f} s", flush=True)
+    return python
+
+
+def _env(scale: str | None = None, device: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    shared = ROOT.parent / "shared" / "data"
+    if "GAUGEKIT_DATA" not in env and shared.is_dir():
+        env["GAUGEKIT_DATA"] = str(shared)
+    if scale:
+        env["GAUGEKIT_SCALE"] = scale
+    if device:
+        env["GAUGEKIT_DEVICE"] = device
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def cmd_book(args: argparse.Namespace) -> None:
+    ensure_env()
+    t0 = time.perf_counter()
+    if args.clean:
+        shutil.rmtree(ROOT / "_build", ignore_errors=True)
+    # --all: a full build, so that -W sees every warning; execution is forced in _config.yml.
+    _run(
+        [_bin("jupyter-book"), "build", ROOT, "--all", "-W", "-n", "--keep-going"],
+        env=_env(args.scale, args.device),
+    )
+    print(f"[dev] book: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"open {ROOT / '_build' / 'html' / 'index.html'}")
+
+
+def cmd_test(args: argparse.Namespace, extra: list[str]) -> None:
+    ensure_env()
+    t0 = time.perf_counter()
+    try:
+        _run([_bin("python"), "-m", "pytest", *extra], env=_env(), cwd=ROOT)
+    finally:
+        print(f"[dev] tests: {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def cmd_chapter(args: argparse.Namespace) -> None:
+    ensure_env()
+    out = Path(args.path).with_suffix(".ipynb")
+    _run(
+        [_bin("jupytext"), "--to", "ipynb", "--execute", "--output", out, args.path],
+        env=_env(args.scale, args.device),
+    )
+    print(f"executed notebook: {out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    book = sub.add_parser("book", help="install if needed, then build the executed book")
+    book.add_argument("--scale", choices=["quick", "paper"], default=None)
+    book.add_argument("--device", default=None)
+    book.add_argument("--clean", action="store_true", help="remove _build first")
+    sub.add_parser("test", help="install if needed, then run pytest (extra args go to pytest)")
+    chapter = sub.add_parser("chapter", help="execute one chapter into a notebook next to it")
+    chapter.add_argument("path")
+    chapter.add_argument("--scale", choices=["quick", "paper"], default=None)
+    chapter.add_argument("--device", default=None)
+    sub.add_parser("setup", help="only create and install the environment")
+    args, extra = parser.parse_known_args(argv)
+    try:
+        if args.command == "book":
+            cmd_book(args)
+        elif args.command == "test":
+            cmd_test(args, extra)
+        elif args.command == "chapter":
+            cmd_chapter(args)
+        else:
+            ensure_env()
+    except subprocess.CalledProcessError as err:
+        return err.returncode or 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+from gaugekit.cli import main
+
+raise SystemExit(main())

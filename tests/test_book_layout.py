@@ -1,0 +1,95 @@
+"""The book's table of contents and its chapter files agree, and chapters follow the house rules."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_SUFFIXES = (".md", ".py", ".ipynb")
+
+
+def _toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc["parts"]:
+        files += [entry["file"] for entry in part["chapters"]]
+    return files
+
+
+def _resolve(stem: str) -> Path | None:
+    for suffix in (".md", ".py"):
+        if (ROOT / f"{stem}{suffix}").exists():
+            return ROOT / f"{stem}{suffix}"
+    return None
+
+
+def _chapter_files() -> list[Path]:
+    return sorted(p for p in (ROOT / "chapters").iterdir() if p.suffix in (".md", ".py"))
+
+
+def test_every_toc_entry_exists():
+    missing = [stem for stem in _toc_files() if _resolve(stem) is None]
+    assert missing == []
+
+
+def test_every_chapter_file_is_in_the_toc():
+    listed = {str(_resolve(stem).relative_to(ROOT)) for stem in _toc_files()}
+    unlisted = [
+        str(p.relative_to(ROOT)) for p in _chapter_files() if str(p.relative_to(ROOT)) not in listed
+    ]
+    assert unlisted == []
+
+
+def test_toc_has_the_three_parts_in_order():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    assert [part["caption"] for part in toc["parts"]] == [
+        "Theory",
+        "Experiments",
+        "Library and appendix",
+    ]
+    assert toc["options"]["numbered"] is True
+
+
+@pytest.mark.parametrize("path", _chapter_files(), ids=lambda p: p.name)
+def test_chapter_is_an_executable_notebook_that_imports_gaugekit(path):
+    text = path.read_text()
+    assert text.startswith("---\njupytext:"), "chapter needs a jupytext header"
+    assert "kernelspec:" in text.split("---")[1]
+    assert re.search(r"```\{code-cell\}", text), "chapter has no code cell"
+    assert re.search(r"^(import gaugekit|from gaugekit)", text, flags=re.M), (
+        "chapter must import gaugekit"
+    )
+
+
+@pytest.mark.parametrize("path", _chapter_files(), ids=lambda p: p.name)
+def test_chapter_does_not_branch_on_scale(path):
+    """Scale lives in each experiment's config, never as an `if` in a chapter."""
+    assert not re.search(r"if\s+.*(get_scale\(\)|GAUGEKIT_SCALE|scale\s*==)", path.read_text())
+
+
+@pytest.mark.parametrize("path", _chapter_files(), ids=lambda p: p.name)
+def test_chapter_citations_exist_in_bibliography(path):
+    bib = (ROOT / "book" / "references.bib").read_text()
+    keys = set(re.findall(r"@\w+\{([^,]+),", bib))
+    cited = set()
+    for group in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", path.read_text()):
+        cited.update(k.strip() for k in group.split(","))
+    assert cited - keys == set()
+
+
+def test_no_paired_notebooks_are_committed():
+    """The .md text is the source of truth; .ipynb pairs are ignored by git and by the build."""
+    gitignore = (ROOT / ".gitignore").read_text().splitlines()
+    assert "*.ipynb" in gitignore
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert "**.ipynb" in config["exclude_patterns"]
+
+
+def test_book_executes_from_scratch_and_fails_on_cell_errors():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["execute_notebooks"] == "force"
+    assert config["execute"]["raise_on_error"] is True
