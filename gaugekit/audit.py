@@ -1,0 +1,425 @@
+r"""Floor 1: an equivariance audit that works on any ``torch.optim`` optimizer.
+
+The question asked of an update rule ``Φ``: started from ``(U₀Q, V₀Q)`` instead of ``(U₀, V₀)``,
+on a loss that cannot tell the two apart, does it produce the same trajectory times ``Q``?
+
+    ``(U_t^Q, V_t^Q) = (U_t Q, V_t Q)`` for every step ``t``   (Prop. 4.2 of the paper)
+
+The audit runs the optimizer twice, with its state live, on the same gauge-invariant loss (by
+default a small float64 matrix-sensing loss) and reports, per factor, the relative residual of
+the *displacements*
+
+    ``r_U = max_t ‖(U_t^Q − U₀Q) − (U_t − U₀)Q‖_F / ‖(U_t − U₀)Q‖_F``
+
+(and ``r_V`` alike). Displacements, not iterates, are compared so that the size of ``U₀`` does
+not dilute the residual.
+
+Threshold. For an equivariant rule the residual is pure round-off: a few dozen flops per step,
+an SVD or ``eigh`` in Muon/Shampoo, amplified mildly over ``num_steps``; in float64 this is
+``1e-16 … 1e-11`` (measured over the library's rules at the default sizes). A rule that breaks
+the gauge breaks it at first order in the update, ``O(1e-2 … 1)`` relative. The float64
+threshold ``1e-8`` sits three orders of magnitude above the round-off and six below the
+breakage; the float32 threshold ``1e-3`` sits two orders above float32 round-off
+(``1e-7 … 1e-5``). Two caveats follow from the same rule. A nearly exact polar factor
+(``msign`` through ``(GGᵀ + λI)^{-1/2}`` with tiny ``λ``) amplifies round-off by up to
+``λ^{-1/2}`` and can cross the float32 threshold: that is conditioning, and a larger ``λ``
+removes it. A rule that is equivariant in exact arithmetic but computes in lower precision
+(``torch.optim.Muon`` runs Newton–Schulz in bfloat16) is reported as *not* equivariant, which
+is the truth about what it computes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor
+
+from gaugekit.gauge import haar_orthogonal, relative_distance
+
+__all__ = [
+    "FLOAT32_THRESHOLD",
+    "FLOAT64_THRESHOLD",
+    "AuditError",
+    "AuditResult",
+    "AuditRow",
+    "LossFn",
+    "OptimizerFactory",
+    "audit_equivariance",
+    "audit_many",
+    "default_threshold",
+    "format_audit_table",
+    "registry_factories",
+    "sensing_loss",
+    "torch_optim_factories",
+]
+
+LossFn = Callable[[Tensor, Tensor], Tensor]
+OptimizerFactory = Callable[[list[Tensor]], torch.optim.Optimizer]
+
+#: Verdict threshold on the relative displacement residual for float64 runs (see module doc).
+FLOAT64_THRESHOLD: float = 1e-8
+#: Verdict threshold for float32 runs.
+FLOAT32_THRESHOLD: float = 1e-3
+
+
+class AuditError(RuntimeError):
+    """The audited optimizer could not be run: its factory or a step raised, or it diverged."""
+
+
+def default_threshold(dtype: torch.dtype) -> float:
+    """The documented verdict threshold for ``dtype`` (float64: 1e-8; float32: 1e-3)."""
+    if dtype == torch.float64:
+        return FLOAT64_THRESHOLD
+    if dtype == torch.float32:
+        return FLOAT32_THRESHOLD
+    raise ValueError(f"Invalid dtype: {dtype!r}; expected torch.float64 or torch.float32")
+
+
+# --------------------------------------------------------------------------------------------
+# the default loss
+# --------------------------------------------------------------------------------------------
+
+
+def sensing_loss(
+    n: int,
+    m: int,
+    *,
+    generator: torch.Generator,
+    r: int = 2,
+    num_measurements: int | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> LossFn:
+    r"""A small matrix-sensing loss ``L(U, V) = (1/2M) Σᵢ (⟨Aᵢ, U Vᵀ⟩ − yᵢ)²``.
+
+    ``X_star = U★V★ᵀ / √r`` (n×m, rank ``r``) with Gaussian ``U★, V★``; sensing matrices
+    ``Aᵢ`` (n×m) Gaussian, ``yᵢ = ⟨Aᵢ, X_star⟩``, ``M = num_measurements`` (default
+    ``3 r (n + m)``). It depends on ``(U, V)`` only through ``U Vᵀ``, hence is gauge-invariant.
+    All draws come from ``generator`` (on its device) and are then moved to ``device``.
+    """
+    if min(n, m, r) < 1:
+        raise ValueError(f"Invalid shape: (n, m, r) = {(n, m, r)!r}; expected positive integers")
+    M = num_measurements if num_measurements is not None else 3 * r * (n + m)
+    if M < 1:
+        raise ValueError(f"Invalid num_measurements: {M!r}; expected an integer >= 1")
+    gdev = generator.device
+    U_star = torch.randn(n, r, generator=generator, dtype=dtype, device=gdev)
+    V_star = torch.randn(m, r, generator=generator, dtype=dtype, device=gdev)
+    A = torch.randn(M, n, m, generator=generator, dtype=dtype, device=gdev)
+    X_star = U_star @ V_star.T / math.sqrt(r)
+    A = A.to(device) if device is not None else A
+    y = torch.einsum("inm,nm->i", A, X_star.to(A.device))
+
+    def loss(U: Tensor, V: Tensor) -> Tensor:
+        residual = torch.einsum("inm,nm->i", A, U @ V.mT) - y
+        return 0.5 * residual.pow(2).mean()
+
+    return loss
+
+
+# --------------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Outcome of one audit.
+
+    ``residual_U``, ``residual_V``: max over steps of the relative displacement residual of
+    each factor; ``residual``: the larger of the two. ``displacement``: size of the plain run's
+    final displacement relative to the start, ``‖(U_T − U₀, V_T − V₀)‖ / ‖(U₀, V₀)‖``; a run that
+    does not move (``static``) cannot be judged. ``equivariant`` is
+    ``not static and residual <= threshold``.
+    """
+
+    residual_U: float
+    residual_V: float
+    residual: float
+    threshold: float
+    equivariant: bool
+    static: bool
+    num_steps: int
+    displacement: float
+    loss_start: float
+    loss_end: float
+    dtype: str
+
+    @property
+    def verdict(self) -> str:
+        """``"equivariant"``, ``"not equivariant"`` or ``"static"`` (the run did not move)."""
+        if self.static:
+            return "static"
+        return "equivariant" if self.equivariant else "not equivariant"
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One row of :func:`audit_many`: a result, or the error that prevented one."""
+
+    name: str
+    verdict: str
+    result: AuditResult | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """Flat dictionary for a table: name, verdict, the result's fields, error."""
+        row: dict[str, object] = {"name": self.name, "verdict": self.verdict}
+        if self.result is not None:
+            row.update(asdict(self.result))
+        row["error"] = self.error
+        return row
+
+
+# --------------------------------------------------------------------------------------------
+# the audit
+# --------------------------------------------------------------------------------------------
+
+
+def _run(
+    make_optimizer: OptimizerFactory,
+    U0: Tensor,
+    V0: Tensor,
+    loss: LossFn,
+    num_steps: int,
+) -> list[tuple[Tensor, Tensor]]:
+    """Iterates ``(U_t, V_t)``, ``t = 1 … num_steps``, of the optimizer from ``(U0, V0)``."""
+    U = U0.detach().clone().requires_grad_(True)
+    V = V0.detach().clone().requires_grad_(True)
+    try:
+        optimizer = make_optimizer([U, V])
+    except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+        raise AuditError(f"optimizer factory raised {type(exc).__name__}: {exc}") from exc
+
+    def closure() -> Tensor:
+        with torch.enable_grad():
+            U.grad, V.grad = None, None
+            value = loss(U, V)
+            value.backward()
+        return value
+
+    iterates = []
+    for t in range(1, num_steps + 1):
+        try:
+            optimizer.step(closure)
+        except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+            raise AuditError(f"step {t} raised {type(exc).__name__}: {exc}") from exc
+        if not (torch.isfinite(U).all() and torch.isfinite(V).all()):
+            raise AuditError(f"non-finite parameters after step {t}")
+        iterates.append((U.detach().clone(), V.detach().clone()))
+    return iterates
+
+
+def audit_equivariance(
+    make_optimizer: OptimizerFactory,
+    *,
+    U: Tensor | None = None,
+    V: Tensor | None = None,
+    Q: Tensor | None = None,
+    loss: LossFn | None = None,
+    num_steps: int = 10,
+    threshold: float | None = None,
+    shape: tuple[int, int, int] = (7, 5, 3),
+    init_scale: float = 0.5,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    generator: torch.Generator | None = None,
+) -> AuditResult:
+    r"""Audit ``make_optimizer`` for gauge equivariance (Prop. 4.2) over ``num_steps`` steps.
+
+    ``make_optimizer(params)`` receives the list ``[U, V]`` of two leaf tensors and returns any
+    ``torch.optim.Optimizer``; it is called once per run. Each step calls
+    ``optimizer.step(closure)`` with a closure that clears the gradients, evaluates ``loss`` and
+    back-propagates (so closure-only optimizers such as L-BFGS work too).
+
+    Missing pieces are drawn from ``generator`` (default ``torch.Generator().manual_seed(0)``)
+    in this order: the sensing loss (:func:`sensing_loss` with ``n, m`` from ``shape``), then
+    ``U₀`` (n×k) and ``V₀`` (m×k) with entries ``init_scale · N(0, 1/k)``, then a Haar ``Q``.
+    ``shape = (n, m, k)`` and ``dtype``/``device`` are taken from ``U`` when it is given.
+
+    Raises :class:`AuditError` if the factory or a step raises or the run diverges, and
+    ``ValueError`` if ``loss`` is not gauge-invariant at ``(U₀, V₀)`` (the audit would be void).
+    """
+    if num_steps < 1:
+        raise ValueError(f"Invalid num_steps: {num_steps!r}; expected an integer >= 1")
+    if (U is None) != (V is None):
+        raise ValueError("Invalid U, V: give both factors or neither")
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    if U is not None and V is not None:
+        n, k = U.shape[-2:]
+        m = V.shape[-2]
+        dtype, device = U.dtype, U.device
+    else:
+        n, m, k = shape
+    tol = threshold if threshold is not None else default_threshold(dtype)
+    if loss is None:
+        loss = sensing_loss(n, m, generator=generator, dtype=dtype, device=device)
+    if U is None or V is None:
+        gdev = generator.device
+        scale = init_scale / math.sqrt(k)
+        U = scale * torch.randn(n, k, generator=generator, dtype=dtype, device=gdev)
+        V = scale * torch.randn(m, k, generator=generator, dtype=dtype, device=gdev)
+        U, V = (U.to(device), V.to(device)) if device is not None else (U, V)
+    if Q is None:
+        Q = haar_orthogonal(k, generator=generator, dtype=dtype, device=U.device)
+    U0, V0 = U.detach(), V.detach()
+    U0Q, V0Q = U0 @ Q, V0 @ Q
+
+    with torch.no_grad():
+        loss_start = loss(U0, V0)
+        loss_gap = relative_distance(loss(U0Q, V0Q).reshape(1), loss_start.reshape(1)).item()
+    if loss_gap > default_threshold(dtype):
+        raise ValueError(
+            f"Invalid loss: L(U₀Q, V₀Q) differs from L(U₀, V₀) by {loss_gap:.3g} (relative); "
+            "expected a gauge-invariant loss L(U Vᵀ)"
+        )
+
+    plain = _run(make_optimizer, U0, V0, loss, num_steps)
+    rotated = _run(make_optimizer, U0Q, V0Q, loss, num_steps)
+
+    res_U, res_V = 0.0, 0.0
+    for (U_t, V_t), (U_tQ, V_tQ) in zip(plain, rotated, strict=True):
+        res_U = max(res_U, relative_distance(U_tQ - U0Q, (U_t - U0) @ Q).item())
+        res_V = max(res_V, relative_distance(V_tQ - V0Q, (V_t - V0) @ Q).item())
+
+    U_T, V_T = plain[-1]
+    moved = torch.cat([(U_T - U0).reshape(-1), (V_T - V0).reshape(-1)]).norm()
+    start = torch.cat([U0.reshape(-1), V0.reshape(-1)]).norm()
+    displacement = (moved / start.clamp_min(torch.finfo(dtype).tiny)).item()
+    static = displacement < 100 * torch.finfo(dtype).eps
+    residual = max(res_U, res_V)
+    with torch.no_grad():
+        loss_end = loss(U_T, V_T).item()
+    return AuditResult(
+        residual_U=res_U,
+        residual_V=res_V,
+        residual=residual,
+        threshold=tol,
+        equivariant=(not static) and residual <= tol,
+        static=static,
+        num_steps=num_steps,
+        displacement=displacement,
+        loss_start=loss_start.item(),
+        loss_end=loss_end,
+        dtype=str(dtype).removeprefix("torch."),
+    )
+
+
+def audit_many(
+    factories: Mapping[str, OptimizerFactory], **audit_kwargs: object
+) -> list[AuditRow]:
+    """Audit every factory with the same settings; a failing optimizer becomes an error row.
+
+    ``audit_kwargs`` go to :func:`audit_equivariance`. If no ``generator`` is given each audit
+    gets a fresh ``torch.Generator().manual_seed(0)``, so every row sees the same loss, the same
+    ``(U₀, V₀)`` and the same ``Q``. A given generator is cloned per row for the same reason.
+    """
+    rows = []
+    base = audit_kwargs.pop("generator", None)
+    for name, factory in factories.items():
+        if isinstance(base, torch.Generator):
+            generator = torch.Generator(device=base.device)
+            generator.set_state(base.get_state())
+        else:
+            generator = torch.Generator().manual_seed(0)
+        try:
+            result = audit_equivariance(factory, generator=generator, **audit_kwargs)  # type: ignore[arg-type]
+        except AuditError as exc:
+            rows.append(AuditRow(name=name, verdict="error", error=str(exc)))
+            continue
+        rows.append(AuditRow(name=name, verdict=result.verdict, result=result))
+    return rows
+
+
+def format_audit_table(rows: Sequence[AuditRow]) -> str:
+    """A fixed-width text table of audit rows (name, verdict, residuals, displacement, error)."""
+    header = f"{'optimizer':<18} {'verdict':<16} {'residual_U':>11} {'residual_V':>11} {'moved':>9}"
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        if row.result is None:
+            lines.append(f"{row.name:<18} {row.verdict:<16} {row.error}")
+            continue
+        r = row.result
+        lines.append(
+            f"{row.name:<18} {row.verdict:<16} {r.residual_U:>11.2e} {r.residual_V:>11.2e} "
+            f"{r.displacement:>9.2e}"
+        )
+    if rows and rows[0].result is not None:
+        lines.append(f"threshold: {rows[0].result.threshold:.0e} ({rows[0].result.dtype})")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# factories
+# --------------------------------------------------------------------------------------------
+
+#: torch.optim classes audited by :func:`torch_optim_factories`, with their special arguments.
+#: ``None`` for ``lr`` keeps the class default (Adadelta and L-BFGS are scaled around lr = 1).
+#: SparseAdam is left out: it requires sparse gradients and does not apply to dense factors.
+_TORCH_OPTIM_SPECS: tuple[tuple[str, str, dict[str, object], bool], ...] = (
+    # (row name, class name, extra kwargs, use the common lr)
+    ("SGD", "SGD", {}, True),
+    ("SGD-nesterov", "SGD", {"momentum": 0.9, "nesterov": True}, True),
+    ("Adam", "Adam", {}, True),
+    ("AdamW", "AdamW", {}, True),
+    ("Adamax", "Adamax", {}, True),
+    ("NAdam", "NAdam", {}, True),
+    ("RAdam", "RAdam", {}, True),
+    ("Adagrad", "Adagrad", {}, True),
+    ("Adadelta", "Adadelta", {}, False),
+    ("RMSprop", "RMSprop", {}, True),
+    ("Rprop", "Rprop", {}, True),
+    ("ASGD", "ASGD", {}, True),
+    ("Adafactor", "Adafactor", {}, True),
+    ("Muon", "Muon", {}, True),
+    ("LBFGS", "LBFGS", {"max_iter": 4}, False),
+)
+
+
+def torch_optim_factories(lr: float = 1e-2) -> dict[str, OptimizerFactory]:
+    """Factories for the ``torch.optim`` optimizers present in this torch version.
+
+    Each takes ``[U, V]`` and returns the optimizer with ``lr`` (except Adadelta and L-BFGS, which
+    keep their defaults of 1.0) and the arguments listed in ``_TORCH_OPTIM_SPECS``; SGD also
+    appears with Nesterov momentum. Classes absent from an older torch (Adafactor, Muon) are
+    skipped.
+    """
+    factories: dict[str, OptimizerFactory] = {}
+    for row_name, class_name, extra, use_lr in _TORCH_OPTIM_SPECS:
+        cls = getattr(torch.optim, class_name, None)
+        if cls is None:
+            continue
+        kwargs = dict(extra)
+        if use_lr:
+            kwargs["lr"] = lr
+
+        def factory(params: list[Tensor], cls=cls, kwargs=kwargs) -> torch.optim.Optimizer:
+            return cls(params, **kwargs)
+
+        factories[row_name] = factory
+    return factories
+
+
+def registry_factories(
+    names: Sequence[str] | None = None, **overrides: object
+) -> dict[str, OptimizerFactory]:
+    """Factories for the library's own optimizers (``gaugekit.optim`` registry), by name.
+
+    ``names`` defaults to every registered optimizer; ``overrides`` (e.g. ``lr``) go to
+    ``make_optimizer`` for every name.
+    """
+    from gaugekit.optim.registry import make_optimizer, optimizer_names
+
+    chosen = list(names) if names is not None else list(optimizer_names())
+    factories: dict[str, OptimizerFactory] = {}
+    for name in chosen:
+
+        def factory(params: list[Tensor], name: str = name) -> torch.optim.Optimizer:
+            return make_optimizer(name, params, **overrides)
+
+        factories[name] = factory
+    return factories

@@ -1,0 +1,121 @@
+r"""The optimizer zoo of gaugekit, as ``torch.optim`` optimizers.
+
+Every rule is a :class:`torch.optim.Optimizer` with torch's argument and state names, a
+functional core in :mod:`gaugekit.optim.functional`, and a ``batch_dims`` argument: the first
+``batch_dims`` dimensions of each parameter index independent runs, and every reduction of a rule
+(the shared scalar, Adafactor's means, Newton–Schulz normalisation, Shampoo's ``L`` and ``R``,
+ScaledGD's Grams) is taken per run. ``lr`` and the other float hyperparameters marked *per run*
+below may be a tensor of shape ``param.shape[:batch_dims]``. :mod:`gaugekit.optim.registry` maps
+names to classes, defaults, grids and gauge classification.
+
+Conventions (the paper's zoo, ``experiments/optimizer_zoo_bias.py`` and
+``experiments/nibi/common.py`` of ``idevender/loss-basis-adam``). ``g`` gradient, ``t`` step
+(1 at the first update), ``ε`` always added OUTSIDE the square root, no weight decay anywhere
+(the paper runs ``wd = 0``).
+
+Each entry: registry name, class — update; paper defaults; lr schedule; gauge.
+
+* ``gd``, :class:`GD` — ``θ −= lr g``; constant; equivariant.
+* ``momentum``, :class:`Momentum` — ``b = μ b + g``, ``θ −= lr b`` (torch SGD with
+  ``dampening = 0``); μ = 0.9; constant; equivariant.
+* ``adam``, :class:`Adam` — ``m = β₁m + (1−β₁)g``, ``v = β₂v + (1−β₂)g²``, both bias-corrected,
+  ``θ −= lr m̂ / (√v̂ + ε)``; β = (0.9, 0.999), ε = 1e-8; constant; not equivariant.
+* ``scalar_adam``, :class:`SharedScaleAdam` — Adam's moments, ``θ −= lr m̂ / s`` with ONE
+  ``s = √mean(v̂) + ε``, the mean over all entries of all parameters of all groups (per run),
+  computed once per step; β = (0.9, 0.999), ε = 1e-8; constant; equivariant.
+* ``rmsprop``, :class:`RMSprop` — ``v = αv + (1−α)g²``, ``θ −= lr g / (√v + ε)``, no momentum,
+  no bias correction; α = 0.99, ε = 1e-8; cosine; not equivariant.
+* ``lion``, :class:`Lion` — ``c = sign(β₁m + (1−β₁)g)``, then ``m = β₂m + (1−β₂)g``,
+  ``θ −= lr c``; β = (0.9, 0.99); cosine; not equivariant.
+* ``signum``, :class:`Signum` — ``m = βm + (1−β)g``, ``θ −= lr sign(m)``; β = 0.9; cosine;
+  not equivariant.
+* ``adafactor``, :class:`Adafactor` — ``R``, ``C``: EMAs of the row and column means of ``g²``,
+  ``v̂ = R C / (mean R + 1e-30)``, ``θ −= lr g / (√v̂ + ε)``; no first moment, no bias
+  correction (vectors: unfactored ``v``); β₂ = 0.999, ε = 1e-8; constant; not equivariant.
+* ``muon``, :class:`Muon` — ``M = μM + g`` (no Nesterov), ``θ −= lr NS₅(M)``: ``M/(‖M‖_F + ε)``
+  per matrix, quintic (3.4445, −4.7750, 2.0315), tall matrices transposed; μ = 0.9, ε = 1e-7,
+  5 steps; cosine; equivariant.
+* ``shampoo``, :class:`Shampoo` — ``L += g gᵀ``, ``R += gᵀ g``,
+  ``θ −= lr (L + λI)^{-1/4} g (R + λI)^{-1/4}``, roots by eigh with eigenvalues clamped at 1e-6,
+  refreshed at steps 1, 21, 41, …; λ = 1; constant; equivariant.
+* ``scaled_gd``, :class:`ScaledGD` — ``U −= lr G_U (VᵀV + λI)⁻¹``, ``V −= lr G_V (UᵀU + λI)⁻¹``,
+  both Grams before the step, one ``[U, V]`` per group; ``λ = 1e-4 · tr(Gram)/k + 1e-12``;
+  constant; equivariant.
+* ``gram``, :class:`GramPreconditioned` — ``θ −= lr H(G Gᵀ) G``, default
+  ``H(P) = (P + λI)^{-s}``; s = 1/2, λ = 1e-6; constant; equivariant (Theorem 4.5).
+
+Where the paper differs from torch, the paper wins by default and torch's convention is an
+option when cheap: Momentum's ``nesterov``; Muon's ``nesterov`` and ``adjust_lr_fn``
+(torch.optim.Muon also damps its buffer by ``1 − μ``, clamps the norm ``max(‖M‖, ε)`` instead of
+adding ε, runs NS in bfloat16 and defaults to ``weight_decay=0.1``). Adam and RMSprop coincide
+with torch's (``weight_decay=0``). ScaledGD's ``sequential=True`` reproduces the script's order
+(``V``'s Gram from the updated ``U``).
+
+Per-run hyperparameters (float or tensor of shape ``param.shape[:batch_dims]``): ``lr`` of every
+rule; ``momentum`` (Momentum, Signum, Muon), ``betas`` (Adam, SharedScaleAdam, Lion), ``alpha``
+(RMSprop), ``beta2`` (Adafactor), ``eps`` (Adam, SharedScaleAdam, RMSprop, Adafactor). Matrix
+shape hyperparameters (Shampoo's ``damping``, Muon's ``eps``, …) are floats.
+
+State: created lazily at the first step with torch's key names (``step`` as a Python int,
+``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``, ``square_avg``; Adafactor ``row_var``,
+``col_var``, ``variance``; Shampoo ``left_gram``, ``right_gram``, ``left_inv_root``,
+``right_inv_root``). ``state_dict``/``load_state_dict`` round-trip exactly.
+
+Non-finite gradients: no check and no host synchronisation; a NaN or inf propagates, like in
+torch.optim, into what the rule couples — the entry (elementwise rules; ``sign(NaN)`` is NaN
+here, not torch's 0), the row of the factor (ScaledGD), the whole matrix (Adafactor, Muon,
+Shampoo, Gram; their ``eigh`` never sees the NaN, the result is set to NaN instead), or every
+parameter of the run (SharedScaleAdam) — and never into another run of the stack.
+
+Errors: hyperparameters are validated at construction, before any parameter is touched, with
+``ValueError("Invalid <name>: <value>; expected ...")``. Matrix-only rules (Muon, Shampoo,
+ScaledGD, GramPreconditioned) refuse a parameter without exactly ``batch_dims + 2`` dims; route
+the others with :func:`split_matrix_params`.
+"""
+
+from gaugekit.optim.adafactor import Adafactor
+from gaugekit.optim.adam import Adam, SharedScaleAdam
+from gaugekit.optim.base import ZooOptimizer, per_run
+from gaugekit.optim.gram import GramPreconditioned
+from gaugekit.optim.muon import Muon
+from gaugekit.optim.params import split_matrix_params
+from gaugekit.optim.registry import (
+    OptimizerSpec,
+    all_specs,
+    get_spec,
+    make_optimizer,
+    optimizer_names,
+    register_optimizer,
+)
+from gaugekit.optim.rmsprop import RMSprop
+from gaugekit.optim.scaled_gd import ScaledGD
+from gaugekit.optim.schedules import lr_factor, scheduled_lr
+from gaugekit.optim.sgd import GD, Momentum
+from gaugekit.optim.shampoo import Shampoo
+from gaugekit.optim.sign import Lion, Signum
+
+__all__ = [
+    "GD",
+    "Adafactor",
+    "Adam",
+    "GramPreconditioned",
+    "Lion",
+    "Momentum",
+    "Muon",
+    "OptimizerSpec",
+    "RMSprop",
+    "ScaledGD",
+    "Shampoo",
+    "SharedScaleAdam",
+    "Signum",
+    "ZooOptimizer",
+    "all_specs",
+    "get_spec",
+    "lr_factor",
+    "make_optimizer",
+    "optimizer_names",
+    "per_run",
+    "register_optimizer",
+    "scheduled_lr",
+    "split_matrix_params",
+]

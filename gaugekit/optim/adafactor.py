@@ -1,0 +1,71 @@
+"""Adafactor with a factored (row × column) second moment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gaugekit.optim import functional as F
+from gaugekit.optim.base import ZooOptimizer
+from gaugekit.optim.validation import DECAY, EPS, LR, Hyper
+
+
+class Adafactor(ZooOptimizer):
+    r"""Adafactor's factored second moment (Shazeer & Stern, 2018), the paper's simplified form.
+
+    For a matrix gradient ``G`` (``n × k``, the last two dims after the batch dims):
+
+    .. math::
+        R_t = β_2 R_{t-1} + (1-β_2)\,\operatorname{rowmean}(G^2),\quad
+        C_t = β_2 C_{t-1} + (1-β_2)\,\operatorname{colmean}(G^2),\\
+        \hat v_t = R_t C_t / (\operatorname{mean}(R_t) + 10^{-30}),\qquad
+        θ_t = θ_{t-1} − \mathrm{lr}\, G / (\sqrt{\hat v_t} + ε)
+
+    A parameter with fewer than 2 dims after the batch dims keeps an unfactored
+    ``v_t = β_2 v_{t-1} + (1-β_2) g^2`` instead; dims before the last two (after the batch dims)
+    index independent factored moments (as torch's Adafactor). State: ``step``, ``row_var``
+    (``(..., n, 1)``) and ``col_var`` (``(..., 1, k)``), or ``variance``.
+
+    Deviations from Shazeer & Stern: constant ``β₂ = 0.999`` (no ``1 − t^{-0.8}`` schedule), no
+    first moment, no bias correction, no update clipping, no relative step size, ``ε`` added to
+    the root (as the paper's script); from ``torch.optim.Adafactor``: all of these, so the two
+    are not comparable.
+
+    Gauge: not equivariant — ``v̂`` is built from row and column sums of ``G²`` in the given
+    basis; rotating ``G → G Q`` changes the column statistics.
+
+    Args:
+        params: tensors or param-group dicts.
+        lr: learning rate ``>= 0`` (per run).
+        beta2: ``β₂`` in ``[0, 1)`` (per run).
+        eps: ``ε >= 0`` added to ``√v̂`` (per run).
+        batch_dims: leading dimensions of every parameter that index independent runs.
+    """
+
+    hyper_checks = {"lr": LR, "beta2": DECAY, "eps": EPS}
+
+    def __init__(
+        self, params: Any, lr: Hyper = 1e-3, beta2: Hyper = 0.999, eps: Hyper = 1e-8, *,
+        batch_dims: int = 0,
+    ) -> None:
+        defaults = {"lr": lr, "beta2": beta2, "eps": eps}
+        super().__init__(params, defaults, batch_dims=batch_dims)
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        for p, g in self._with_grad(group["params"]):
+            state = self.state[p]
+            factored = p.ndim - group["batch_dims"] >= 2
+            if not state:
+                state["step"] = 0
+                if factored:
+                    state["row_var"] = p.new_zeros(p.shape[:-1] + (1,))
+                    state["col_var"] = p.new_zeros(p.shape[:-2] + (1, p.shape[-1]))
+                else:
+                    state["variance"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["step"] += 1
+            hypers = {name: self._hyper(group, name, p) for name in ("lr", "beta2", "eps")}
+            if factored:
+                F.adafactor_factored_(p, g, state["row_var"], state["col_var"], **hypers)
+            else:
+                F.adafactor_unfactored_(p, g, state["variance"], **hypers)

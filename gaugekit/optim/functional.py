@@ -1,0 +1,305 @@
+r"""Functional cores of the zoo: the math of every update rule, written once.
+
+Each function updates one parameter (and its state tensors) in place and keeps no state of its
+own; the optimizer classes only create state, broadcast hyperparameters and call these.
+
+Hyperparameters are Python floats or tensors already broadcast against the parameter (one value
+per stacked run, see :func:`gaugekit.optim.base.per_run`). Every step is written with plain
+elementwise operations (no ``alpha=``/``value=`` fused forms), so a float and a per-run tensor
+give the same floating-point operations, and every reduction runs over the last dimensions only:
+a stack of runs updates exactly like the runs one by one.
+
+Notation: ``θ`` parameter, ``g`` its gradient, ``t`` the step count (1 at the first step), ``lr``
+the learning rate; matrix rules see ``G`` (the last two dimensions) as an ``n × k`` matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from gaugekit.linalg import newton_schulz, sym_matrix_power
+
+Hyper = float | Tensor
+#: a Gram-matrix function ``H``: a stack of symmetric PSD matrices → a stack of matrices.
+GramFn = Callable[[Tensor], Tensor]
+
+#: floor added to the mean row statistic in Adafactor's rank-one reconstruction (paper's value).
+ADAFACTOR_ROW_MEAN_FLOOR = 1e-30
+
+
+def _eye_like(M: Tensor) -> Tensor:
+    return torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)
+
+
+def propagating_sign(x: Tensor) -> Tensor:
+    r"""``sign(x)``, but NaN where ``x`` is NaN or infinite (``torch.sign(nan)`` is 0).
+
+    ``sign(x) + 0·x``: exact for finite ``x``; a non-finite entry yields NaN instead of
+    silently freezing the parameter entry.
+    """
+    return torch.sign(x) + 0 * x
+
+
+def propagating_matrix_power(M: Tensor, power: float, eig_floor: float) -> Tensor:
+    r""":func:`gaugekit.linalg.sym_matrix_power`, NaN for every matrix of the stack that holds a
+    non-finite entry (LAPACK's ``eigh`` may raise on such input instead), without a host sync."""
+    finite = torch.isfinite(M).all(dim=-1, keepdim=True).all(dim=-2, keepdim=True)
+    poison = torch.where(finite, 0.0, torch.nan).to(M.dtype)
+    safe = torch.where(finite, M, torch.zeros_like(M))
+    return sym_matrix_power(safe, power, eps=eig_floor) + poison
+
+
+# --------------------------------------------------------------------------------- first order
+def gd_(param: Tensor, grad: Tensor, *, lr: Hyper) -> None:
+    r"""``θ ← θ − lr g``."""
+    param.sub_(lr * grad)
+
+
+def momentum_(
+    param: Tensor, grad: Tensor, momentum_buffer: Tensor, *, lr: Hyper, momentum: Hyper,
+    nesterov: bool,
+) -> None:
+    r"""Heavy ball: ``b ← μ b + g``; ``θ ← θ − lr b`` (Nesterov: ``θ ← θ − lr (g + μ b)``)."""
+    momentum_buffer.mul_(momentum).add_(grad)
+    update = grad + momentum * momentum_buffer if nesterov else momentum_buffer
+    param.sub_(lr * update)
+
+
+def ema_(average: Tensor, value: Tensor, beta: Hyper) -> None:
+    r"""``a ← β a + (1 − β) value``."""
+    average.mul_(beta).add_((1 - beta) * value)
+
+
+def adam_moments_(
+    grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *, beta1: Hyper, beta2: Hyper
+) -> None:
+    r"""``m ← β₁ m + (1 − β₁) g``; ``v ← β₂ v + (1 − β₂) g²``."""
+    ema_(exp_avg, grad, beta1)
+    ema_(exp_avg_sq, grad * grad, beta2)
+
+
+def bias_corrected(average: Tensor, beta: Hyper, step: int) -> Tensor:
+    r"""``a / (1 − βᵗ)``."""
+    return average / (1 - beta**step)
+
+
+def adam_(
+    param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *, step: int, lr: Hyper,
+    beta1: Hyper, beta2: Hyper, eps: Hyper,
+) -> None:
+    r"""Adam: moments, ``m̂ = m/(1−β₁ᵗ)``, ``v̂ = v/(1−β₂ᵗ)``, ``θ ← θ − lr m̂ / (√v̂ + ε)``."""
+    adam_moments_(grad, exp_avg, exp_avg_sq, beta1=beta1, beta2=beta2)
+    m_hat = bias_corrected(exp_avg, beta1, step)
+    v_hat = bias_corrected(exp_avg_sq, beta2, step)
+    param.sub_(lr * (m_hat / (v_hat.sqrt() + eps)))
+
+
+def mean_over_runs(tensors: list[Tensor], batch_dims: int) -> Tensor:
+    r"""Mean of all entries of all ``tensors``, one mean per run (shape ``batch_shape``).
+
+    ``tensors`` share their first ``batch_dims`` dimensions; everything after them is pooled.
+    """
+    total = sum(
+        t.sum(dim=tuple(range(batch_dims, t.ndim))) if t.ndim > batch_dims else t for t in tensors
+    )
+    count = sum(t[(0,) * batch_dims].numel() for t in tensors)
+    return total / count
+
+
+def shared_scale(v_hats: list[Tensor], batch_dims: int, eps: Hyper) -> Tensor:
+    r"""The shared denominator ``s = √(mean of v̂ over all entries of all parameters) + ε``.
+
+    One value per run (shape ``batch_shape``); a tensor ``eps`` has that shape or is 0-d.
+    """
+    mean_v = mean_over_runs(v_hats, batch_dims)
+    if isinstance(eps, Tensor):
+        eps = eps.to(device=mean_v.device, dtype=mean_v.dtype)
+    return mean_v.sqrt() + eps
+
+
+def shared_scale_adam_(
+    params: list[Tensor], m_hats: list[Tensor], v_hats: list[Tensor], lrs: list[Hyper], *,
+    batch_dims: int, eps: Hyper,
+) -> None:
+    r"""``θ ← θ − lr m̂ / s`` for every parameter, with the one :func:`shared_scale` ``s``.
+
+    ``lrs[i]`` is broadcast against ``params[i]``; the moments are updated beforehand by
+    :func:`adam_moments_` and bias-corrected by :func:`bias_corrected`.
+    """
+    scale = shared_scale(v_hats, batch_dims, eps)
+    for p, m_hat, lr in zip(params, m_hats, lrs, strict=True):
+        s = scale.reshape(tuple(scale.shape) + (1,) * (p.ndim - batch_dims))
+        p.sub_(lr * (m_hat / s))
+
+
+def rmsprop_(
+    param: Tensor, grad: Tensor, square_avg: Tensor, *, lr: Hyper, alpha: Hyper, eps: Hyper
+) -> None:
+    r"""``v ← α v + (1 − α) g²``; ``θ ← θ − lr g / (√v + ε)`` (no bias correction)."""
+    ema_(square_avg, grad * grad, alpha)
+    param.sub_(lr * (grad / (square_avg.sqrt() + eps)))
+
+
+def signum_(
+    param: Tensor, grad: Tensor, momentum_buffer: Tensor, *, lr: Hyper, momentum: Hyper
+) -> None:
+    r"""``m ← β m + (1 − β) g``; ``θ ← θ − lr sign(m)``."""
+    ema_(momentum_buffer, grad, momentum)
+    param.sub_(lr * propagating_sign(momentum_buffer))
+
+
+def lion_(
+    param: Tensor, grad: Tensor, exp_avg: Tensor, *, lr: Hyper, beta1: Hyper, beta2: Hyper
+) -> None:
+    r"""``c = sign(β₁ m + (1 − β₁) g)``; ``m ← β₂ m + (1 − β₂) g``; ``θ ← θ − lr c``."""
+    update = propagating_sign(beta1 * exp_avg + (1 - beta1) * grad)
+    ema_(exp_avg, grad, beta2)
+    param.sub_(lr * update)
+
+
+def adafactor_factored_(
+    param: Tensor, grad: Tensor, row_var: Tensor, col_var: Tensor, *, lr: Hyper, beta2: Hyper,
+    eps: Hyper,
+) -> None:
+    r"""Adafactor on the last two dims (``n × k``), factored second moment, no bias correction.
+
+    ``R ← β₂ R + (1 − β₂) rowmean(g²)`` (``n × 1``), ``C ← β₂ C + (1 − β₂) colmean(g²)``
+    (``1 × k``), ``v̂ = R C / (mean(R) + 10⁻³⁰)``, ``θ ← θ − lr g / (√v̂ + ε)``.
+    ``row_var`` and ``col_var`` keep their reduced dimension (shapes ``(..., n, 1)``,
+    ``(..., 1, k)``).
+    """
+    g2 = grad * grad
+    ema_(row_var, g2.mean(dim=-1, keepdim=True), beta2)
+    ema_(col_var, g2.mean(dim=-2, keepdim=True), beta2)
+    v_hat = (row_var * col_var) / (row_var.mean(dim=-2, keepdim=True) + ADAFACTOR_ROW_MEAN_FLOOR)
+    param.sub_(lr * (grad / (v_hat.sqrt() + eps)))
+
+
+def adafactor_unfactored_(
+    param: Tensor, grad: Tensor, variance: Tensor, *, lr: Hyper, beta2: Hyper, eps: Hyper
+) -> None:
+    r"""Adafactor for a vector: ``v ← β₂ v + (1 − β₂) g²``; ``θ ← θ − lr g / (√v + ε)``."""
+    ema_(variance, grad * grad, beta2)
+    param.sub_(lr * (grad / (variance.sqrt() + eps)))
+
+
+# ------------------------------------------------------------------------------ matrix rules
+def muon_lr_ratio(adjust_lr_fn: str | None, rows: int, cols: int) -> float:
+    r"""Muon's shape factor: ``None`` → 1; ``"original"`` → ``√max(1, n/k)``;
+    ``"match_rms_adamw"`` → ``0.2 √max(n, k)`` (torch.optim.Muon's options)."""
+    if adjust_lr_fn is None:
+        return 1.0
+    if adjust_lr_fn == "original":
+        return max(1.0, rows / cols) ** 0.5
+    if adjust_lr_fn == "match_rms_adamw":
+        return 0.2 * max(rows, cols) ** 0.5
+    raise ValueError(f"Invalid adjust_lr_fn: {adjust_lr_fn!r}; expected None, 'original' or "
+                     "'match_rms_adamw'")
+
+
+def muon_(
+    param: Tensor, grad: Tensor, momentum_buffer: Tensor, *, lr: Hyper, momentum: Hyper,
+    nesterov: bool, ns_steps: int, ns_coefficients: tuple[float, float, float], eps: float,
+    adjust_lr_fn: str | None,
+) -> None:
+    r"""``M ← μ M + G``; ``θ ← θ − lr · NS₅(M)`` (Nesterov: ``NS₅(G + μ M)``).
+
+    ``NS₅`` is :func:`gaugekit.linalg.newton_schulz` on each matrix of the stack:
+    ``X₀ = M / (‖M‖_F + ε)`` per matrix, tall matrices transposed.
+    """
+    momentum_buffer.mul_(momentum).add_(grad)
+    target = grad + momentum * momentum_buffer if nesterov else momentum_buffer
+    orth = newton_schulz(target, steps=ns_steps, eps=eps, coefficients=ns_coefficients)
+    ratio = muon_lr_ratio(adjust_lr_fn, param.shape[-2], param.shape[-1])
+    param.sub_((lr * ratio) * orth)
+
+
+def shampoo_(
+    param: Tensor, grad: Tensor, left_gram: Tensor, right_gram: Tensor, left_inv_root: Tensor,
+    right_inv_root: Tensor, *, step: int, lr: Hyper, damping: float, update_freq: int,
+    eig_floor: float,
+) -> None:
+    r"""Two-sided Shampoo.
+
+    ``L ← L + G Gᵀ``, ``R ← R + Gᵀ G``; at steps ``t ≡ 1 (mod update_freq)`` refresh
+    ``L̃ = (L + λI)^{-1/4}``, ``R̃ = (R + λI)^{-1/4}`` (eigh, eigenvalues clamped below at
+    ``eig_floor``); ``θ ← θ − lr L̃ G R̃``.
+    """
+    left_gram.add_(grad @ grad.mT)
+    right_gram.add_(grad.mT @ grad)
+    if (step - 1) % update_freq == 0:
+        left_inv_root.copy_(
+            propagating_matrix_power(left_gram + damping * _eye_like(left_gram), -0.25, eig_floor)
+        )
+        right_inv_root.copy_(
+            propagating_matrix_power(
+                right_gram + damping * _eye_like(right_gram), -0.25, eig_floor
+            )
+        )
+    param.sub_(lr * (left_inv_root @ grad @ right_inv_root))
+
+
+def damped_inverse_power(power: float, damping: float, eig_floor: float = 1e-6) -> GramFn:
+    r"""The default Gram function ``H(P) = (P + λI)^{-s}`` (eigh; eigenvalues ≥ ``eig_floor``)."""
+
+    def gram_fn(P: Tensor) -> Tensor:
+        return propagating_matrix_power(P + damping * _eye_like(P), -power, eig_floor)
+
+    return gram_fn
+
+
+def gram_precondition(grad: Tensor, gram_fn: GramFn, side: str = "left") -> Tensor:
+    r"""``Φ(G) = H(G Gᵀ) G`` (``side="left"``) or ``G H(Gᵀ G)`` (``side="right"``), per matrix."""
+    if side == "left":
+        return gram_fn(grad @ grad.mT) @ grad
+    if side == "right":
+        return grad @ gram_fn(grad.mT @ grad)
+    raise ValueError(f"Invalid side: {side!r}; expected 'left' or 'right'")
+
+
+def gram_(param: Tensor, grad: Tensor, *, lr: Hyper, gram_fn: GramFn, side: str) -> None:
+    r"""``θ ← θ − lr Φ(G)`` with :func:`gram_precondition`."""
+    param.sub_(lr * gram_precondition(grad, gram_fn, side))
+
+
+def scaled_gd_damping(gram: Tensor, damping: float, relative: bool) -> Tensor | float:
+    r"""ScaledGD's ``λ``: ``damping · (tr(M)/k + 10⁻³⁰) + 10⁻¹²`` if ``relative``, else ``damping``.
+
+    Returned with shape ``(..., 1, 1)`` (one value per matrix of the stack) when relative.
+    """
+    if not relative:
+        return damping
+    mean_diag = gram.diagonal(dim1=-2, dim2=-1).mean(dim=-1)[..., None, None]
+    return damping * (mean_diag + 1e-30) + 1e-12
+
+
+def scaled_gd_direction(grad: Tensor, other: Tensor, *, damping: float, relative: bool) -> Tensor:
+    r"""``G (Oᵀ O + λ I)⁻¹`` for the factor paired with ``other`` (``O``), per matrix."""
+    gram = other.mT @ other
+    lam = scaled_gd_damping(gram, damping, relative)
+    return torch.linalg.solve(gram + lam * _eye_like(gram), grad, left=False)
+
+
+def scaled_gd_(
+    U: Tensor, V: Tensor, G_U: Tensor | None, G_V: Tensor | None, *, lr_U: Hyper, lr_V: Hyper,
+    damping: float, relative_damping: bool, sequential: bool,
+) -> None:
+    r"""ScaledGD on a pair ``W = U Vᵀ``.
+
+    ``U ← U − lr G_U (VᵀV + λ_V I)⁻¹``, ``V ← V − lr G_V (UᵀU + λ_U I)⁻¹``, both Grams from the
+    factors before the step (``sequential=True``: ``V``'s Gram uses the updated ``U``, the order
+    of the paper's script). A factor whose gradient is ``None`` is left alone.
+    """
+    step_U = None
+    if G_U is not None:
+        step_U = lr_U * scaled_gd_direction(G_U, V, damping=damping, relative=relative_damping)
+        if sequential:
+            U.sub_(step_U)
+            step_U = None
+    if G_V is not None:
+        V.sub_(lr_V * scaled_gd_direction(G_V, U, damping=damping, relative=relative_damping))
+    if step_U is not None:
+        U.sub_(step_U)

@@ -1,0 +1,73 @@
+"""Two-sided Shampoo with periodically refreshed inverse fourth roots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gaugekit.optim import functional as F
+from gaugekit.optim.base import ZooOptimizer
+from gaugekit.optim.validation import LR, Hyper, int_check, real_check
+
+
+class Shampoo(ZooOptimizer):
+    r"""Shampoo (Gupta, Koren & Singer, 2018), two-sided, in the paper's convention.
+
+    .. math::
+        L_t = L_{t-1} + G_t G_t^\top,\quad R_t = R_{t-1} + G_t^\top G_t,\\
+        θ_t = θ_{t-1} − \mathrm{lr}\,(L_s + λI)^{-1/4}\, G_t\, (R_s + λI)^{-1/4}
+
+    where ``s`` is the last refresh step: the inverse roots are recomputed at steps
+    1, 1 + f, 1 + 2f, … (``f = update_freq = 20``) by ``eigh`` with eigenvalues clamped below at
+    ``eig_floor = 1e-6``; ``λ = damping = 1``. State: ``step``, ``left_gram`` (``L``),
+    ``right_gram`` (``R``), ``left_inv_root``, ``right_inv_root``.
+
+    Deviations from Gupta et al.: ``λ`` is added at the root, not to the initial statistics; no
+    grafting, no momentum. From the paper: none.
+
+    Gauge: equivariant — under ``G → G Q``: ``L`` is invariant, ``R → Qᵀ R Q`` so
+    ``(R + λI)^{-1/4} → Qᵀ (R + λI)^{-1/4} Q``, and the update becomes ``L̃ G R̃ Q``.
+
+    Args:
+        params: matrices (``batch_dims + 2`` dims each) or param-group dicts.
+        lr: learning rate ``>= 0`` (per run).
+        damping: ``λ > 0`` added to ``L`` and ``R`` before the root.
+        update_freq: refresh period ``f >= 1`` of the inverse roots.
+        eig_floor: lower clamp ``> 0`` of the eigenvalues before the power.
+        batch_dims: leading dimensions of every parameter that index independent runs.
+    """
+
+    matrix_only = True
+    hyper_checks = {
+        "lr": LR,
+        "damping": real_check(0.0, low_open=True, per_run=False),
+        "update_freq": int_check(1),
+        "eig_floor": real_check(0.0, low_open=True, per_run=False),
+    }
+
+    def __init__(
+        self, params: Any, lr: Hyper = 0.1, *, damping: float = 1.0, update_freq: int = 20,
+        eig_floor: float = 1e-6, batch_dims: int = 0,
+    ) -> None:
+        defaults = {
+            "lr": lr, "damping": damping, "update_freq": update_freq, "eig_floor": eig_floor,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims)
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        for p, g in self._with_grad(group["params"]):
+            state = self.state[p]
+            if not state:
+                n, k = p.shape[-2], p.shape[-1]
+                batch = p.shape[:-2]
+                state["step"] = 0
+                state["left_gram"] = p.new_zeros(batch + (n, n))
+                state["right_gram"] = p.new_zeros(batch + (k, k))
+                state["left_inv_root"] = p.new_zeros(batch + (n, n))
+                state["right_inv_root"] = p.new_zeros(batch + (k, k))
+            state["step"] += 1
+            F.shampoo_(
+                p, g, state["left_gram"], state["right_gram"], state["left_inv_root"],
+                state["right_inv_root"], step=state["step"], lr=self._hyper(group, "lr", p),
+                damping=group["damping"], update_freq=group["update_freq"],
+                eig_floor=group["eig_floor"],
+            )

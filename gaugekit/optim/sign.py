@@ -1,0 +1,88 @@
+"""Sign-based rules: Signum and Lion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gaugekit.optim import functional as F
+from gaugekit.optim.base import ZooOptimizer
+from gaugekit.optim.validation import DECAY, LR, Hyper, betas_check
+
+
+class Signum(ZooOptimizer):
+    r"""Signum: sign of an exponential moving average (Bernstein et al., 2018).
+
+    .. math::
+        m_t = β m_{t-1} + (1-β) g_t,\qquad θ_t = θ_{t-1} − \mathrm{lr}\,\operatorname{sign}(m_t)
+
+    with ``sign(0) = 0``. State: ``momentum_buffer`` (the average ``m``).
+
+    Deviations: none from the paper's ``signum`` (β = 0.9); the paper decays ``lr`` by a cosine
+    schedule, which is the registry's ``lr_schedule``, not part of the optimizer. No weight decay.
+
+    Gauge: not equivariant — ``sign`` acts entry by entry, and ``sign(G Q) ≠ sign(G) Q``.
+
+    Args:
+        params: tensors or param-group dicts.
+        lr: learning rate ``>= 0`` (per run).
+        momentum: ``β`` in ``[0, 1)`` (per run).
+        batch_dims: leading dimensions of every parameter that index independent runs.
+    """
+
+    hyper_checks = {"lr": LR, "momentum": DECAY}
+
+    def __init__(
+        self, params: Any, lr: Hyper = 1e-3, momentum: Hyper = 0.9, *, batch_dims: int = 0
+    ) -> None:
+        super().__init__(params, {"lr": lr, "momentum": momentum}, batch_dims=batch_dims)
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        for p, g in self._with_grad(group["params"]):
+            state = self.state[p]
+            if not state:
+                state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            F.signum_(
+                p, g, state["momentum_buffer"], lr=self._hyper(group, "lr", p),
+                momentum=self._hyper(group, "momentum", p),
+            )
+
+
+class Lion(ZooOptimizer):
+    r"""Lion (Chen et al., 2023).
+
+    .. math::
+        c_t = \operatorname{sign}(β_1 m_{t-1} + (1-β_1) g_t),\quad
+        m_t = β_2 m_{t-1} + (1-β_2) g_t,\quad θ_t = θ_{t-1} − \mathrm{lr}\, c_t
+
+    State: ``exp_avg`` (the average ``m``).
+
+    Deviations: no decoupled weight decay (the paper runs ``wd = 0``); β = (0.9, 0.99) as in the
+    paper and in Lion's reference code.
+
+    Gauge: not equivariant — ``sign`` acts entry by entry, and ``sign(G Q) ≠ sign(G) Q``.
+
+    Args:
+        params: tensors or param-group dicts.
+        lr: learning rate ``>= 0`` (per run).
+        betas: ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
+        batch_dims: leading dimensions of every parameter that index independent runs.
+    """
+
+    hyper_checks = {"lr": LR, "betas": betas_check()}
+
+    def __init__(
+        self, params: Any, lr: Hyper = 1e-4, betas: tuple[Hyper, Hyper] = (0.9, 0.99), *,
+        batch_dims: int = 0,
+    ) -> None:
+        super().__init__(params, {"lr": lr, "betas": betas}, batch_dims=batch_dims)
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        for p, g in self._with_grad(group["params"]):
+            state = self.state[p]
+            if not state:
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            beta1, beta2 = self._hyper(group, "betas", p)
+            F.lion_(p, g, state["exp_avg"], lr=self._hyper(group, "lr", p), beta1=beta1,
+                    beta2=beta2)

@@ -1,0 +1,134 @@
+"""Hyperparameter checks shared by every optimizer of the zoo.
+
+Each check raises ``ValueError(f"Invalid {name}: {value!r}; expected ...")`` naming the argument
+and the allowed range. Float hyperparameters marked *per-run* may also be a floating tensor of
+shape ``param.shape[:batch_dims]`` (one value per stacked run) or a 0-d tensor; the range check
+then applies to every entry (this reads the tensor once, at construction).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+#: A float hyperparameter: a Python number or, for per-run hyperparameters, a tensor.
+Hyper = float | Tensor
+
+Check = Callable[[str, Any], None]
+
+
+def invalid(name: str, value: Any, expected: str) -> ValueError:
+    """The one error format of the package."""
+    return ValueError(f"Invalid {name}: {value!r}; expected {expected}")
+
+
+def _in_range(x: Tensor | float, low: float, high: float, low_open: bool, high_open: bool) -> bool:
+    t = torch.as_tensor(x).detach().to(torch.float64)
+    ok = torch.isfinite(t) & ((t > low) if low_open else (t >= low))
+    if not math.isinf(high):
+        ok = ok & ((t < high) if high_open else (t <= high))
+    return bool(ok.all())
+
+
+def _describe(low: float, high: float, low_open: bool, high_open: bool) -> str:
+    if math.isinf(high):
+        return f"a finite float {'>' if low_open else '>='} {low:g}"
+    left = "(" if low_open else "["
+    right = ")" if high_open else "]"
+    return f"a float in {left}{low:g}, {high:g}{right}"
+
+
+def real_check(
+    low: float,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    per_run: bool = True,
+) -> Check:
+    """A check for a float in the given interval; ``per_run`` also admits floating tensors."""
+    expected = _describe(low, high, low_open, high_open)
+    if per_run:
+        expected += " (or a floating tensor of such values, one per run)"
+
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool):
+            raise invalid(name, value, expected)
+        if isinstance(value, Tensor):
+            if not per_run or not value.is_floating_point():
+                raise invalid(name, value, expected)
+        elif not isinstance(value, (int, float)):
+            raise invalid(name, value, expected)
+        if not _in_range(value, low, high, low_open, high_open):
+            raise invalid(name, value, expected)
+
+    return check
+
+
+def betas_check(per_run: bool = True) -> Check:
+    """A pair ``(beta1, beta2)`` with each entry in ``[0, 1)``."""
+    entry = real_check(0.0, 1.0, high_open=True, per_run=per_run)
+
+    def check(name: str, value: Any) -> None:
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise invalid(name, value, "a pair (beta1, beta2) of floats in [0, 1)")
+        for i, beta in enumerate(value):
+            entry(f"{name}[{i}]", beta)
+
+    return check
+
+
+def int_check(low: int) -> Check:
+    """An integer ``>= low`` (``bool`` is refused)."""
+
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise invalid(name, value, f"an integer >= {low}")
+
+    return check
+
+
+def bool_check(name: str, value: Any) -> None:
+    """``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise invalid(name, value, "True or False")
+
+
+def choice_check(*choices: Any) -> Check:
+    """One of a fixed set of values."""
+
+    def check(name: str, value: Any) -> None:
+        if value not in choices:
+            raise invalid(name, value, f"one of {choices!r}")
+
+    return check
+
+
+def coefficients_check(name: str, value: Any) -> None:
+    """Three finite floats ``(a, b, c)``."""
+    ok = isinstance(value, (tuple, list)) and len(value) == 3
+    ok = ok and all(
+        isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) for c in value
+    )
+    if not ok:
+        raise invalid(name, value, "three finite floats (a, b, c)")
+
+
+def callable_or_none_check(name: str, value: Any) -> None:
+    """A callable or ``None``."""
+    if value is not None and not callable(value):
+        raise invalid(name, value, "a callable or None")
+
+
+#: ``lr >= 0``, per run.
+LR = real_check(0.0)
+#: ``eps >= 0``, per run.
+EPS = real_check(0.0)
+#: a decay coefficient in ``[0, 1)``, per run.
+DECAY = real_check(0.0, 1.0, high_open=True)
+#: ``batch_dims >= 0``.
+BATCH_DIMS = int_check(0)

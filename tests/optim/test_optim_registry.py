@@ -1,0 +1,116 @@
+"""The registry: names, classification, grids, schedules, construction on a factor pair."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from zoo_support import DTYPE, leaves
+
+from gaugekit.optim import (
+    OptimizerSpec,
+    all_specs,
+    get_spec,
+    lr_factor,
+    make_optimizer,
+    optimizer_names,
+    register_optimizer,
+    scheduled_lr,
+)
+from gaugekit.optim.registry import _REGISTRY
+
+ZOO = ["gd", "momentum", "adam", "scalar_adam", "rmsprop", "lion", "signum", "adafactor", "muon",
+       "shampoo", "scaled_gd", "gram"]
+EQUIVARIANT = {"gd", "momentum", "scalar_adam", "muon", "shampoo", "scaled_gd", "gram"}
+#: the paper's grids (experiments/optimizer_zoo_bias.py): (first, last, number of points)
+PAPER_GRIDS = {
+    "gd": (0.01, 0.3, 4), "adam": (1e-3, 3e-2, 3), "scalar_adam": (1e-3, 3e-2, 4),
+    "rmsprop": (1e-4, 1e-2, 5), "signum": (1e-4, 3e-3, 4), "lion": (1e-4, 3e-3, 4),
+    "adafactor": (3e-4, 1e-2, 4), "muon": (3e-3, 0.1, 4), "shampoo": (3e-2, 1.0, 4),
+}
+
+
+def test_names_in_order():
+    assert optimizer_names()[: len(ZOO)] == ZOO
+    assert [s.name for s in all_specs()] == optimizer_names()
+
+
+def test_equivariance_classification():
+    for name in ZOO:
+        assert get_spec(name).equivariant is (name in EQUIVARIANT), name
+    yes, no = optimizer_names(equivariant=True), optimizer_names(equivariant=False)
+    assert set(yes) | set(no) == set(optimizer_names()) and not set(yes) & set(no)
+    assert all(get_spec(n).reason for n in optimizer_names())
+
+
+def test_unknown_name_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"^Invalid name: 'adamw'.*'adam'.*'muon'"):
+        get_spec("adamw")
+    with pytest.raises(ValueError, match="^Invalid name"):
+        make_optimizer("adamw", [torch.zeros(2, requires_grad=True)])
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_GRIDS))
+def test_paper_grids(name):
+    grid = get_spec(name).paper_lr_grid
+    first, last, count = PAPER_GRIDS[name]
+    assert (grid[0], grid[-1], len(grid)) == (first, last, count)
+    assert list(grid) == sorted(grid)
+
+
+def test_specs_are_consistent(zoo_name):
+    spec = get_spec(zoo_name)
+    assert spec.matrix_only is spec.cls.matrix_only
+    assert spec.lr_schedule in ("constant", "cosine")
+    assert spec.label
+    for grid in (spec.paper_lr_grid, spec.ladder_lr_grid):
+        assert list(grid) == sorted(grid) and all(lr > 0 for lr in grid)
+    if spec.paper_lr_grid:
+        assert spec.defaults["lr"] in spec.paper_lr_grid
+
+
+def test_schedules_follow_the_paper_protocol():
+    cosine = {n for n in ZOO if get_spec(n).lr_schedule == "cosine"}
+    assert cosine == {"muon", "signum", "lion", "rmsprop"}
+
+
+def test_every_rule_builds_and_steps_on_a_factor_pair(zoo_name):
+    g = torch.Generator().manual_seed(2)
+    U, V = leaves(torch.randn(6, 3, generator=g, dtype=DTYPE),
+                  torch.randn(6, 3, generator=g, dtype=DTYPE))
+    opt = make_optimizer(zoo_name, [U, V])
+    assert isinstance(opt, get_spec(zoo_name).cls)
+    before = U.detach().clone()
+    ((U @ V.T) ** 2).sum().backward()
+    opt.step()
+    assert torch.isfinite(U).all() and not torch.equal(U.detach(), before)
+
+
+def test_register_optimizer():
+    spec = get_spec("gd")
+    with pytest.raises(ValueError, match="^Invalid name: 'gd'"):
+        register_optimizer(spec)
+    extra = OptimizerSpec("gd_slow", spec.cls, {"lr": 1e-3}, True, "as gd", False, "constant",
+                          (), "GD (slow)")
+    try:
+        register_optimizer(extra)
+        assert optimizer_names()[-1] == "gd_slow" and get_spec("gd_slow") is extra
+    finally:
+        _REGISTRY.pop("gd_slow", None)
+    assert "gd_slow" not in optimizer_names()
+    with pytest.raises(ValueError, match="^Invalid lr_schedule"):
+        OptimizerSpec("x", spec.cls, {}, True, "", False, "linear", (), "x")
+
+
+def test_lr_factor():
+    assert lr_factor("constant", 7, 10) == 1.0
+    assert lr_factor("cosine", 10, 10) == pytest.approx(0.0, abs=1e-15)
+    assert lr_factor("cosine", 5, 10) == pytest.approx(0.5, abs=1e-15)
+    assert lr_factor("cosine", 1, 10) == 0.5 * (1 + math.cos(math.pi / 10))
+    with pytest.raises(ValueError, match="^Invalid schedule"):
+        lr_factor("linear", 1, 10)
+    with pytest.raises(ValueError, match="^Invalid num_steps"):
+        lr_factor("cosine", 1, 0)
+    lrs = torch.tensor([0.1, 0.2], dtype=DTYPE)
+    assert torch.equal(scheduled_lr(lrs, "cosine", 5, 10), lrs * 0.5)

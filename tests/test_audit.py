@@ -1,0 +1,245 @@
+"""gaugekit.audit: the equivariance audit on the library's rules, on torch.optim, and on errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from helpers import BROKEN, haar, random_factors, rel, run, sensing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.testing import assert_close
+
+from gaugekit.audit import (
+    FLOAT32_THRESHOLD,
+    FLOAT64_THRESHOLD,
+    AuditError,
+    AuditRow,
+    audit_equivariance,
+    audit_many,
+    default_threshold,
+    format_audit_table,
+    registry_factories,
+    sensing_loss,
+    torch_optim_factories,
+)
+from gaugekit.optim.registry import get_spec, make_optimizer, optimizer_names
+
+#: In float32 the default `gram` rule, H(P) = (P + λI)^{-1/2} with λ = 1e-6, is a nearly exact
+#: polar factor msign(G); its sensitivity grows like 1/σ_min (up to λ^{-1/2} = 1e3), and for
+#: tall factors it also amplifies round-off in the null space of the rank-k n×n Gram by the
+#: same factor (measured audit residual up to ~2e-3 in float32, ~5e-12 in float64). This is
+#: conditioning, not an equivariance failure; float32 audits use λ = 1e-2 (amplification ≤ 10).
+FLOAT32_OVERRIDES: dict[str, dict[str, object]] = {"gram": {"damping": 1e-2}}
+
+
+@st.composite
+def audit_shapes(draw):
+    k = draw(st.integers(2, 3))  # k = 1: O(1) = {±1}, which every odd entrywise rule respects
+    n = draw(st.integers(k, 7))
+    m = draw(st.integers(k, 7))
+    return n, m, k
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("name", optimizer_names())
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(shape=audit_shapes(), seed=st.integers(0, 2**16))
+def test_audit_verdict_matches_the_registry_classification(name, dtype, shape, seed):
+    overrides = FLOAT32_OVERRIDES.get(name, {}) if dtype == torch.float32 else {}
+    result = audit_equivariance(
+        lambda params: make_optimizer(name, params, **overrides),
+        shape=shape,
+        dtype=dtype,
+        num_steps=6,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    assert result.threshold == default_threshold(dtype)
+    assert not result.static
+    assert result.equivariant is get_spec(name).equivariant, (name, result)
+    # the verdicts are not borderline: an order of magnitude below the threshold (float32
+    # round-off reaches ~1e-5) or two above it
+    if result.equivariant:
+        assert result.residual < result.threshold / 10
+    else:
+        assert result.residual > result.threshold * 100
+
+
+def test_audit_table_over_torch_optim_sgd_and_adam():
+    rows = {row.name: row for row in audit_many(torch_optim_factories())}
+    assert rows["SGD"].verdict == "equivariant"
+    assert rows["SGD-nesterov"].verdict == "equivariant"
+    assert rows["Adam"].verdict == "not equivariant"
+    assert rows["AdamW"].verdict == "not equivariant"
+    assert rows["Adam"].result.residual > 0.1
+    assert rows["SGD"].result.residual < 1e-12
+    assert all(row.verdict != "error" for row in rows.values()), format_audit_table(rows.values())
+
+
+def test_torch_radam_is_equivariant_until_its_rectifier_switches_on():
+    """RAdam with β₂ = 0.999 takes un-adapted momentum steps while ρ_t ≤ 5 (t ≤ 5), which
+    commute with the gauge; the adaptive steps from t = 6 on do not."""
+    f = lambda params: torch.optim.RAdam(params, lr=1e-2)
+    assert audit_equivariance(f, num_steps=5).equivariant
+    assert not audit_equivariance(f, num_steps=6).equivariant
+
+
+@pytest.mark.skipif(not hasattr(torch.optim, "Muon"), reason="torch.optim.Muon not present")
+def test_torch_muon_is_equivariant_only_up_to_its_bfloat16_newton_schulz():
+    result = audit_equivariance(lambda params: torch.optim.Muon(params, lr=1e-2))
+    assert not result.equivariant
+    # far above float64 round-off, far below a coordinate-wise rule's O(1) defect
+    assert 1e-5 < result.residual < 0.2
+    library = audit_equivariance(lambda params: make_optimizer("muon", params, lr=1e-2))
+    assert library.equivariant
+
+
+def test_audit_matches_an_independent_harness():
+    """The audit's residual is the max over steps of the displacement residual, per factor."""
+    loss = sensing(6, 4, r=2, num_measurements=30, seed=3)
+    U0, V0 = random_factors(6, 4, 3, seed=3)
+    Q = haar(3, seed=4)
+    f = lambda params: make_optimizer("adam", params)
+    result = audit_equivariance(f, U=U0, V=V0, Q=Q, loss=loss, num_steps=4)
+    plain, _, _ = run(f, U0, V0, loss, 4)
+    rotated, _, _ = run(f, U0 @ Q, V0 @ Q, loss, 4)
+    pairs = list(zip(plain, rotated, strict=True))
+    expected_U = max(rel(Ur - U0 @ Q, (Ut - U0) @ Q) for (Ut, _), (Ur, _) in pairs)
+    expected_V = max(rel(Vr - V0 @ Q, (Vt - V0) @ Q) for (_, Vt), (_, Vr) in pairs)
+    assert math.isclose(result.residual_U, expected_U, rel_tol=1e-9)
+    assert math.isclose(result.residual_V, expected_V, rel_tol=1e-9)
+    assert result.residual == max(result.residual_U, result.residual_V)
+    assert math.isclose(result.loss_start, loss(U0, V0).item(), rel_tol=1e-12)
+    assert result.loss_end < result.loss_start
+
+
+def test_factory_that_raises_becomes_an_error_row():
+    def broken(params):
+        raise RuntimeError("no such optimizer here")
+
+    def explodes(params):
+        opt = torch.optim.SGD(params, lr=1e-2)
+
+        def step(closure=None):
+            raise ValueError("step is broken")
+
+        opt.step = step
+        return opt
+
+    rows = audit_many({
+        "SGD": lambda params: torch.optim.SGD(params, lr=1e-2),
+        "broken": broken,
+        "explodes": explodes,
+        "diverges": lambda params: torch.optim.SGD(params, lr=1e6),
+    })
+    by_name = {row.name: row for row in rows}
+    assert [row.name for row in rows] == ["SGD", "broken", "explodes", "diverges"]
+    assert by_name["SGD"].verdict == "equivariant"
+    assert by_name["broken"].verdict == "error" and by_name["broken"].result is None
+    assert "RuntimeError: no such optimizer here" in by_name["broken"].error
+    assert "step 1 raised ValueError: step is broken" in by_name["explodes"].error
+    assert "non-finite" in by_name["diverges"].error
+    table = format_audit_table(rows)
+    assert "no such optimizer here" in table and "equivariant" in table
+    assert by_name["broken"].as_dict()["error"] == by_name["broken"].error
+    with pytest.raises(AuditError, match="factory raised RuntimeError"):
+        audit_equivariance(broken)
+
+
+def test_a_static_optimizer_cannot_be_judged():
+    result = audit_equivariance(lambda params: torch.optim.SGD(params, lr=0.0))
+    assert result.static and not result.equivariant and result.verdict == "static"
+
+
+def test_audit_rejects_a_loss_that_is_not_gauge_invariant():
+    coordinate_loss = lambda U, V: (U**4).sum() + (V**2).sum()
+    with pytest.raises(ValueError, match="Invalid loss"):
+        audit_equivariance(lambda params: torch.optim.SGD(params, lr=1e-2), loss=coordinate_loss)
+
+
+def test_audit_takes_any_gauge_invariant_loss_and_explicit_factors():
+    U0, V0 = random_factors(5, 4, 2, seed=1)
+    nuclear_like = lambda U, V: 0.5 * (U.pow(2).sum() + V.pow(2).sum()) + (U @ V.T).sum()
+    for name, expected in (("gd", True), ("signum", False)):
+        result = audit_equivariance(lambda params, name=name: make_optimizer(name, params),
+                                    U=U0, V=V0, loss=nuclear_like, num_steps=3)
+        assert result.equivariant is expected
+
+
+def test_audit_many_gives_every_row_the_same_problem():
+    sgd = lambda params: torch.optim.SGD(params, lr=1e-2)
+    g = torch.Generator().manual_seed(5)
+    first, second = audit_many({"a": sgd, "b": sgd}, generator=g)
+    assert first.result == second.result
+    third, = audit_many({"c": sgd}, generator=torch.Generator().manual_seed(6))
+    assert third.result.loss_start != first.result.loss_start
+
+
+def test_thresholds_and_validation():
+    assert default_threshold(torch.float64) == FLOAT64_THRESHOLD == 1e-8
+    assert default_threshold(torch.float32) == FLOAT32_THRESHOLD == 1e-3
+    with pytest.raises(ValueError, match="Invalid dtype"):
+        default_threshold(torch.float16)
+    sgd = lambda params: torch.optim.SGD(params, lr=1e-2)
+    with pytest.raises(ValueError, match="Invalid num_steps"):
+        audit_equivariance(sgd, num_steps=0)
+    with pytest.raises(ValueError, match="Invalid U, V"):
+        audit_equivariance(sgd, U=torch.zeros(3, 2, dtype=torch.float64))
+    # a custom threshold is honoured
+    assert audit_equivariance(sgd, threshold=0.0).verdict == "not equivariant"
+
+
+def test_sensing_loss_is_a_function_of_the_product_and_reproducible():
+    make = lambda seed: sensing_loss(6, 4, generator=torch.Generator().manual_seed(seed))
+    loss_a, loss_b, loss_c = make(0), make(0), make(1)
+    U, V = random_factors(6, 4, 3, seed=2)
+    assert loss_a(U, V).item() == loss_b(U, V).item()
+    assert loss_a(U, V).item() != loss_c(U, V).item()
+    from gaugekit.gauge import gl_act, random_gl
+    A = random_gl(3, generator=torch.Generator().manual_seed(3))
+    assert_close(loss_a(*gl_act(U, V, A)), loss_a(U, V), atol=1e-12, rtol=1e-12)
+    # negative control: moving the product moves the loss
+    assert rel(loss_a(2 * U, V), loss_a(U, V)) > BROKEN
+    with pytest.raises(ValueError, match="Invalid shape"):
+        sensing_loss(0, 4, generator=torch.Generator())
+
+
+def test_factory_lists():
+    factories = torch_optim_factories()
+    for name in ("SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adagrad", "Adadelta",
+                 "RMSprop", "Rprop", "ASGD"):
+        assert name in factories
+    U = torch.zeros(3, 2, dtype=torch.float64, requires_grad=True)
+    V = torch.zeros(4, 2, dtype=torch.float64, requires_grad=True)
+    for factory in factories.values():
+        assert isinstance(factory([U, V]), torch.optim.Optimizer)
+    assert list(registry_factories()) == optimizer_names()
+    assert list(registry_factories(["gd", "adam"], lr=1e-3)) == ["gd", "adam"]
+
+
+def test_torch_optim_factories_skip_classes_absent_from_an_older_torch(monkeypatch):
+    for name in ("Muon", "Adafactor"):
+        monkeypatch.delattr(torch.optim, name, raising=False)
+    factories = torch_optim_factories()
+    assert "Muon" not in factories and "Adafactor" not in factories
+    assert "Adam" in factories
+
+
+def test_audit_row_as_dict_is_flat():
+    row = audit_many({"SGD": lambda params: torch.optim.SGD(params, lr=1e-2)})[0]
+    assert isinstance(row, AuditRow)
+    flat = row.as_dict()
+    assert flat["name"] == "SGD" and flat["verdict"] == "equivariant" and flat["error"] is None
+    assert flat["residual"] == row.result.residual and flat["dtype"] == "float64"
+
+
+@pytest.mark.gpu
+def test_audit_on_cuda_gives_the_cpu_verdicts():
+    """One code path: the same draws (made on the CPU generator) and the same verdicts on CUDA."""
+    for name in ("gd", "muon", "adam"):
+        f = lambda params, name=name: make_optimizer(name, params)
+        cpu = audit_equivariance(f, num_steps=4)
+        gpu = audit_equivariance(f, num_steps=4, device="cuda")
+        assert gpu.verdict == cpu.verdict
+        assert math.isclose(gpu.loss_start, cpu.loss_start, rel_tol=1e-10)
