@@ -45,6 +45,7 @@ __all__ = [
     "AuditError",
     "AuditResult",
     "AuditRow",
+    "FactorRun",
     "LossFn",
     "OptimizerFactory",
     "audit_equivariance",
@@ -52,6 +53,7 @@ __all__ = [
     "default_threshold",
     "format_audit_table",
     "registry_factories",
+    "run_factor_optimizer",
     "sensing_loss",
     "torch_optim_factories",
 ]
@@ -179,14 +181,35 @@ class AuditRow:
 # --------------------------------------------------------------------------------------------
 
 
-def _run(
+@dataclass
+class FactorRun:
+    """What :func:`run_factor_optimizer` leaves: the iterates and the live optimizer.
+
+    ``iterates[t - 1]`` is ``(U_t, V_t)`` after step ``t``; ``params`` are the two leaf tensors the
+    optimizer holds (to look its state up by parameter).
+    """
+
+    iterates: list[tuple[Tensor, Tensor]]
+    optimizer: torch.optim.Optimizer
+    params: list[Tensor]
+
+
+def run_factor_optimizer(
     make_optimizer: OptimizerFactory,
     U0: Tensor,
     V0: Tensor,
     loss: LossFn,
     num_steps: int,
-) -> list[tuple[Tensor, Tensor]]:
-    """Iterates ``(U_t, V_t)``, ``t = 1 … num_steps``, of the optimizer from ``(U0, V0)``."""
+) -> FactorRun:
+    """Run ``make_optimizer([U, V])`` from ``(U0, V0)`` for ``num_steps`` steps on ``loss``.
+
+    Each step calls ``optimizer.step(closure)`` with a closure that clears the gradients,
+    evaluates ``loss`` and back-propagates, so any ``torch.optim`` optimizer works (L-BFGS too).
+    Raises :class:`AuditError` when the factory or a step raises, or a step leaves non-finite
+    parameters.
+    """
+    if num_steps < 0:
+        raise ValueError(f"Invalid num_steps: {num_steps!r}; expected an integer >= 0")
     U = U0.detach().clone().requires_grad_(True)
     V = V0.detach().clone().requires_grad_(True)
     try:
@@ -210,7 +233,7 @@ def _run(
         if not (torch.isfinite(U).all() and torch.isfinite(V).all()):
             raise AuditError(f"non-finite parameters after step {t}")
         iterates.append((U.detach().clone(), V.detach().clone()))
-    return iterates
+    return FactorRun(iterates=iterates, optimizer=optimizer, params=[U, V])
 
 
 def audit_equivariance(
@@ -278,8 +301,8 @@ def audit_equivariance(
             "expected a gauge-invariant loss L(U Vᵀ)"
         )
 
-    plain = _run(make_optimizer, U0, V0, loss, num_steps)
-    rotated = _run(make_optimizer, U0Q, V0Q, loss, num_steps)
+    plain = run_factor_optimizer(make_optimizer, U0, V0, loss, num_steps).iterates
+    rotated = run_factor_optimizer(make_optimizer, U0Q, V0Q, loss, num_steps).iterates
 
     res_U, res_V = 0.0, 0.0
     for (U_t, V_t), (U_tQ, V_tQ) in zip(plain, rotated, strict=True):

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from gaugekit.audit import run_factor_optimizer
 from gaugekit.gauge import balancedness, relative_distance
 from gaugekit.linalg import NS_COEFFICIENTS
 
@@ -368,24 +369,9 @@ def optimizer_trajectory(
     clears the gradients and back-propagates. Returns stacks of shape ``(num_steps + 1, n, k)``
     and ``(num_steps + 1, m, k)`` (the start included).
     """
-    if num_steps < 0:
-        raise ValueError(f"Invalid num_steps: {num_steps!r}; expected an integer >= 0")
-    U = U0.detach().clone().requires_grad_(True)
-    V = V0.detach().clone().requires_grad_(True)
-    optimizer = make_optimizer([U, V])
-
-    def closure() -> Tensor:
-        with torch.enable_grad():
-            U.grad, V.grad = None, None
-            value = loss(U, V)
-            value.backward()
-        return value
-
-    Us, Vs = [U.detach().clone()], [V.detach().clone()]
-    for _ in range(num_steps):
-        optimizer.step(closure)
-        Us.append(U.detach().clone())
-        Vs.append(V.detach().clone())
+    run = run_factor_optimizer(make_optimizer, U0, V0, loss, num_steps)
+    Us = [U0.detach().clone(), *(U for U, _ in run.iterates)]
+    Vs = [V0.detach().clone(), *(V for _, V in run.iterates)]
     return torch.stack(Us), torch.stack(Vs)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from gaugekit.audit import run_factor_optimizer
 from gaugekit.gauge import haar_orthogonal
 
 EXACT = 1e-11
@@ -117,22 +118,8 @@ def run(
     Returns the iterates ``[(U_1, V_1), …]``, the optimizer (for its state) and the two
     parameter tensors (to look its state up by parameter).
     """
-    U = U0.detach().clone().requires_grad_(True)
-    V = V0.detach().clone().requires_grad_(True)
-    opt = factory([U, V])
-
-    def closure() -> Tensor:
-        with torch.enable_grad():
-            U.grad, V.grad = None, None
-            value = loss(U, V)
-            value.backward()
-        return value
-
-    iterates = []
-    for _ in range(num_steps):
-        opt.step(closure)
-        iterates.append((U.detach().clone(), V.detach().clone()))
-    return iterates, opt, [U, V]
+    result = run_factor_optimizer(factory, U0, V0, loss, num_steps)
+    return result.iterates, result.optimizer, result.params
 
 
 def one_step(factory: Factory, G: Tensor, P0: Tensor | None = None) -> Tensor:
