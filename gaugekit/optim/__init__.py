@@ -94,10 +94,15 @@ from gaugekit.optim.sgd import GD, Momentum
 from gaugekit.optim.shampoo import Shampoo
 from gaugekit.optim.sign import Lion, Signum
 
+# isort: split
+# Last: FlowAdam registers itself in the registry on import.
+from gaugekit.optim.flow_adam import FlowAdam
+
 __all__ = [
     "GD",
     "Adafactor",
     "Adam",
+    "FlowAdam",
     "GramPreconditioned",
     "Lion",
     "Momentum",
