@@ -1,0 +1,157 @@
+"""Floor 4: the command line, ``python -m gaugekit`` (or ``gaugekit``). Thin: parse, then call.
+
+::
+
+    python -m gaugekit list
+    python -m gaugekit run EXPERIMENT [--scale quick|paper] [--device cpu|cuda] [--out PATH]
+                                      [--part NAME ...] [--workers N] [--overwrite]
+    python -m gaugekit report EXPERIMENT [--scale ...] [--out PATH] [--part NAME]
+                                         [--protocol oracle|validation|train_speed]
+
+``run`` resumes by default: runs already recorded under ``--out`` are skipped. ``--out``
+defaults to ``results/EXPERIMENT/SCALE`` under the working directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gaugekit.config import SCALES, get_scale
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gaugekit", description="Experiments of the gaugebook: run sweeps, list, report."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="list the experiments (with their parts) and the optimizers")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("experiment", help="experiment name (see `list`)")
+        p.add_argument("--scale", choices=SCALES, default=None,
+                       help="quick or paper (default: $GAUGEKIT_SCALE, else quick)")
+        p.add_argument("--out", type=Path, default=None,
+                       help="records folder (default: results/EXPERIMENT/SCALE)")
+
+    run = sub.add_parser("run", help="run (or resume) an experiment's sweeps")
+    common(run)
+    run.add_argument("--device", default=None, help="torch device (default: $GAUGEKIT_DEVICE, "
+                     "else cuda when available, else cpu)")
+    run.add_argument("--part", action="append", default=None,
+                     help="run only this part (repeatable; default: all parts)")
+    run.add_argument("--workers", type=int, default=1, help="parallel worker processes")
+    run.add_argument("--max-batch-size", type=int, default=None, help="cap on runs per batch")
+    run.add_argument("--overwrite", action="store_true",
+                     help="delete the parts' record files first instead of resuming")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    report = sub.add_parser("report", help="print the selected hyperparameters per method")
+    common(report)
+    report.add_argument("--part", default=None, help="part to report (default: the first)")
+    report.add_argument("--protocol", default="oracle",
+                        help="selection protocol: oracle, validation or train_speed")
+    return parser
+
+
+def _default_out(experiment: str, scale: str) -> Path:
+    return Path("results") / experiment / scale
+
+
+def _format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "nan" if math.isnan(value) else f"{value:.4g}"
+        return str(value)
+
+    table = [[c for c in columns]] + [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    lines = ("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in table)
+    return "\n".join(lines)
+
+
+def _cmd_list() -> int:
+    from gaugekit.experiments import experiment_names, get_experiment
+    from gaugekit.optim.registry import all_specs
+
+    print("experiments:")
+    for name in experiment_names():
+        exp = get_experiment(name)
+        print(f"  {name}: {exp.description}")
+        for scale in SCALES:
+            print(f"    {scale}: parts {', '.join(exp.parts(scale))}")
+    print("optimizers:")
+    for spec in all_specs():
+        kind = "equivariant" if spec.equivariant else "coordinate-wise"
+        print(f"  {spec.name:<12} {kind:<16} {spec.lr_schedule:<9} {spec.reason}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from gaugekit.experiments import get_experiment
+    from gaugekit.experiments.sweep import run_sweep
+
+    scale = get_scale(args.scale)
+    exp = get_experiment(args.experiment)
+    out = args.out or _default_out(exp.name, scale)
+    report = run_sweep(
+        exp, out, scale=scale, parts=args.part, device=args.device,
+        max_batch_size=args.max_batch_size, resume=not args.overwrite,
+        progress=not args.quiet, workers=args.workers,
+    )
+    print(f"{exp.name} [{scale}] -> {out}: {report}")
+    return 1 if report.statuses.get("error") else 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from gaugekit.experiments import get_experiment
+    from gaugekit.experiments.selection import PROTOCOLS, select
+    from gaugekit.experiments.sweep import load_part
+
+    scale = get_scale(args.scale)
+    exp = get_experiment(args.experiment)
+    out = args.out or _default_out(exp.name, scale)
+    part = args.part or exp.parts(scale)[0]
+    if args.protocol not in PROTOCOLS:
+        raise ValueError(f"Invalid protocol: {args.protocol!r}; expected one of {list(PROTOCOLS)}")
+    records = load_part(exp, part, out, scale=scale)
+    if not records:
+        print(f"no records of part {part!r} under {out}; run `gaugekit run {exp.name}` first")
+        return 1
+    rows = [
+        {"method": key, "lr": s.value, "interpolated": s.gated, "at_grid_edge": s.at_grid_edge,
+         "rec": s.mean("rec"), "val_rec": s.mean("val_rec"), "steps": s.mean("steps")}
+        for key, s in select(
+            [r for r in records if r.get("config", {}).get("hparams")], PROTOCOLS[args.protocol]
+        ).items()
+    ]
+    print(f"{exp.name} [{scale}] part {part}, protocol {args.protocol} ({len(records)} records)")
+    print(_format_table(rows, ["method", "lr", "interpolated", "at_grid_edge", "rec", "val_rec",
+                               "steps"]))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 1 some run failed or nothing to report,
+    2 bad arguments)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    try:
+        if args.command == "list":
+            return _cmd_list()
+        if args.command == "run":
+            return _cmd_run(args)
+        return _cmd_report(args)
+    except ValueError as err:
+        print(f"gaugekit: error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,36 @@
+"""Floor 3: the book's experiments, the sweep runner and the run records.
+
+``records``    JSON Lines records: run ids, provenance, strict JSON, crash-safe appends
+``sweep``      the generic runner: grid → batches → records, resumable
+``batching``   helpers to train stacked runs and drop finished ones
+``selection``  hyperparameter selection protocols over records (oracle, validation, speed)
+``matrix_sensing``  the optimizer zoo on the paper's matrix-sensing testbed
+
+Experiments are registered here by name; modules are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from gaugekit.experiments.sweep import Experiment
+
+__all__ = ["EXPERIMENTS", "experiment_names", "get_experiment"]
+
+#: experiment name → "module:attribute" of its experiment object
+EXPERIMENTS: dict[str, str] = {
+    "matrix_sensing": "gaugekit.experiments.matrix_sensing:EXPERIMENT",
+}
+
+
+def experiment_names() -> list[str]:
+    """Registered experiment names, in registration order."""
+    return list(EXPERIMENTS)
+
+
+def get_experiment(name: str) -> Experiment:
+    """The experiment object registered as ``name``."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"Invalid experiment: {name!r}; expected one of {experiment_names()}")
+    module, attr = EXPERIMENTS[name].split(":")
+    return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,944 @@
+r"""Floor 3: the matrix-sensing optimizer zoo — Table 2, Figure 1 and their controls.
+
+The experiment trains the factorization ``W = U Vᵀ`` of :mod:`gaugekit.problems.matrix_sensing`
+with every optimizer of the paper's zoo, over a learning-rate grid and several seeds, and
+records where each run ends: recovery error ``rec``, held-out residual ``val_rec``, effective
+rank, nuclear norm, balancedness, steps.
+
+Protocol of a run (the paper's, ``experiments/optimizer_zoo_bias.py``). At step ``t = 1, 2, …``
+the loss is evaluated first; a non-finite loss or one above ``diverge_above`` (1e8) ends the
+run as *diverged* at step ``t``. Otherwise the gradients are taken, the learning rate is
+``lr · lr_factor(schedule, t, num_steps)`` (cosine decay to zero over the budget for Muon,
+signum, Lion and RMSProp in Table 2; constant for the others) and the optimizer steps. Every
+``check_every`` (200) steps, a run whose loss *at the start of that step* was below ``tol``
+(1e-7) has *interpolated* and stops; this pre-update loss is the record's ``train_loss`` (the
+paper's ``train``). The final metrics are taken at the factors after the last update.
+
+Batching. All runs of a part that share the problem and the budget are trained together: the
+factors of ``B`` runs are one stack ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] = U``,
+``P[:, 1] = V``); runs of one optimizer (and one schedule and non-lr hyperparameters) form a
+*member*, a contiguous block of ``P`` with one optimizer and a per-run ``lr`` tensor, built with
+``batch_dims=2`` on the block when the rule acts on each matrix separately
+(:data:`PER_MATRIX_RULES`) and with ``batch_dims=1`` on ``[U, V]`` otherwise (shared-scale
+Adam pools over both factors of a run). The measurement operator is one matrix product per
+instance and step (:class:`~gaugekit.problems.matrix_sensing.SensingBatch`). Finished runs are
+removed from the stack (:mod:`gaugekit.experiments.batching`), so a diverged run never touches
+the others. A batched run equals the same run done alone: to round-off in float64, bit for bit
+in float32 on the CPU except for Shampoo (its ``pow`` rounds the last bit differently in
+stacks of different sizes); tested in ``tests/experiments``.
+
+Parts (each a grid; the quick and the paper scale differ only in their numbers):
+
+``zoo``          Table 2: nine optimizers, the paper's grids and schedules, 3 seeds.
+``cosine_all``   the same with cosine decay for every optimizer.
+``init_1e-2``    the zoo from initial scale 1e-2 instead of 1e-3.
+``second_size``  a second size (paper: n = 60, r = 5, k = 60, m = 1150).
+``wide``         wider lr grids (a decade beyond the paper's on both sides): lr sensitivity,
+                 and the honest selection protocols.
+``convex``       the convex reference: min ‖X‖_* subject to A vec(X) = y (cvxpy), per seed.
+``convex_second_size``  the convex reference at the second size.
+
+Paper scale: n = 40, r = 3, k = 40, m = 462, 200 validation measurements, 20,000 steps,
+tol 1e-7, seeds 42, 123, 456. Quick scale: n = 20, r = 2, k = 20, m = 152, 100 validation
+measurements, 3,000 steps, tol 1e-6 (second size n = 30, r = 3, m = 342), same seeds and grids.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gaugekit.config import get_scale
+from gaugekit.experiments.batching import transfer_state
+from gaugekit.experiments.records import downsample_indices, round_sig
+from gaugekit.experiments.selection import PROTOCOLS, Selection, select
+from gaugekit.experiments.sweep import RunResult, RunSpec, SweepReport, load_part, run_sweep
+from gaugekit.optim.registry import get_spec, make_optimizer
+from gaugekit.optim.schedules import lr_factor
+from gaugekit.problems.matrix_sensing import (
+    INIT_SEED_OFFSET,
+    SensingBatch,
+    default_num_measurements,
+    init_factors,
+    make_instance,
+    min_nuclear_norm_solution,
+    recovery_metrics,
+)
+
+__all__ = [
+    "COMMAND",
+    "CONFIGS",
+    "EXPERIMENT",
+    "PAPER_HPARAMS",
+    "PAPER_LR_GRIDS",
+    "PER_MATRIX_RULES",
+    "PUBLISHED_CONVEX_REC",
+    "PUBLISHED_NUCLEAR_NORMS",
+    "PUBLISHED_TABLE2",
+    "TABLE2_COSINE",
+    "TABLE2_METHODS",
+    "Budget",
+    "Collected",
+    "MatrixSensingZoo",
+    "Part",
+    "Problem",
+    "ScaleConfig",
+    "collect",
+    "compare_with_published",
+    "get_config",
+    "published_convex",
+    "published_table2",
+    "records_dir",
+    "selection_rows",
+    "split_summary",
+    "train_factored_batch",
+    "wide_grid",
+]
+
+NAME = "matrix_sensing"
+
+#: Table 2's nine optimizers, in the paper's order (best published recovery first).
+TABLE2_METHODS: tuple[str, ...] = (
+    "muon", "gd", "scalar_adam", "shampoo", "lion", "signum", "rmsprop", "adafactor", "adam",
+)
+#: Rules the paper's Table 2 run decays with a cosine schedule (constant-norm updates and
+#: RMSProp, whose ε-bounded denominator cannot reach 1e-7 at a constant step).
+TABLE2_COSINE: frozenset[str] = frozenset({"muon", "signum", "lion", "rmsprop"})
+#: The published Table 2 (arXiv 2608.05136): method → (mean rec over 3 seeds, selected lr).
+PUBLISHED_TABLE2: dict[str, tuple[float, float]] = {
+    "muon": (6.8e-6, 0.1),
+    "gd": (0.1312, 0.01),
+    "scalar_adam": (0.2010, 1e-3),
+    "shampoo": (0.2856, 0.03),
+    "lion": (0.4248, 3e-4),
+    "signum": (0.4454, 3e-3),
+    "rmsprop": (0.5266, 1e-4),
+    "adafactor": (0.5430, 3e-4),
+    "adam": (0.5734, 0.01),
+}
+#: The paper's hyperparameters besides ``lr`` (pinned here, so that a change of a registry
+#: default can neither change Table 2 nor the run ids of its records).
+PAPER_HPARAMS: dict[str, dict[str, Any]] = {
+    "gd": {},
+    "adam": {"betas": (0.9, 0.999), "eps": 1e-8},
+    "scalar_adam": {"betas": (0.9, 0.999), "eps": 1e-8},
+    "rmsprop": {"alpha": 0.99, "eps": 1e-8},
+    "lion": {"betas": (0.9, 0.99)},
+    "signum": {"momentum": 0.9},
+    "adafactor": {"beta2": 0.999, "eps": 1e-8},
+    "muon": {"momentum": 0.9, "nesterov": False, "ns_steps": 5, "eps": 1e-7},
+    "shampoo": {"damping": 1.0, "update_freq": 20, "eig_floor": 1e-6},
+}
+#: The paper's check values: nuclear norm of X_star (n = 40, r = 3) for seeds 42, 123, 456.
+PUBLISHED_NUCLEAR_NORMS: dict[int, float] = {42: 33.941225, 123: 41.082738, 456: 38.508539}
+#: The paper's learning-rate grids (Table 2), pinned like the hyperparameters above.
+PAPER_LR_GRIDS: dict[str, tuple[float, ...]] = {
+    "muon": (3e-3, 1e-2, 3e-2, 0.1),
+    "gd": (0.01, 0.03, 0.1, 0.3),
+    "scalar_adam": (1e-3, 3e-3, 1e-2, 3e-2),
+    "shampoo": (0.03, 0.1, 0.3, 1.0),
+    "lion": (1e-4, 3e-4, 1e-3, 3e-3),
+    "signum": (1e-4, 3e-4, 1e-3, 3e-3),
+    "rmsprop": (1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+    "adafactor": (3e-4, 1e-3, 3e-3, 1e-2),
+    "adam": (1e-3, 1e-2, 3e-2),
+}
+#: The published convex reference: rec of the min-nuclear-norm solution for seeds 42, 123, 456.
+PUBLISHED_CONVEX_REC: dict[int, float] = {42: 0.0, 123: 0.0, 456: 0.1005}
+
+CURVE_POINTS = 33
+CURVE_DIGITS = 5
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Sizes of the sensing problem: ``n``, planted rank ``r``, width ``k``, ``m`` measurements,
+    ``num_val`` held-out measurements and the initial scale of the factors."""
+
+    n: int
+    r: int
+    k: int
+    m: int
+    num_val: int
+    init_scale: float
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "n": self.n, "r": self.r, "k": self.k, "m": self.m,
+            "num_val": self.num_val, "init_scale": self.init_scale,
+        }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Step budget, interpolation tolerance, check period and divergence threshold."""
+
+    num_steps: int
+    tol: float = 1e-7
+    check_every: int = 200
+    diverge_above: float = 1e8
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "num_steps": self.num_steps, "tol": self.tol,
+            "check_every": self.check_every, "diverge_above": self.diverge_above,
+        }
+
+
+@dataclass(frozen=True)
+class Part:
+    """One sweep of the experiment: methods × lr grid × seeds on one problem and budget.
+
+    ``kind`` is ``"factored"`` (train ``U Vᵀ``) or ``"convex"`` (the nuclear-norm reference;
+    ``methods``, ``lr_grids`` and ``schedules`` are then unused).
+    """
+
+    name: str
+    description: str
+    problem: Problem
+    budget: Budget
+    seeds: tuple[int, ...]
+    methods: tuple[str, ...] = ()
+    lr_grids: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    schedules: Mapping[str, str] = field(default_factory=dict)
+    dtype: str = "float32"
+    kind: str = "factored"
+
+    def specs(self) -> list[RunSpec]:
+        """The runs of the part, ordered method, lr, seed."""
+        problem = self.problem.to_config()
+        if self.kind == "convex":
+            return [
+                RunSpec(
+                    NAME,
+                    self.name,
+                    {"kind": "convex", "problem": problem, "method": "nuclear_norm_min",
+                     "seed": seed, "dtype": "float64"},
+                    {"instance": seed},
+                )
+                for seed in self.seeds
+            ]
+        out = []
+        for method in self.methods:
+            fixed = PAPER_HPARAMS.get(method)
+            if fixed is None:
+                fixed = {k: v for k, v in get_spec(method).defaults.items() if k != "lr"}
+            schedule = self.schedules.get(method, "constant")
+            for lr in self.lr_grids[method]:
+                hparams = {**fixed, "lr": float(lr)}
+                for seed in self.seeds:
+                    config = {
+                        "kind": "factored",
+                        "problem": problem,
+                        "method": method,
+                        "hparams": hparams,
+                        "schedule": schedule,
+                        "budget": self.budget.to_config(),
+                        "seed": seed,
+                        "dtype": self.dtype,
+                    }
+                    seeds = {"instance": seed, "init": seed + INIT_SEED_OFFSET}
+                    out.append(RunSpec(NAME, self.name, config, seeds))
+        return out
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    """The parts at one scale; ``persist_records``: keep records under ``results/`` (paper) or
+    recompute them in a temporary folder each time (quick)."""
+
+    scale: str
+    parts: tuple[Part, ...]
+    persist_records: bool
+
+    def part(self, name: str) -> Part:
+        for part in self.parts:
+            if part.name == name:
+                return part
+        raise ValueError(f"Invalid part: {name!r}; expected one of {[p.name for p in self.parts]}")
+
+
+def wide_grid(grid: Sequence[float], factor: float = 10.0) -> tuple[float, ...]:
+    """``grid`` plus every ``{1, 3}·10^e`` in ``[min(grid)/factor, max(grid)·factor]``, sorted.
+
+    Values are built from decimal literals (``3e-4`` is the float ``3e-4``), so the points of
+    the paper's grid keep their run ids.
+    """
+    lo, hi = min(grid) / factor, max(grid) * factor
+    values = set(float(v) for v in grid)
+    for exponent in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+        for mantissa in (1, 3):
+            v = float(f"{mantissa}e{exponent}")
+            if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
+                values.add(v)
+    return tuple(sorted(values))
+
+
+def _table2_schedules(methods: Sequence[str], cosine: frozenset[str]) -> dict[str, str]:
+    return {m: ("cosine" if m in cosine else "constant") for m in methods}
+
+
+def _build_config(
+    scale: str,
+    base: Problem,
+    second: Problem,
+    budget: Budget,
+    seeds: tuple[int, ...],
+    grids: Mapping[str, tuple[float, ...]],
+    wide_factor: float,
+    persist: bool,
+) -> ScaleConfig:
+    methods = TABLE2_METHODS
+    table2 = _table2_schedules(methods, TABLE2_COSINE)
+    all_cosine = _table2_schedules(methods, frozenset(methods))
+    wide = {m: wide_grid(grids[m], wide_factor) for m in methods}
+    init_problem = Problem(base.n, base.r, base.k, base.m, base.num_val, 1e-2)
+    parts = (
+        Part("zoo", "Table 2: the paper's grids and schedules", base, budget, seeds,
+             methods, grids, table2),
+        Part("cosine_all", "cosine decay to zero for every optimizer", base, budget, seeds,
+             methods, grids, all_cosine),
+        Part("init_1e-2", "initial scale 1e-2 instead of 1e-3", init_problem, budget, seeds,
+             methods, grids, table2),
+        Part("second_size", f"a second size: n = {second.n}, r = {second.r}, m = {second.m}",
+             second, budget, seeds, methods, grids, table2),
+        Part("wide", f"lr grids widened {wide_factor:g}x on both sides", base, budget, seeds,
+             methods, wide, table2),
+        Part("convex", "min nuclear norm subject to the measurements (cvxpy)", base, budget,
+             seeds, kind="convex"),
+        Part("convex_second_size", "the convex reference at the second size", second, budget,
+             seeds, kind="convex"),
+    )
+    return ScaleConfig(scale, parts, persist)
+
+
+def _paper_config() -> ScaleConfig:
+    base = Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
+    second = Problem(60, 5, 60, default_num_measurements(60, 5), 200, 1e-3)
+    return _build_config(
+        "paper", base, second, Budget(20_000), (42, 123, 456),
+        PAPER_LR_GRIDS, 10.0, persist=True,
+    )
+
+
+def _quick_config() -> ScaleConfig:
+    base = Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
+    second = Problem(30, 3, 30, default_num_measurements(30, 3), 100, 1e-3)
+    return _build_config(
+        "quick", base, second, Budget(3_000, tol=1e-6, check_every=100), (42, 123, 456),
+        PAPER_LR_GRIDS, 10.0, persist=False,
+    )
+
+
+CONFIGS = {"paper": _paper_config, "quick": _quick_config}
+
+
+def get_config(scale: str | None = None) -> ScaleConfig:
+    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
+    return CONFIGS[get_scale(scale)]()
+
+
+# --------------------------------------------------------------------------------------------
+# training a batch of factored runs
+# --------------------------------------------------------------------------------------------
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"Invalid dtype: {name!r}; expected a torch dtype name")
+    return dtype
+
+
+#: Rules whose update treats each matrix on its own (entrywise, or reductions over one matrix):
+#: for them U and V of a run are one ``(2, n, k)`` stack trained with ``batch_dims=2``, which
+#: halves the calls per step and gives the same numbers as ``[U, V]`` with ``batch_dims=1``
+#: (tested). Shared-scale Adam pools over U and V of a run, so it keeps ``[U, V]``.
+PER_MATRIX_RULES: frozenset[str] = frozenset({
+    "gd", "momentum", "adam", "rmsprop", "lion", "signum", "adafactor", "muon", "shampoo", "gram",
+})
+
+
+@dataclass
+class _Member:
+    """Runs of one optimizer (same method, schedule and non-lr hyperparameters): a contiguous
+    block ``[start, stop)`` of the stack ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] = U``,
+    ``P[:, 1] = V``)."""
+
+    method: str
+    schedule: str
+    hparams: dict[str, Any]
+    base_lr: Tensor
+    per_matrix: bool = False
+    start: int = 0
+    stop: int = 0
+    params: list[Tensor] = field(default_factory=list)
+    optimizer: torch.optim.Optimizer | None = None
+
+    def __post_init__(self) -> None:
+        self.per_matrix = self.method in PER_MATRIX_RULES
+        self._shaped_lr = self._shape(self.base_lr)
+
+    def _shape(self, lr: Tensor) -> Tensor:
+        return lr[:, None].expand(-1, 2).contiguous() if self.per_matrix else lr
+
+    @property
+    def size(self) -> int:
+        return self.base_lr.numel()
+
+    def lr(self, factor: float = 1.0) -> Tensor:
+        """The per-run learning rate times ``factor``, shaped like the params' batch dims."""
+        return self._shaped_lr * factor if factor != 1.0 else self._shaped_lr
+
+    def place(self, P: Tensor, start: int) -> None:
+        """Point the member at rows ``[start, start + size)`` of ``P`` (no optimizer change)."""
+        self.start, self.stop = start, start + self.size
+        block = P[self.start:self.stop]
+        self.params = [block] if self.per_matrix else [block[:, 0], block[:, 1]]
+
+    def build(self, P: Tensor, start: int) -> None:
+        self.place(P, start)
+        self.optimizer = make_optimizer(
+            self.method, self.params, batch_dims=2 if self.per_matrix else 1,
+            **{**self.hparams, "lr": self.lr()},
+        )
+
+    def set_grads(self, G: Tensor) -> None:
+        block = G[self.start:self.stop]
+        if self.per_matrix:
+            self.params[0].grad = block
+        else:
+            self.params[0].grad, self.params[1].grad = block[:, 0], block[:, 1]
+
+    def step(self, t: int, num_steps: int) -> None:
+        if self.schedule != "constant":
+            self.optimizer.param_groups[0]["lr"] = self.lr(lr_factor(self.schedule, t, num_steps))
+        self.optimizer.step()
+
+    def keep(self, P: Tensor, start: int, local: Tensor) -> None:
+        """Keep the runs ``local`` (indices within the member) after ``P`` was compacted."""
+        old_opt, old_params, old_size = self.optimizer, self.params, self.size
+        self.base_lr = self.base_lr.index_select(0, local.to(self.base_lr.device))
+        self._shaped_lr = self._shape(self.base_lr)
+        if old_opt is None:
+            self.place(P, start)
+            return
+        self.build(P, start)
+        transfer_state(old_opt, self.optimizer, list(zip(old_params, self.params, strict=True)),
+                       local, old_size)
+
+
+def _hparams_key(hparams: Mapping[str, Any]) -> str:
+    return repr(sorted((k, v) for k, v in hparams.items() if k != "lr"))
+
+
+class _Curves:
+    """Per-run lists of (step, train_loss, rec, val_rec, balancedness)."""
+
+    names = ("step", "train_loss", "rec", "val_rec", "balancedness")
+
+    def __init__(self, num_runs: int) -> None:
+        self.data = [{k: [] for k in self.names} for _ in range(num_runs)]
+
+    def add(self, runs: Sequence[int], step: int, values: Mapping[str, Tensor]) -> None:
+        """Append a point at ``step`` (the number of updates applied) to each run of ``runs``;
+        a run whose last point already has this step keeps it."""
+        columns = {k: v.tolist() for k, v in values.items()}
+        for i, run in enumerate(runs):
+            entry = self.data[run]
+            if entry["step"] and entry["step"][-1] == step:
+                continue
+            entry["step"].append(step)
+            for k, col in columns.items():
+                entry[k].append(col[i])
+
+    def finish(self, run: int) -> dict[str, list[Any]]:
+        entry = self.data[run]
+        keep = downsample_indices(len(entry["step"]), CURVE_POINTS)
+        out = {"step": [entry["step"][i] for i in keep]}
+        for k in self.names[1:]:
+            out[k] = [round_sig(float(entry[k][i]), CURVE_DIGITS) for i in keep]
+        return out
+
+
+_EMPTY_METRICS = ("final_loss", "rec", "val_rec", "effective_rank", "nuclear_norm",
+                  "balancedness")
+
+
+class _StackedTraining:
+    """The runs of one batch as one stack ``P`` (B, 2, n, k); see :func:`train_factored_batch`."""
+
+    def __init__(self, specs: Sequence[RunSpec], device: torch.device) -> None:
+        first = specs[0].config
+        for spec in specs:
+            c = spec.config
+            if c["kind"] != "factored" or (c["problem"], c["budget"], c["dtype"]) != (
+                first["problem"], first["budget"], first["dtype"]
+            ):
+                raise ValueError(
+                    "Invalid specs: a batch must share kind, problem, budget and dtype")
+        dtype = _torch_dtype(first["dtype"])
+        p, b = first["problem"], first["budget"]
+        self.num_steps, self.tol = b["num_steps"], b["tol"]
+        self.check_every, self.diverge_above = b["check_every"], b["diverge_above"]
+
+        seeds = sorted({s.config["seed"] for s in specs})
+        index = {s: i for i, s in enumerate(seeds)}
+        instances = [make_instance(s, p["n"], p["r"], p["m"], num_val=p["num_val"],
+                                   dtype=dtype, device=device) for s in seeds]
+        inits = [torch.stack(init_factors(s, p["n"], p["k"], p["init_scale"], dtype=dtype,
+                                          device=device)) for s in seeds]
+
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, spec in enumerate(specs):
+            c = spec.config
+            key = (c["method"], c["schedule"], _hparams_key(c["hparams"]))
+            groups.setdefault(key, []).append(i)
+        self.results: list[RunResult | None] = [None] * len(specs)
+        self.members: list[_Member] = []
+        self.rows: list[int] = []  # spec index of each row of the stack
+        for (method, schedule, _), idx in groups.items():
+            hp = {k: tuple(v) if isinstance(v, list) else v
+                  for k, v in specs[idx[0]].config["hparams"].items() if k != "lr"}
+            lrs = torch.tensor([specs[i].config["hparams"]["lr"] for i in idx], dtype=dtype,
+                               device=device)
+            self.members.append(_Member(method, schedule, hp, lrs))
+            self.rows.extend(idx)
+        self.P = torch.stack([inits[index[specs[i].config["seed"]]] for i in self.rows])
+        self.batch = SensingBatch(instances, [index[specs[i].config["seed"]] for i in self.rows])
+        self.curves = _Curves(len(specs))
+        start = 0
+        for mem in self.members:
+            try:
+                mem.build(self.P, start)
+            except Exception as err:  # noqa: BLE001 - recorded per run
+                self._fail(mem, f"{type(err).__name__}: {err}")
+                mem.place(self.P, start)
+                mem.optimizer = None
+            start += mem.size
+
+    @property
+    def U(self) -> Tensor:
+        return self.P[:, 0]
+
+    @property
+    def V(self) -> Tensor:
+        return self.P[:, 1]
+
+    def _fail(self, mem: _Member, message: str) -> None:
+        for run in self.rows[mem.start:mem.stop]:
+            if self.results[run] is None:
+                self.results[run] = RunResult("error", message=message)
+
+    def _curve_values(self) -> dict[str, Tensor]:
+        m = self.batch.metrics(self.U, self.V, spectral=False)
+        return {k: m[k] for k in _Curves.names[1:]}
+
+    def finish(self, mask: Tensor, step: int, loss: Tensor, status: str) -> None:
+        """Record the runs of ``mask`` (over the current rows) and drop them from the stack."""
+        sel = torch.nonzero(mask).flatten()
+        if sel.numel() == 0:
+            return
+        sel_list = sel.tolist()
+        runs = [self.rows[i] for i in sel_list]
+        losses = loss.index_select(0, sel).double().tolist()
+        cols: dict[str, list[float]] = {}
+        if status == "ok":
+            P_s = self.P.index_select(0, sel)
+            m = self.batch.select(sel_list).metrics(P_s[:, 0], P_s[:, 1])
+            self.curves.add(runs, step, {k: m[k] for k in _Curves.names[1:]})
+            cols = {k: v.tolist() for k, v in m.items()}
+        for j, run in enumerate(runs):
+            if self.results[run] is not None:  # already an error
+                continue
+            metrics: dict[str, Any] = {
+                "steps": step,
+                "interpolated": bool(status == "ok" and losses[j] < self.tol),
+                "train_loss": losses[j],
+            }
+            if status == "ok":
+                metrics["final_loss"] = cols["train_loss"][j]
+                metrics.update({k: cols[k][j] for k in _EMPTY_METRICS[1:]})
+            else:
+                metrics.update(dict.fromkeys(_EMPTY_METRICS))
+            self.results[run] = RunResult(status, metrics, self.curves.finish(run))
+        self._compact(torch.nonzero(~mask).flatten())
+
+    def _compact(self, keep: Tensor) -> None:
+        keep_list = keep.tolist()
+        self.P = self.P.index_select(0, keep)
+        self.rows = [self.rows[i] for i in keep_list]
+        if keep_list:
+            self.batch = self.batch.select(keep_list)
+        members, start = [], 0
+        for mem in self.members:
+            local = keep[(keep >= mem.start) & (keep < mem.stop)] - mem.start
+            if local.numel():
+                mem.keep(self.P, start, local)
+                members.append(mem)
+                start += mem.size
+        self.members = members
+
+    def run(self, progress: bool) -> list[RunResult]:
+        from tqdm import tqdm
+
+        bar = tqdm(total=self.num_steps, desc="steps", leave=False, disable=not progress)
+        for t in range(1, self.num_steps + 1):
+            if not self.rows:
+                break
+            loss, G_U, G_V = self.batch.loss_and_grads(self.U, self.V)
+            bad = ~(loss <= self.diverge_above)
+            if bool(bad.any()):
+                self.finish(bad, t, loss, "diverged")
+                if not self.rows:
+                    break
+                keep = torch.nonzero(~bad).flatten()
+                loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
+            if t == 1:
+                self.curves.add(self.rows, 0, self._curve_values())
+            G = torch.stack([G_U, G_V], dim=1)
+            failed = []
+            for mem in self.members:
+                if mem.optimizer is None:
+                    failed.append((mem, "optimizer could not be built"))
+                    continue
+                mem.set_grads(G)
+                try:
+                    mem.step(t, self.num_steps)
+                except Exception as err:  # noqa: BLE001 - recorded per run
+                    failed.append((mem, f"{type(err).__name__}: {err}"))
+            if failed:
+                mask = torch.zeros(len(self.rows), dtype=torch.bool, device=loss.device)
+                for mem, message in failed:
+                    mask[mem.start:mem.stop] = True
+                    self._fail(mem, message)
+                self.finish(mask, t, loss, "error")
+                loss = loss[torch.nonzero(~mask).flatten()]
+            if t % self.check_every == 0 and self.rows:
+                self.curves.add(self.rows, t, self._curve_values())
+            if t % self.check_every == 0 or t == self.num_steps:
+                last = t == self.num_steps
+                done = torch.ones_like(loss, dtype=torch.bool) if last else loss < self.tol
+                if bool(done.any()):
+                    self.finish(done, t, loss, "ok")
+            if t % self.check_every == 0:
+                bar.update(self.check_every)
+        bar.close()
+        return [r if r is not None else RunResult("error", message="run was not finished")
+                for r in self.results]
+
+
+def train_factored_batch(
+    specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False
+) -> list[RunResult]:
+    """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
+
+    Returns one :class:`~gaugekit.experiments.sweep.RunResult` per spec, in order. An optimizer
+    that fails to build or to step marks its own runs ``error`` (the others go on).
+    """
+    if not specs:
+        return []
+    return _StackedTraining(specs, torch.device(device)).run(progress)
+
+
+def _run_cost(spec: RunSpec) -> float:
+    """Guessed flops of one run: sensing products (and Muon's Newton–Schulz) per step times the
+    expected steps (the budget under a cosine schedule, a quarter of it otherwise)."""
+    c = spec.config
+    p = c["problem"]
+    if c["kind"] == "convex":
+        return float(p["n"] ** 6)
+    per_step = 4.0 * p["n"] ** 2 * p["m"]
+    if c["method"] == "muon":
+        per_step += 60.0 * p["n"] * p["k"] * min(p["n"], p["k"])
+    steps = c["budget"]["num_steps"] * (1.0 if c["schedule"] == "cosine" else 0.25)
+    return per_step * steps
+
+
+# --------------------------------------------------------------------------------------------
+# the convex reference
+# --------------------------------------------------------------------------------------------
+
+
+def _run_convex(spec: RunSpec) -> RunResult:
+    p = spec.config["problem"]
+    instance = make_instance(spec.config["seed"], p["n"], p["r"], p["m"], num_val=p["num_val"],
+                             dtype=torch.float64)
+    X = min_nuclear_norm_solution(instance)
+    eye = torch.eye(p["n"], dtype=torch.float64)
+    # W = X as U Vᵀ with U = X, V = I: every metric but balancedness is a function of W
+    m = recovery_metrics(X, eye, instance.X_star, instance.A_val, instance.y_val)
+    residual = instance.A @ X.reshape(-1) - instance.y
+    metrics = {
+        "rec": float(m["rec"]),
+        "val_rec": float(m["val_rec"]),
+        "effective_rank": float(m["effective_rank"]),
+        "nuclear_norm": float(m["nuclear_norm"]),
+        "nuclear_norm_star": float(torch.linalg.svdvals(instance.X_star).sum()),
+        "feasibility": float(residual.norm() / instance.y.norm()),
+    }
+    return RunResult("ok", metrics)
+
+
+# --------------------------------------------------------------------------------------------
+# the experiment object
+# --------------------------------------------------------------------------------------------
+
+
+class MatrixSensingZoo:
+    """The matrix-sensing zoo as a sweep experiment (see :mod:`gaugekit.experiments.sweep`)."""
+
+    name = NAME
+    description = "nine optimizers on the paper's matrix-sensing testbed (Table 2, Figure 1)"
+
+    def parts(self, scale: str) -> tuple[str, ...]:
+        return tuple(p.name for p in get_config(scale).parts)
+
+    def specs(self, part: str, scale: str) -> list[RunSpec]:
+        return get_config(scale).part(part).specs()
+
+    def batch_key(self, spec: RunSpec) -> Hashable:
+        c = spec.config
+        if c["kind"] == "convex":
+            return ("convex", spec.run_id)
+        return ("factored", repr(c["problem"]), repr(c["budget"]), c["dtype"])
+
+    def run_batch(
+        self, specs: Sequence[RunSpec], *, device: torch.device, progress: bool
+    ) -> list[RunResult]:
+        if specs[0].config["kind"] == "convex":
+            return [_run_convex(s) for s in specs]
+        return train_factored_batch(specs, device=device, progress=progress)
+
+    def batch_cost(self, specs: Sequence[RunSpec]) -> float:
+        """A rough flop count of a batch, used only to balance parallel workers."""
+        return sum(_run_cost(s) for s in specs)
+
+    def split_batch(self, specs: Sequence[RunSpec], parts: int) -> list[list[RunSpec]]:
+        """Cut a batch into ``parts`` pieces of whole optimizers, balanced by :meth:`batch_cost`
+        (largest optimizer first into the lightest piece). Results do not depend on the cut:
+        runs never interact, and the padding of :class:`SensingBatch` keeps the bits equal
+        (all but the last bits of Shampoo runs)."""
+        if specs[0].config["kind"] == "convex" or parts <= 1:
+            return [list(specs)]
+        groups: dict[tuple[str, str, str], list[RunSpec]] = {}
+        for spec in specs:
+            c = spec.config
+            key = (c["method"], c["schedule"], _hparams_key(c["hparams"]))
+            groups.setdefault(key, []).append(spec)
+        bins: list[list[RunSpec]] = [[] for _ in range(parts)]
+        loads = [0.0] * parts
+        for group in sorted(groups.values(), key=self.batch_cost, reverse=True):
+            i = loads.index(min(loads))
+            bins[i].extend(group)
+            loads[i] += self.batch_cost(group)
+        return [b for b in bins if b]
+
+
+EXPERIMENT = MatrixSensingZoo()
+
+
+# --------------------------------------------------------------------------------------------
+# for the chapter and the CLI
+# --------------------------------------------------------------------------------------------
+
+
+def _project_root() -> Path:
+    """The folder whose ``results/`` holds this experiment's committed records.
+
+    First the checkout that holds the imported ``gaugekit`` (an editable install, the book),
+    then the first folder upwards from the working directory with ``results/matrix_sensing``,
+    then the working directory.
+    """
+    import gaugekit
+
+    checkout = Path(gaugekit.__file__).resolve().parents[1]
+    if (checkout / "results" / NAME).is_dir():
+        return checkout
+    here = Path.cwd().resolve()
+    return next((d for d in (here, *here.parents) if (d / "results" / NAME).is_dir()), here)
+
+
+def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
+    """Where the records of ``scale`` live: ``<root>/results/matrix_sensing/<scale>`` when the
+    scale persists its records (paper), else a fresh temporary folder (quick).
+
+    ``root`` defaults to the project folder that holds the committed records (the checkout of
+    ``gaugekit``, else the nearest folder upwards from the working directory).
+    """
+    config = get_config(scale)
+    if not config.persist_records:
+        return Path(tempfile.mkdtemp(prefix=f"gaugekit-{NAME}-{config.scale}-"))
+    return Path(root if root is not None else _project_root()) / "results" / NAME / config.scale
+
+
+@dataclass
+class Collected:
+    """What :func:`collect` returns: records per part, their folder, what was run now."""
+
+    config: ScaleConfig
+    records: dict[str, list[dict[str, Any]]]
+    folder: Path
+    report: SweepReport
+    seconds: float
+
+    def note(self) -> str:
+        """One sentence for a page: which records it shows and where they came from."""
+        cfg = self.config
+        total = len({r["run_id"] for runs in self.records.values() for r in runs})
+        if cfg.persist_records:
+            return (
+                f"{cfg.scale} scale: {total} run records read from the committed folder "
+                f"results/{NAME}/{cfg.scale} ({self.report.ran} computed while building this "
+                f"page); they were made by `{COMMAND[cfg.scale]}`."
+            )
+        return (
+            f"{cfg.scale} scale: {self.report.ran} runs recomputed for this page in "
+            f"{self.seconds:.0f} s on {self.report.batches} batches (records in a temporary "
+            f"folder); set GAUGEKIT_SCALE=paper to show the committed paper-scale records."
+        )
+
+
+#: The command that makes the records of each scale (quoted by :meth:`Collected.note`).
+COMMAND = {
+    "paper": f"python -m gaugekit run {NAME} --scale paper --workers 2",
+    "quick": f"python -m gaugekit run {NAME} --scale quick",
+}
+
+
+def collect(
+    scale: str | None = None,
+    out_dir: str | Path | None = None,
+    *,
+    parts: Sequence[str] | None = None,
+    device: str | torch.device | None = None,
+    progress: bool = False,
+    workers: int = 1,
+) -> Collected:
+    """Run (or resume) the parts at ``scale`` and return their records (:class:`Collected`).
+
+    At paper scale the committed records are found and nothing is recomputed; at quick scale
+    everything is computed afresh in a temporary folder, deleted once the records are read.
+    """
+    config = get_config(scale)
+    names = parts if parts is not None else EXPERIMENT.parts(config.scale)
+
+    def gather(folder: Path) -> Collected:
+        t0 = time.perf_counter()
+        report = run_sweep(EXPERIMENT, folder, scale=config.scale, parts=parts, device=device,
+                           progress=progress, workers=workers)
+        seconds = time.perf_counter() - t0
+        records = {p: load_part(EXPERIMENT, p, folder, scale=config.scale) for p in names}
+        return Collected(config, records, folder, report, seconds)
+
+    if out_dir is not None or config.persist_records:
+        return gather(Path(out_dir) if out_dir is not None else records_dir(config.scale))
+    with tempfile.TemporaryDirectory(prefix=f"gaugekit-{NAME}-{config.scale}-") as folder:
+        return gather(Path(folder))
+
+
+def published_table2(part: Part) -> dict[str, tuple[float, float]] | None:
+    """The published Table 2 when ``part`` is the paper's setting (problem, budget, seeds,
+    grids, schedules), else ``None``: published numbers describe only that setting."""
+    paper = _paper_config().part("zoo")
+    same = (part.problem, part.budget, part.seeds, dict(part.lr_grids), dict(part.schedules)) == (
+        paper.problem, paper.budget, paper.seeds, dict(paper.lr_grids), dict(paper.schedules))
+    return dict(PUBLISHED_TABLE2) if same else None
+
+
+def published_convex(part: Part) -> dict[int, float] | None:
+    """The published convex-reference rec per seed when ``part`` is the paper's setting."""
+    return dict(PUBLISHED_CONVEX_REC) if published_table2(part) is not None else None
+
+
+def compare_with_published(rows: Sequence[Mapping[str, Any]], part: Part,
+                           tolerance: float = 0.01) -> str:
+    """A sentence comparing selection rows of ``part`` with the published Table 2: how many
+    methods are within ``tolerance`` in rec, which are not, how many selected the same lr."""
+    published = published_table2(part)
+    if published is None:
+        return ("The published column is empty here: the paper's numbers describe only its own "
+                "setting (n = 40, the paper's grids and budget), shown at paper scale.")
+    by_method = {r["method"]: r for r in rows}
+    labels = {m: get_spec(m).label for m in published}
+    diffs = {m: abs(by_method[m]["rec"] - published[m][0]) for m in published if m in by_method}
+    apart = [f"{labels[m]} ({by_method[m]['rec']:.4f} against {published[m][0]:.4f})"
+             for m, d in diffs.items() if not d < tolerance]
+    text = (f"{len(diffs) - len(apart)} of {len(diffs)} optimizers are within {tolerance:g} of "
+            f"the published recovery error")
+    text += f"; the others: {', '.join(apart)}." if apart else "."
+    same_lr = sum(by_method[m]["lr"] == published[m][1] for m in diffs)
+    return text + f" The selected learning rate is the published one for {same_lr} of {len(diffs)}."
+
+
+def split_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Is every gauge-equivariant method's rec below every coordinate-wise one's?
+
+    Returns the worst equivariant and the best coordinate-wise method with their rec, the gap
+    (best coordinate-wise minus worst equivariant; positive means a clean split), ``clean``,
+    and how many selections sit at a grid edge or did not interpolate.
+    """
+    def finite(r: Mapping[str, Any]) -> bool:
+        return r["rec"] is not None and math.isfinite(r["rec"])
+
+    eq = [r for r in rows if r["equivariant"] and finite(r)]
+    cw = [r for r in rows if not r["equivariant"] and finite(r)]
+    worst = max(eq, key=lambda r: r["rec"]) if eq else None
+    best = min(cw, key=lambda r: r["rec"]) if cw else None
+    gap = best["rec"] - worst["rec"] if worst and best else math.nan
+    return {
+        "worst_equivariant": worst["method"] if worst else None,
+        "worst_equivariant_rec": worst["rec"] if worst else math.nan,
+        "best_coordinatewise": best["method"] if best else None,
+        "best_coordinatewise_rec": best["rec"] if best else math.nan,
+        "gap": gap,
+        "clean": bool(gap > 0),
+        "methods": len(eq) + len(cw),
+        "at_grid_edge": sum(bool(r["at_grid_edge"]) for r in rows),
+        "not_interpolated": sum(not r["interpolated"] for r in rows),
+    }
+
+
+def selection_rows(
+    records: Sequence[Mapping[str, Any]], protocol: str = "oracle"
+) -> list[dict[str, Any]]:
+    """One row per method (Table 2 order first) under a selection protocol of
+    :mod:`gaugekit.experiments.selection`: chosen lr, gate, grid edge, mean metrics over seeds."""
+    selections: dict[Hashable, Selection] = select(records, PROTOCOLS[protocol])
+    order = [m for m in TABLE2_METHODS if m in selections] + [
+        m for m in selections if m not in TABLE2_METHODS
+    ]
+    rows = []
+    for method in order:
+        s = selections[method]
+        spec = get_spec(str(method))
+        rows.append({
+            "method": method,
+            "label": spec.label,
+            "equivariant": spec.equivariant,
+            "lr": s.value,
+            "interpolated": s.gated,
+            "at_grid_edge": s.at_grid_edge,
+            "grid": s.grid,
+            "rec": s.mean("rec"),
+            "rec_seeds": [r["metrics"]["rec"] for r in s.runs],
+            "val_rec": s.mean("val_rec"),
+            "effective_rank": s.mean("effective_rank"),
+            "balancedness": s.mean("balancedness"),
+            "train_loss_worst": max((r["metrics"]["train_loss"] for r in s.runs), default=math.nan),
+            "steps": s.mean("steps"),
+        })
+    return rows

@@ -1,0 +1,182 @@
+r"""Floor 3: hyperparameter selection protocols, as functions over run records.
+
+A *protocol* picks, for each group of runs (say, one optimizer), one value of a knob (say,
+``lr``) from the records of all seeds at every value tried:
+
+1. a candidate (one knob value) is *selectable* only when every one of its runs has status
+   ``ok`` (one diverged or failed seed removes it, as a NaN mean does in the paper);
+2. among selectable candidates, those that pass the *gate* (by default: every seed
+   interpolated, i.e. its worst seed's training loss fell below the tolerance) win over those
+   that do not;
+3. within the winning set the lowest *score* wins (ties: the smaller knob value); when no
+   candidate passes the gate, the lowest *fallback* score wins and the selection says so.
+
+Three protocols are defined:
+
+``ORACLE``      the paper's Table 2 rule: score = mean recovery error ``rec``. It reads the
+                ground truth ``X_star``, so it is an oracle; it is what the paper published.
+``VALIDATION``  honest: score = mean ``val_rec``, the relative residual on held-out
+                measurements of the same ``X_star`` (no ground truth needed).
+``TRAIN_SPEED`` train-only: score = mean number of steps to interpolate (the loss alone).
+
+Each :class:`Selection` also reports whether the chosen value sits at an edge of the grid that
+was tried: a selection at an edge says the grid did not bracket the optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ORACLE",
+    "PROTOCOLS",
+    "TRAIN_SPEED",
+    "VALIDATION",
+    "Protocol",
+    "Selection",
+    "get_path",
+    "mean_metric",
+    "select",
+]
+
+Record = Mapping[str, Any]
+
+
+def get_path(record: Record, path: str, default: Any = None) -> Any:
+    """``record["a"]["b"]`` for ``path = "a.b"``; ``default`` when a key is missing."""
+    value: Any = record
+    for key in path.split("."):
+        if not isinstance(value, Mapping) or key not in value:
+            return default
+        value = value[key]
+    return value
+
+
+def mean_metric(runs: Sequence[Record], name: str) -> float:
+    """Mean of ``metrics[name]`` over ``runs``; NaN if any run lacks a finite value."""
+    values = [get_path(r, f"metrics.{name}") for r in runs]
+    if not values or any(v is None or not math.isfinite(float(v)) for v in values):
+        return math.nan
+    return sum(float(v) for v in values) / len(values)
+
+
+def _all_interpolated(runs: Sequence[Record]) -> bool:
+    return all(bool(get_path(r, "metrics.interpolated", False)) for r in runs)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A selection rule: ``gate(runs) → bool``, ``score(runs)`` and ``fallback(runs)`` (lower
+    is better) over the runs of one candidate."""
+
+    name: str
+    description: str
+    score: Callable[[Sequence[Record]], float]
+    fallback: Callable[[Sequence[Record]], float]
+    gate: Callable[[Sequence[Record]], bool] = _all_interpolated
+
+
+ORACLE = Protocol(
+    "oracle",
+    "lowest mean rec among lrs whose worst seed interpolated (the paper's Table 2 rule)",
+    score=lambda runs: mean_metric(runs, "rec"),
+    fallback=lambda runs: mean_metric(runs, "rec") + mean_metric(runs, "train_loss"),
+)
+
+VALIDATION = Protocol(
+    "validation",
+    "lowest mean held-out residual val_rec among lrs whose worst seed interpolated",
+    score=lambda runs: mean_metric(runs, "val_rec"),
+    fallback=lambda runs: mean_metric(runs, "val_rec") + mean_metric(runs, "train_loss"),
+)
+
+TRAIN_SPEED = Protocol(
+    "train_speed",
+    "fewest mean steps to interpolation among lrs whose worst seed interpolated",
+    score=lambda runs: mean_metric(runs, "steps"),
+    fallback=lambda runs: mean_metric(runs, "train_loss"),
+)
+
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (ORACLE, VALIDATION, TRAIN_SPEED)}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The outcome of a protocol for one group.
+
+    ``value`` is the chosen knob value (``None`` when no candidate was selectable), ``runs``
+    its records, ``score`` its score, ``gated`` whether it passed the gate, ``grid`` every knob
+    value tried (sorted) and ``at_grid_edge`` whether ``value`` is the smallest or largest of
+    them. ``candidates`` maps each knob value to ``(selectable, gated, score)``.
+    """
+
+    group: Hashable
+    value: Any
+    runs: tuple[Record, ...]
+    score: float
+    gated: bool
+    grid: tuple[Any, ...]
+    at_grid_edge: bool
+    candidates: Mapping[Any, tuple[bool, bool, float]]
+
+    def mean(self, metric: str) -> float:
+        """Mean of ``metrics[metric]`` over the chosen runs (NaN when none)."""
+        return mean_metric(self.runs, metric) if self.runs else math.nan
+
+
+def select(
+    records: Iterable[Record],
+    protocol: Protocol,
+    *,
+    group_by: str | Sequence[str] = "config.method",
+    knob: str = "config.hparams.lr",
+) -> dict[Hashable, Selection]:
+    """Apply ``protocol`` to ``records`` grouped by ``group_by`` (dotted paths), choosing ``knob``.
+
+    Returns ``group → Selection`` in the order groups first appear. A single ``group_by`` path
+    gives plain group keys; several give tuples.
+    """
+    paths = [group_by] if isinstance(group_by, str) else list(group_by)
+    grouped: dict[Hashable, dict[Any, list[Record]]] = {}
+    for record in records:
+        key_parts = tuple(get_path(record, p) for p in paths)
+        key = key_parts[0] if len(paths) == 1 else key_parts
+        grouped.setdefault(key, {}).setdefault(get_path(record, knob), []).append(record)
+
+    out: dict[Hashable, Selection] = {}
+    for key, by_value in grouped.items():
+        grid = tuple(sorted(by_value))
+        candidates: dict[Any, tuple[bool, bool, float]] = {}
+        best: tuple[int, float, Any] | None = None
+        for value in grid:
+            runs = by_value[value]
+            selectable = all(r.get("status") == "ok" for r in runs)
+            gated = selectable and protocol.gate(runs)
+            if not selectable:
+                candidates[value] = (False, False, math.nan)
+                continue
+            score = protocol.score(runs) if gated else protocol.fallback(runs)
+            candidates[value] = (True, gated, score)
+            if math.isnan(score):
+                continue
+            rank = (0 if gated else 1, score)
+            if best is None or rank < best[:2]:
+                best = (*rank, value)
+        if best is None:
+            out[key] = Selection(key, None, (), math.nan, False, grid, False, candidates)
+            continue
+        value = best[2]
+        out[key] = Selection(
+            key,
+            value,
+            tuple(by_value[value]),
+            best[1],
+            best[0] == 0,
+            grid,
+            value in (grid[0], grid[-1]),
+            candidates,
+        )
+    return out

@@ -1,0 +1,329 @@
+"""Floor 3: the generic sweep runner every experiment of the book uses.
+
+An *experiment* (one module per experiment) says what to run; this module says how:
+
+1. ``experiment.specs(part, scale)`` expands a part's grid into :class:`RunSpec` objects, each a
+   semantic config whose hash is the run id (:func:`gaugekit.experiments.records.run_id`);
+2. runs whose latest record in the output folder is ``ok`` or ``diverged`` are skipped, so a
+   rerun resumes and never duplicates a finished run (a run id asked twice is run once);
+3. the remaining runs are grouped by ``experiment.batch_key(spec)`` and cut into batches of at
+   most ``max_batch_size`` runs; ``experiment.run_batch(specs, device=..., progress=...)``
+   trains a batch and returns one :class:`RunResult` per spec;
+4. each batch's records are appended to ``<out_dir>/<part>.jsonl`` as soon as it ends (flush
+   and fsync). An exception in a batch becomes ``error`` records carrying its message for the
+   runs of that batch, and the sweep goes on.
+
+With ``workers > 1`` batches run in that many processes (each with ``threads // workers``
+torch threads). An experiment may then cut each batch into ``workers`` balanced pieces
+(optional ``split_batch(specs, parts)``) and rank batches by an estimated cost (optional
+``batch_cost(specs)``, largest first); a batch that needs no splitting is left whole.
+
+Every record of a folder counts for skipping, whichever part wrote it: parts that share runs
+(the same semantic config) compute them once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from gaugekit.config import get_device, get_scale
+from gaugekit.experiments.records import (
+    STATUSES,
+    append_records,
+    finished_run_ids,
+    latest_by_run_id,
+    make_record,
+    read_records_dir,
+    run_id,
+)
+
+__all__ = [
+    "Experiment",
+    "RunResult",
+    "RunSpec",
+    "SweepReport",
+    "load_part",
+    "plan_batches",
+    "run_sweep",
+]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: its semantic ``config`` (JSON data) and the generator ``seeds`` derived from it.
+
+    ``part`` names the sweep that asked for the run; it is a label, not part of the identity.
+    """
+
+    experiment: str
+    part: str
+    config: Mapping[str, Any]
+    seeds: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return run_id(self.config)
+
+    @property
+    def dtype(self) -> str:
+        return str(self.config.get("dtype", "float32"))
+
+
+@dataclass
+class RunResult:
+    """What a batch returns for one run: status, final metrics, short curves, error message."""
+
+    status: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    curves: dict[str, list[Any]] = field(default_factory=dict)
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"Invalid status: {self.status!r}; expected one of {STATUSES}")
+
+
+class Experiment(Protocol):
+    """What the runner needs from an experiment module's experiment object."""
+
+    name: str
+    description: str
+
+    def parts(self, scale: str) -> tuple[str, ...]:
+        """The part names of the experiment at this scale, in running order."""
+        ...
+
+    def specs(self, part: str, scale: str) -> list[RunSpec]:
+        """The runs of one part at this scale."""
+        ...
+
+    def batch_key(self, spec: RunSpec) -> Hashable:
+        """Runs with equal keys may be trained together in one batch."""
+        ...
+
+    def run_batch(
+        self, specs: Sequence[RunSpec], *, device: torch.device, progress: bool
+    ) -> list[RunResult]:
+        """Train the runs of one batch; one result per spec, in order."""
+        ...
+
+
+@dataclass
+class SweepReport:
+    """Counts and timing of one :func:`run_sweep` call: runs ``planned`` over all parts, of
+    which ``shared`` repeat a run of an earlier part and ``skipped`` were already recorded."""
+
+    planned: int = 0
+    shared: int = 0
+    skipped: int = 0
+    ran: int = 0
+    statuses: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
+    batches: int = 0
+    wall_time_s: float = 0.0
+    files: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in self.statuses.items())
+        return (
+            f"{self.planned} runs planned ({self.shared} shared between parts), "
+            f"{self.skipped} already recorded, {self.ran} ran in {self.batches} batches "
+            f"({counts}) in {self.wall_time_s:.1f} s"
+        )
+
+
+def plan_batches(
+    experiment: Experiment, specs: Sequence[RunSpec], max_batch_size: int | None = None
+) -> list[list[RunSpec]]:
+    """Group specs by ``experiment.batch_key`` (first-seen order) and cut to ``max_batch_size``."""
+    if max_batch_size is not None and max_batch_size < 1:
+        raise ValueError(f"Invalid max_batch_size: {max_batch_size!r}; expected an integer >= 1")
+    groups: dict[Hashable, list[RunSpec]] = {}
+    for spec in specs:
+        groups.setdefault(experiment.batch_key(spec), []).append(spec)
+    batches = []
+    for group in groups.values():
+        size = max_batch_size or len(group)
+        batches.extend(group[i : i + size] for i in range(0, len(group), size))
+    return batches
+
+
+def _error_results(count: int, err: BaseException) -> list[RunResult]:
+    message = f"{type(err).__name__}: {err}"
+    return [RunResult("error", message=message) for _ in range(count)]
+
+
+def _execute(
+    experiment: Experiment,
+    batch: Sequence[RunSpec],
+    device: torch.device,
+    progress: bool,
+    threads: int | None = None,
+) -> tuple[list[RunResult], float]:
+    """Run one batch; never raises: an exception becomes error results. Returns wall time."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    try:
+        results = experiment.run_batch(batch, device=device, progress=progress)
+        if len(results) != len(batch):
+            raise RuntimeError(f"run_batch returned {len(results)} results for {len(batch)} runs")
+    except Exception as err:  # noqa: BLE001 - recorded, the sweep goes on
+        results = _error_results(len(batch), err)
+    return results, time.perf_counter() - t0
+
+
+def _parallel_batches(
+    experiment: Experiment, batches: list[list[RunSpec]], workers: int
+) -> list[list[RunSpec]]:
+    split = getattr(experiment, "split_batch", None)
+    if split is not None:
+        pieces: list[list[RunSpec]] = []
+        for batch in batches:
+            pieces.extend(p for p in split(batch, workers) if p)
+        batches = pieces
+    cost = getattr(experiment, "batch_cost", len)
+    return sorted(batches, key=cost, reverse=True)
+
+
+def _results_stream(
+    experiment: Experiment,
+    batches: list[list[RunSpec]],
+    device: torch.device,
+    progress: bool,
+    workers: int,
+) -> Iterator[tuple[list[RunSpec], list[RunResult], float]]:
+    if workers <= 1:
+        for batch in batches:
+            yield (batch, *_execute(experiment, batch, device, progress))
+        return
+    threads = max(1, torch.get_num_threads() // workers)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {
+            pool.submit(_execute, experiment, batch, device, False, threads): batch
+            for batch in batches
+        }
+        for future in as_completed(futures):
+            batch = futures[future]
+            try:
+                results, wall = future.result()
+            except Exception as err:  # noqa: BLE001 - a worker died: record, go on
+                results, wall = _error_results(len(batch), err), 0.0
+            yield batch, results, wall
+
+
+def run_sweep(
+    experiment: Experiment,
+    out_dir: str | Path,
+    *,
+    scale: str | None = None,
+    parts: Sequence[str] | None = None,
+    device: str | torch.device | None = None,
+    max_batch_size: int | None = None,
+    resume: bool = True,
+    progress: bool = True,
+    workers: int = 1,
+) -> SweepReport:
+    """Run the parts of ``experiment`` at ``scale`` and append their records under ``out_dir``.
+
+    With ``resume`` (the default) runs already finished in ``out_dir`` are skipped; without it
+    the part files are deleted first and everything runs again. ``scale`` and ``device``
+    default to :func:`gaugekit.config.get_scale` / :func:`~gaugekit.config.get_device`.
+    ``workers`` processes run batches in parallel (see the module docstring).
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"Invalid workers: {workers!r}; expected an integer >= 1")
+    from tqdm import tqdm
+
+    scale = get_scale(scale)
+    dev = get_device(device)
+    out = Path(out_dir)
+    all_parts = experiment.parts(scale)
+    parts = list(all_parts if parts is None else parts)
+    for part in parts:
+        if part not in all_parts:
+            raise ValueError(f"Invalid part: {part!r}; expected one of {all_parts}")
+    if not resume:
+        for part in parts:
+            (out / f"{part}.jsonl").unlink(missing_ok=True)
+
+    report = SweepReport()
+    start = time.perf_counter()
+    done = finished_run_ids(read_records_dir(out))
+    todo: list[RunSpec] = []
+    seen: set[str] = set()
+    for part in parts:
+        for spec in experiment.specs(part, scale):
+            report.planned += 1
+            rid = spec.run_id
+            if rid in seen:
+                report.shared += 1
+                continue
+            if rid in done:
+                report.skipped += 1
+                seen.add(rid)
+                continue
+            seen.add(rid)
+            todo.append(spec)
+
+    batches = plan_batches(experiment, todo, max_batch_size)
+    if workers > 1:
+        batches = _parallel_batches(experiment, batches, workers)
+    bar = tqdm(total=len(todo), unit="run", desc=experiment.name, disable=not progress or not todo)
+    for batch, results, wall in _results_stream(experiment, batches, dev, progress, workers):
+        by_file: dict[Path, list[dict[str, Any]]] = {}
+        for spec, result in zip(batch, results, strict=True):
+            record = make_record(
+                run_id=spec.run_id,
+                experiment=experiment.name,
+                part=spec.part,
+                config=spec.config,
+                seeds=spec.seeds,
+                scale=scale,
+                dtype=spec.dtype,
+                device=str(dev),
+                status=result.status,
+                metrics=result.metrics,
+                curves=result.curves,
+                message=result.message,
+                wall_time_s=wall / len(batch),
+                batch={"size": len(batch), "wall_time_s": wall},
+            )
+            by_file.setdefault(out / f"{spec.part}.jsonl", []).append(record)
+            report.statuses[result.status] += 1
+        for path, records in by_file.items():
+            append_records(path, records)
+            if str(path) not in report.files:
+                report.files.append(str(path))
+        report.ran += len(batch)
+        report.batches += 1
+        bar.update(len(batch))
+    bar.close()
+    report.wall_time_s = time.perf_counter() - start
+    return report
+
+
+def load_part(
+    experiment: Experiment, part: str, out_dir: str | Path, *, scale: str | None = None
+) -> list[dict[str, Any]]:
+    """The latest record of every run of ``part`` found under ``out_dir``, in the part's order.
+
+    Runs that have no record yet are left out (run :func:`run_sweep` first).
+    """
+    scale = get_scale(scale)
+    latest = latest_by_run_id(read_records_dir(out_dir))
+    out, seen = [], set()
+    for spec in experiment.specs(part, scale):
+        rid = spec.run_id
+        if rid in latest and rid not in seen:
+            seen.add(rid)
+            out.append(latest[rid])
+    return out

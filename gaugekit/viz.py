@@ -1,0 +1,291 @@
+"""Figures and tables from run records (beside floor 3): each figure of the book has one producer.
+
+Every function takes records (the dicts of :mod:`gaugekit.experiments.records`) or rows
+derived from them, draws on a given ``ax`` (or a new figure) and returns the figure. Colours say
+the gauge class of an optimizer: equivariant (blue) or coordinate-wise (orange), read from the
+optimizer registry. :func:`table_html` renders rows as an HTML table for a chapter.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+__all__ = [
+    "COORDINATEWISE_COLOR",
+    "EQUIVARIANT_COLOR",
+    "class_color",
+    "class_legend",
+    "lr_sensitivity",
+    "protocol_comparison",
+    "recovery_bars",
+    "scatter_metrics",
+    "table_html",
+    "training_curves",
+]
+
+EQUIVARIANT_COLOR = "#1f77b4"
+COORDINATEWISE_COLOR = "#ff7f0e"
+Record = Mapping[str, Any]
+
+
+def _equivariant(method: str) -> bool | None:
+    from gaugekit.optim.registry import get_spec
+
+    try:
+        return get_spec(method).equivariant
+    except ValueError:
+        return None
+
+
+def _label(method: str) -> str:
+    from gaugekit.optim.registry import get_spec
+
+    try:
+        return get_spec(method).label
+    except ValueError:
+        return method
+
+
+def class_color(method: str) -> str:
+    """Blue for a gauge-equivariant optimizer, orange for a coordinate-wise one, grey else."""
+    eq = _equivariant(method)
+    return "0.5" if eq is None else (EQUIVARIANT_COLOR if eq else COORDINATEWISE_COLOR)
+
+
+def class_legend(ax: Axes, extra: Sequence[Any] = (), **kwargs: Any) -> None:
+    """A legend with the two gauge classes (plus ``extra`` handles)."""
+    handles = [Patch(color=EQUIVARIANT_COLOR, label="gauge-equivariant"),
+               Patch(color=COORDINATEWISE_COLOR, label="coordinate-wise"), *extra]
+    ax.legend(handles=handles, **kwargs)
+
+
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        return fig, ax
+    return ax.figure, ax
+
+
+def _finite(x: Any) -> bool:
+    return x is not None and math.isfinite(float(x))
+
+
+def recovery_bars(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    metric: str = "rec",
+    published: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+    log: bool = False,
+    ylabel: str = "recovery error rec",
+) -> Figure:
+    """Bars of ``row[metric]`` per method (rows in order), coloured by gauge class.
+
+    ``row[metric + "_seeds"]`` (if present) is drawn as dots, ``published[method]`` as a black
+    diamond. ``log=True`` uses a log axis (values below 1e-6 are drawn at 1e-6).
+    """
+    fig, ax = _axes(ax, (7.0, 3.2))
+    floor = 1e-6 if log else 0.0
+    for i, row in enumerate(rows):
+        method = row["method"]
+        value = row.get(metric)
+        if _finite(value):
+            ax.bar(i, max(float(value), floor), color=class_color(method), alpha=0.85)
+        seeds = [v for v in row.get(f"{metric}_seeds", []) if _finite(v)]
+        ax.plot([i] * len(seeds), [max(float(v), floor) for v in seeds], "k.", ms=4)
+        if published and method in published:
+            ax.plot(i, max(published[method], floor), "kD", ms=5, mfc="white")
+    ax.set_xticks(range(len(rows)), [_label(r["method"]) for r in rows], rotation=30,
+                  ha="right")
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    extra = [Line2D([], [], color="k", marker=".", ls="", label="each seed")]
+    if published:
+        extra.append(Line2D([], [], color="k", marker="D", mfc="white", ls="",
+                            label="published"))
+    class_legend(ax, extra, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def lr_sensitivity(
+    records: Sequence[Record],
+    *,
+    metric: str = "rec",
+    methods: Sequence[str] | None = None,
+    ax: Axes | None = None,
+    marks: Mapping[str, float] | None = None,
+    log: bool = True,
+    floor: float = 1e-6,
+) -> Figure:
+    """Mean ``metrics[metric]`` over seeds against ``lr`` (log axes), one line per method.
+
+    Each method gets its own colour (use one call per gauge class to keep classes apart). A
+    filled marker: every seed interpolated; hollow: some seed did not; an ``x`` at the top:
+    some seed diverged. ``marks[method]`` (a selected lr) is circled. With ``log``, values below
+    ``floor`` are drawn at ``floor``.
+    """
+    fig, ax = _axes(ax, (7.0, 3.6))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    grouped: dict[str, dict[float, list[Record]]] = {}
+    for r in records:
+        c = r["config"]
+        grouped.setdefault(c["method"], {}).setdefault(c["hparams"]["lr"], []).append(r)
+    order = list(methods) if methods is not None else list(grouped)
+    top = 0.0
+    diverged_at: dict[str, list[float]] = {}
+    for index, method in enumerate(order):
+        by_lr = grouped.get(method, {})
+        xs, ys, filled, diverged = [], [], [], []
+        for lr in sorted(by_lr):
+            runs = by_lr[lr]
+            if any(r["status"] != "ok" for r in runs):
+                diverged.append(lr)
+                continue
+            values = [r["metrics"].get(metric) for r in runs]
+            if not all(_finite(v) for v in values):
+                continue
+            xs.append(lr)
+            mean = sum(values) / len(values)
+            ys.append(max(mean, floor) if log else mean)
+            filled.append(all(r["metrics"].get("interpolated") for r in runs))
+        color = palette[index % len(palette)]
+        ax.plot(xs, ys, "-", color=color, lw=1.2, label=_label(method))
+        for x, y, f in zip(xs, ys, filled, strict=True):
+            ax.plot(x, y, "o", color=color, mfc=color if f else "white", ms=5)
+        if marks and method in marks and marks[method] in xs:
+            j = xs.index(marks[method])
+            ax.plot(xs[j], ys[j], "o", ms=11, mfc="none", mec="k")
+        top = max([top, *ys])
+        diverged_at[method] = (diverged, color)
+    for diverged, color in diverged_at.values():
+        y_top = (top * 1.6 if log else top * 1.08) if top else 1.0
+        ax.plot(diverged, [y_top] * len(diverged), "x", color=color, ms=6)
+    ax.set_xscale("log")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel(f"mean {metric} over seeds")
+    ax.legend(fontsize=7, ncol=3)
+    return fig
+
+
+def training_curves(
+    records: Sequence[Record],
+    *,
+    metric: str = "rec",
+    ax: Axes | None = None,
+    label: Callable[[Record], str] | None = None,
+    log: bool = False,
+) -> Figure:
+    """``curves[metric]`` against ``curves["step"]`` for each record, coloured by gauge class."""
+    fig, ax = _axes(ax, (7.0, 3.4))
+    for r in records:
+        curve = r.get("curves") or {}
+        steps, values = curve.get("step", []), curve.get(metric, [])
+        pts = [(s, v) for s, v in zip(steps, values, strict=False) if _finite(v)]
+        if not pts:
+            continue
+        method = r["config"]["method"]
+        text = label(r) if label else _label(method)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=class_color(method), lw=1.2,
+                label=text)
+        ax.annotate(text, pts[-1], fontsize=7, color=class_color(method),
+                    xytext=(3, 0), textcoords="offset points", va="center")
+    ax.set_xlabel("optimizer steps")
+    ax.set_ylabel(metric)
+    if log:
+        ax.set_yscale("log")
+    return fig
+
+
+def scatter_metrics(
+    records: Sequence[Record], x: str, y: str, *, ax: Axes | None = None, logx: bool = True
+) -> Figure:
+    """``metrics[x]`` against ``metrics[y]`` for every finished run, coloured by gauge class."""
+    fig, ax = _axes(ax, (4.8, 3.6))
+    for r in records:
+        if r["status"] != "ok":
+            continue
+        vx, vy = r["metrics"].get(x), r["metrics"].get(y)
+        if _finite(vx) and _finite(vy):
+            ax.plot(vx, vy, "o", ms=3.5, alpha=0.7, color=class_color(r["config"]["method"]))
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    class_legend(ax, fontsize=8)
+    return fig
+
+
+def protocol_comparison(
+    rows_by_protocol: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    metric: str = "rec",
+    ax: Axes | None = None,
+    floor: float = 1e-6,
+) -> Figure:
+    """One marker per (method, protocol): ``row[metric]`` of each protocol's selection, on a
+    log axis (values below ``floor`` drawn at ``floor``)."""
+    fig, ax = _axes(ax, (7.0, 3.2))
+    markers = "osD^v"
+    protocols = list(rows_by_protocol)
+    methods: list[str] = []
+    for rows in rows_by_protocol.values():
+        methods.extend(r["method"] for r in rows if r["method"] not in methods)
+    width = 0.6 / max(len(protocols), 1)
+    handles = []
+    for j, protocol in enumerate(protocols):
+        rows = {r["method"]: r for r in rows_by_protocol[protocol]}
+        marker = markers[j % len(markers)]
+        for i, method in enumerate(methods):
+            value = rows.get(method, {}).get(metric)
+            if _finite(value):
+                ax.plot(i - 0.3 + (j + 0.5) * width, max(float(value), floor), marker,
+                        color=class_color(method), mec="k", mew=0.5, ms=6)
+        handles.append(Line2D([], [], color="0.4", marker=marker, ls="", label=protocol))
+    ax.set_xticks(range(len(methods)), [_label(m) for m in methods], rotation=30, ha="right")
+    ax.set_ylabel(metric)
+    ax.set_yscale("log")
+    class_legend(ax, handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def table_html(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    *,
+    headers: Mapping[str, str] | None = None,
+    formats: Mapping[str, str | Callable[[Any], str]] | None = None,
+) -> str:
+    """An HTML table of ``rows`` (``columns`` in order); ``formats[col]`` is a format spec or a
+    function; ``None`` and non-finite numbers show as an em dash."""
+    headers = headers or {}
+    formats = formats or {}
+
+    def cell(col: str, value: Any) -> str:
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "—"
+        fmt = formats.get(col)
+        if callable(fmt):
+            return html.escape(fmt(value))
+        if fmt is not None:
+            return html.escape(format(value, fmt))
+        return html.escape(str(value))
+
+    pad = 'style="padding: 2px 10px"'
+    head = "".join(f"<th {pad}>{html.escape(headers.get(c, c))}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td {pad}>{cell(c, r.get(c))}</td>" for c in columns) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
