@@ -98,7 +98,6 @@ def _env(scale: str | None = None, device: str | None = None) -> dict[str, str]:
         env["GAUGEKIT_SCALE"] = scale
     if device:
         env["GAUGEKIT_DEVICE"] = device
-    env["MPLBACKEND"] = "Agg"
     return env
 
 
