@@ -93,3 +93,15 @@ def test_book_executes_from_scratch_and_fails_on_cell_errors():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["execute"]["execute_notebooks"] == "force"
     assert config["execute"]["raise_on_error"] is True
+
+
+def test_figure_and_target_labels_are_unique_across_the_book():
+    """Sphinx labels are global: a name reused in two chapters is a build warning (an error here)."""
+    counts: dict[str, list[str]] = {}
+    pages = _chapter_files() + sorted((ROOT / "book").glob("*.md"))
+    pattern = r"^\(([^)]+)\)=|^\s*:label:\s*(\S+)|^\s*:?name:\s*(fig-\S+|tab-\S+|eq-\S+)"
+    for path in pages:
+        for groups in re.findall(pattern, path.read_text(), flags=re.M):
+            for label in filter(None, groups):
+                counts.setdefault(label, []).append(path.name)
+    assert {k: v for k, v in counts.items() if len(v) > 1} == {}
