@@ -96,7 +96,7 @@ def test_book_executes_from_scratch_and_fails_on_cell_errors():
 
 
 def test_figure_and_target_labels_are_unique_across_the_book():
-    """Sphinx labels are global: a name reused in two chapters is a build warning (an error here)."""
+    """Sphinx labels are global: a name reused in two chapters fails the -W build."""
     counts: dict[str, list[str]] = {}
     pages = _chapter_files() + sorted((ROOT / "book").glob("*.md"))
     pattern = r"^\(([^)]+)\)=|^\s*:label:\s*(\S+)|^\s*:?name:\s*(fig-\S+|tab-\S+|eq-\S+)"
