@@ -9,7 +9,14 @@ from torch import Tensor
 
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
-from gaugekit.optim.validation import EPS, LR, Hyper, betas_check, invalid
+from gaugekit.optim.validation import (
+    EPS,
+    LR,
+    Hyper,
+    betas_check,
+    check_common_batch_shape,
+    check_optimizer_wide,
+)
 
 
 def _init_adam_state(state: dict[str, Any], p: Tensor) -> None:
@@ -105,18 +112,10 @@ class SharedScaleAdam(ZooOptimizer):
         super().__init__(params, defaults, batch_dims=batch_dims)
 
     def _check_group(self, group: dict[str, Any]) -> None:
-        for key in ("eps", "batch_dims"):
-            value, default = group[key], self.defaults[key]
-            tensors = isinstance(value, Tensor) or isinstance(default, Tensor)
-            if value is not default and (tensors or value != default):
-                raise invalid(key, group[key], f"the optimizer-wide value {self.defaults[key]!r} "
-                              "(it defines the shared scalar)")
-        batch_dims = group["batch_dims"]
-        shapes = {tuple(p.shape[:batch_dims]) for g in self.param_groups for p in g["params"]}
-        shapes |= {tuple(p.shape[:batch_dims]) for p in group["params"]}
-        if len(shapes) > 1:
-            raise invalid("params", f"batch shapes {sorted(shapes)}",
-                          "one common param.shape[:batch_dims] for all parameters")
+        check_optimizer_wide(
+            group, self.defaults, ("eps", "batch_dims"), "it defines the shared scalar"
+        )
+        check_common_batch_shape(self.param_groups, group)
 
     def _update_all(self) -> None:
         batch_dims = self.defaults["batch_dims"]

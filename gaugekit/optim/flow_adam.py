@@ -77,6 +77,8 @@ from gaugekit.optim.validation import (
     Hyper,
     betas_check,
     bool_check,
+    check_common_batch_shape,
+    check_optimizer_wide,
     choice_check,
     int_check,
     invalid,
@@ -407,18 +409,10 @@ class FlowAdam(ZooOptimizer):
 
     # ----------------------------------------------------------------------------- validation
     def _check_group(self, group: dict[str, Any]) -> None:
-        for key in _OPTIMIZER_WIDE:
-            value, default = group[key], self.defaults[key]
-            if value is not default and (isinstance(value, Tensor) or value != default):
-                raise invalid(
-                    key, value, f"the optimizer-wide value {default!r} (it cannot differ by group)"
-                )
-        batch_dims = group["batch_dims"]
-        shapes = {tuple(p.shape[:batch_dims]) for g in self.param_groups for p in g["params"]}
-        shapes |= {tuple(p.shape[:batch_dims]) for p in group["params"]}
-        if len(shapes) > 1:
-            raise invalid("params", f"batch shapes {sorted(shapes)}",
-                          "one common param.shape[:batch_dims] for all parameters")
+        check_optimizer_wide(
+            group, self.defaults, _OPTIMIZER_WIDE, "it cannot differ by group"
+        )
+        check_common_batch_shape(self.param_groups, group)
 
     @property
     def couples_param_groups(self) -> bool:  # type: ignore[override]

@@ -132,3 +132,31 @@ EPS = real_check(0.0)
 DECAY = real_check(0.0, 1.0, high_open=True)
 #: ``batch_dims >= 0``.
 BATCH_DIMS = int_check(0)
+
+
+def check_optimizer_wide(
+    group: dict[str, Any], defaults: dict[str, Any], keys: tuple[str, ...], why: str
+) -> None:
+    """Refuse a param group that overrides a hyperparameter shared by all groups.
+
+    Rules whose statistics are pooled over every parameter (a shared scalar, a global norm)
+    need one value of ``keys`` for the whole optimizer; ``why`` says which pooled quantity.
+    """
+    for key in keys:
+        value, default = group[key], defaults[key]
+        tensors = isinstance(value, Tensor) or isinstance(default, Tensor)
+        if value is not default and (tensors or value != default):
+            raise invalid(key, value, f"the optimizer-wide value {default!r} ({why})")
+
+
+def check_common_batch_shape(param_groups: list[dict[str, Any]], group: dict[str, Any]) -> None:
+    """Refuse a group whose parameters stack a different set of runs than the others."""
+    batch_dims = group["batch_dims"]
+    shapes = {tuple(p.shape[:batch_dims]) for g in param_groups for p in g["params"]}
+    shapes |= {tuple(p.shape[:batch_dims]) for p in group["params"]}
+    if len(shapes) > 1:
+        raise invalid(
+            "params",
+            f"batch shapes {sorted(shapes)}",
+            "one common param.shape[:batch_dims] for all parameters",
+        )
