@@ -44,6 +44,7 @@ __all__ = [
     "balancedness_drift",
     "equivariance_gap",
     "factor_flow",
+    "first_step_displacement",
     "first_step_map",
     "gram_gauge",
     "implied_left_preconditioner",
@@ -127,6 +128,29 @@ def adafactor_first_step_direction(G: Tensor) -> Tensor:
     return G / v_hat.sqrt()
 
 
+def first_step_displacement(
+    make_optimizer: OptimizerFactory, G: Tensor, P0: Tensor | None = None
+) -> Tensor:
+    r"""Displacement ``P₁ − P₀`` of one step of a fresh ``make_optimizer([P])`` at gradient ``G``.
+
+    The loss is linear, ``⟨G, P⟩``, so the gradient the optimizer sees is exactly ``G``;
+    ``P₀`` defaults to 0.
+    """
+    P = (torch.zeros_like(G) if P0 is None else P0.detach().clone()).requires_grad_(True)
+    start = P.detach().clone()
+    optimizer = make_optimizer([P])
+
+    def closure() -> Tensor:
+        with torch.enable_grad():
+            P.grad = None
+            value = (G * P).sum()
+            value.backward()
+        return value
+
+    optimizer.step(closure)
+    return P.detach() - start
+
+
 def first_step_map(make_optimizer: OptimizerFactory, lr: float) -> MatrixMap:
     r"""The memoryless map ``Φ`` of an optimizer's first step: ``G ↦ −(P₁ − P₀) / lr``.
 
@@ -135,22 +159,7 @@ def first_step_map(make_optimizer: OptimizerFactory, lr: float) -> MatrixMap:
     uses. Examples: GD gives ``G``; Adam ``D_ε(G)``; Signum and Lion ``sign(G)``; Muon ``NS₅(G)``;
     Shampoo ``(GGᵀ + λI)^{-1/4} G (GᵀG + λI)^{-1/4}``.
     """
-
-    def phi(G: Tensor) -> Tensor:
-        P = torch.zeros_like(G).requires_grad_(True)
-        optimizer = make_optimizer([P])
-
-        def closure() -> Tensor:
-            with torch.enable_grad():
-                P.grad = None
-                value = (G * P).sum()
-                value.backward()
-            return value
-
-        optimizer.step(closure)
-        return -P.detach() / lr
-
-    return phi
+    return lambda G: -first_step_displacement(make_optimizer, G) / lr
 
 
 # --------------------------------------------------------------------------------------------

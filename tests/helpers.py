@@ -24,6 +24,7 @@ from torch import Tensor
 
 from gaugekit.audit import run_factor_optimizer
 from gaugekit.gauge import haar_orthogonal
+from gaugekit.theory import first_step_displacement
 
 EXACT = 1e-11
 LOOSE = 1e-9
@@ -128,19 +129,7 @@ def one_step(factory: Factory, G: Tensor, P0: Tensor | None = None) -> Tensor:
     The loss is linear, ``⟨G, P⟩``, so the gradient seen by the optimizer is exactly ``G``:
     this evaluates the optimizer's memoryless first-step map at ``G``. ``P₀`` defaults to 0.
     """
-    P = (torch.zeros_like(G) if P0 is None else P0.detach().clone()).requires_grad_(True)
-    opt = factory([P])
-    start = P.detach().clone()
-
-    def closure() -> Tensor:
-        with torch.enable_grad():
-            P.grad = None
-            value = (G * P).sum()
-            value.backward()
-        return value
-
-    opt.step(closure)
-    return P.detach() - start
+    return first_step_displacement(factory, G, P0)
 
 
 def rk4(f: Callable[[float, Tensor], Tensor], x0: Tensor, t0: float, t1: float, n: int) -> Tensor:
