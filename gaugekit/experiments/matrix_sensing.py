@@ -57,12 +57,14 @@ import torch
 from torch import Tensor
 
 from gaugekit.config import get_scale
-from gaugekit.experiments.batching import transfer_state
-from gaugekit.experiments.records import downsample_indices, round_sig
+from gaugekit.experiments.factor_training import (
+    PER_MATRIX_RULES,
+    member_key,
+    train_factored_batch,
+)
 from gaugekit.experiments.selection import PROTOCOLS, Selection, select
 from gaugekit.experiments.sweep import RunResult, RunSpec, SweepReport, load_part, run_sweep
-from gaugekit.optim.registry import get_spec, make_optimizer
-from gaugekit.optim.schedules import lr_factor
+from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import (
     INIT_SEED_OFFSET,
     SensingBatch,
@@ -83,6 +85,7 @@ __all__ = [
     "PUBLISHED_CONVEX_REC",
     "PUBLISHED_NUCLEAR_NORMS",
     "PUBLISHED_TABLE2",
+    "SENSING_FAMILY",
     "TABLE2_COSINE",
     "TABLE2_METHODS",
     "Budget",
@@ -91,6 +94,7 @@ __all__ = [
     "Part",
     "Problem",
     "ScaleConfig",
+    "SensingFamily",
     "collect",
     "compare_with_published",
     "get_config",
@@ -153,9 +157,6 @@ PAPER_LR_GRIDS: dict[str, tuple[float, ...]] = {
 }
 #: The published convex reference: rec of the min-nuclear-norm solution for seeds 42, 123, 456.
 PUBLISHED_CONVEX_REC: dict[int, float] = {42: 0.0, 123: 0.0, 456: 0.1005}
-
-CURVE_POINTS = 33
-CURVE_DIGITS = 5
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,302 +357,36 @@ def get_config(scale: str | None = None) -> ScaleConfig:
 # --------------------------------------------------------------------------------------------
 
 
-def _torch_dtype(name: str) -> torch.dtype:
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"Invalid dtype: {name!r}; expected a torch dtype name")
-    return dtype
+class SensingFamily:
+    """The sensing problem as a factor-problem family (kind ``"sensing"``, the default) of
+    :mod:`gaugekit.experiments.factor_training`: instance ``seed`` from :func:`make_instance`,
+    its initial factors from :func:`init_factors`, runs stacked in a :class:`SensingBatch`."""
 
-
-#: Rules whose update treats each matrix on its own (entrywise, or reductions over one matrix):
-#: for them U and V of a run are one ``(2, n, k)`` stack trained with ``batch_dims=2``, which
-#: halves the calls per step and gives the same numbers as ``[U, V]`` with ``batch_dims=1``
-#: (tested). Shared-scale Adam pools over U and V of a run, so it keeps ``[U, V]``.
-PER_MATRIX_RULES: frozenset[str] = frozenset({
-    "gd", "momentum", "adam", "rmsprop", "lion", "signum", "adafactor", "muon", "shampoo", "gram",
-})
+    def instances(
+        self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
+        device: torch.device,
+    ) -> _SensingInstances:
+        p = problem
+        insts = [make_instance(s, p["n"], p["r"], p["m"], num_val=p["num_val"], dtype=dtype,
+                               device=device) for s in seeds]
+        inits = [init_factors(s, p["n"], p["k"], p["init_scale"], dtype=dtype, device=device)
+                 for s in seeds]
+        return _SensingInstances(insts, inits)
 
 
 @dataclass
-class _Member:
-    """Runs of one optimizer (same method, schedule and non-lr hyperparameters): a contiguous
-    block ``[start, stop)`` of the stack ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] = U``,
-    ``P[:, 1] = V``)."""
+class _SensingInstances:
+    instances: list[Any]
+    inits: list[tuple[Tensor, Tensor]]
 
-    method: str
-    schedule: str
-    hparams: dict[str, Any]
-    base_lr: Tensor
-    per_matrix: bool = False
-    start: int = 0
-    stop: int = 0
-    params: list[Tensor] = field(default_factory=list)
-    optimizer: torch.optim.Optimizer | None = None
+    def batch(self, rows: Sequence[int]) -> SensingBatch:
+        return SensingBatch(self.instances, list(rows))
 
-    def __post_init__(self) -> None:
-        self.per_matrix = self.method in PER_MATRIX_RULES
-        self._shaped_lr = self._shape(self.base_lr)
-
-    def _shape(self, lr: Tensor) -> Tensor:
-        return lr[:, None].expand(-1, 2).contiguous() if self.per_matrix else lr
-
-    @property
-    def size(self) -> int:
-        return self.base_lr.numel()
-
-    def lr(self, factor: float = 1.0) -> Tensor:
-        """The per-run learning rate times ``factor``, shaped like the params' batch dims."""
-        return self._shaped_lr * factor if factor != 1.0 else self._shaped_lr
-
-    def place(self, P: Tensor, start: int) -> None:
-        """Point the member at rows ``[start, start + size)`` of ``P`` (no optimizer change)."""
-        self.start, self.stop = start, start + self.size
-        block = P[self.start:self.stop]
-        self.params = [block] if self.per_matrix else [block[:, 0], block[:, 1]]
-
-    def build(self, P: Tensor, start: int) -> None:
-        self.place(P, start)
-        self.optimizer = make_optimizer(
-            self.method, self.params, batch_dims=2 if self.per_matrix else 1,
-            **{**self.hparams, "lr": self.lr()},
-        )
-
-    def set_grads(self, G: Tensor) -> None:
-        block = G[self.start:self.stop]
-        if self.per_matrix:
-            self.params[0].grad = block
-        else:
-            self.params[0].grad, self.params[1].grad = block[:, 0], block[:, 1]
-
-    def step(self, t: int, num_steps: int) -> None:
-        if self.schedule != "constant":
-            self.optimizer.param_groups[0]["lr"] = self.lr(lr_factor(self.schedule, t, num_steps))
-        self.optimizer.step()
-
-    def keep(self, P: Tensor, start: int, local: Tensor) -> None:
-        """Keep the runs ``local`` (indices within the member) after ``P`` was compacted."""
-        old_opt, old_params, old_size = self.optimizer, self.params, self.size
-        self.base_lr = self.base_lr.index_select(0, local.to(self.base_lr.device))
-        self._shaped_lr = self._shape(self.base_lr)
-        if old_opt is None:
-            self.place(P, start)
-            return
-        self.build(P, start)
-        transfer_state(old_opt, self.optimizer, list(zip(old_params, self.params, strict=True)),
-                       local, old_size)
+    def init(self, index: int) -> tuple[Tensor, Tensor]:
+        return self.inits[index]
 
 
-def _hparams_key(hparams: Mapping[str, Any]) -> str:
-    return repr(sorted((k, v) for k, v in hparams.items() if k != "lr"))
-
-
-class _Curves:
-    """Per-run lists of (step, train_loss, rec, val_rec, balancedness)."""
-
-    names = ("step", "train_loss", "rec", "val_rec", "balancedness")
-
-    def __init__(self, num_runs: int) -> None:
-        self.data = [{k: [] for k in self.names} for _ in range(num_runs)]
-
-    def add(self, runs: Sequence[int], step: int, values: Mapping[str, Tensor]) -> None:
-        """Append a point at ``step`` (the number of updates applied) to each run of ``runs``;
-        a run whose last point already has this step keeps it."""
-        columns = {k: v.tolist() for k, v in values.items()}
-        for i, run in enumerate(runs):
-            entry = self.data[run]
-            if entry["step"] and entry["step"][-1] == step:
-                continue
-            entry["step"].append(step)
-            for k, col in columns.items():
-                entry[k].append(col[i])
-
-    def finish(self, run: int) -> dict[str, list[Any]]:
-        entry = self.data[run]
-        keep = downsample_indices(len(entry["step"]), CURVE_POINTS)
-        out = {"step": [entry["step"][i] for i in keep]}
-        for k in self.names[1:]:
-            out[k] = [round_sig(float(entry[k][i]), CURVE_DIGITS) for i in keep]
-        return out
-
-
-_EMPTY_METRICS = ("final_loss", "rec", "val_rec", "effective_rank", "nuclear_norm",
-                  "balancedness")
-
-
-class _StackedTraining:
-    """The runs of one batch as one stack ``P`` (B, 2, n, k); see :func:`train_factored_batch`."""
-
-    def __init__(self, specs: Sequence[RunSpec], device: torch.device) -> None:
-        first = specs[0].config
-        for spec in specs:
-            c = spec.config
-            if c["kind"] != "factored" or (c["problem"], c["budget"], c["dtype"]) != (
-                first["problem"], first["budget"], first["dtype"]
-            ):
-                raise ValueError(
-                    "Invalid specs: a batch must share kind, problem, budget and dtype")
-        dtype = _torch_dtype(first["dtype"])
-        p, b = first["problem"], first["budget"]
-        self.num_steps, self.tol = b["num_steps"], b["tol"]
-        self.check_every, self.diverge_above = b["check_every"], b["diverge_above"]
-
-        seeds = sorted({s.config["seed"] for s in specs})
-        index = {s: i for i, s in enumerate(seeds)}
-        instances = [make_instance(s, p["n"], p["r"], p["m"], num_val=p["num_val"],
-                                   dtype=dtype, device=device) for s in seeds]
-        inits = [torch.stack(init_factors(s, p["n"], p["k"], p["init_scale"], dtype=dtype,
-                                          device=device)) for s in seeds]
-
-        groups: dict[tuple[str, str, str], list[int]] = {}
-        for i, spec in enumerate(specs):
-            c = spec.config
-            key = (c["method"], c["schedule"], _hparams_key(c["hparams"]))
-            groups.setdefault(key, []).append(i)
-        self.results: list[RunResult | None] = [None] * len(specs)
-        self.members: list[_Member] = []
-        self.rows: list[int] = []  # spec index of each row of the stack
-        for (method, schedule, _), idx in groups.items():
-            hp = {k: tuple(v) if isinstance(v, list) else v
-                  for k, v in specs[idx[0]].config["hparams"].items() if k != "lr"}
-            lrs = torch.tensor([specs[i].config["hparams"]["lr"] for i in idx], dtype=dtype,
-                               device=device)
-            self.members.append(_Member(method, schedule, hp, lrs))
-            self.rows.extend(idx)
-        self.P = torch.stack([inits[index[specs[i].config["seed"]]] for i in self.rows])
-        self.batch = SensingBatch(instances, [index[specs[i].config["seed"]] for i in self.rows])
-        self.curves = _Curves(len(specs))
-        start = 0
-        for mem in self.members:
-            try:
-                mem.build(self.P, start)
-            except Exception as err:  # noqa: BLE001 - recorded per run
-                self._fail(mem, f"{type(err).__name__}: {err}")
-                mem.place(self.P, start)
-                mem.optimizer = None
-            start += mem.size
-
-    @property
-    def U(self) -> Tensor:
-        return self.P[:, 0]
-
-    @property
-    def V(self) -> Tensor:
-        return self.P[:, 1]
-
-    def _fail(self, mem: _Member, message: str) -> None:
-        for run in self.rows[mem.start:mem.stop]:
-            if self.results[run] is None:
-                self.results[run] = RunResult("error", message=message)
-
-    def _curve_values(self) -> dict[str, Tensor]:
-        m = self.batch.metrics(self.U, self.V, spectral=False)
-        return {k: m[k] for k in _Curves.names[1:]}
-
-    def finish(self, mask: Tensor, step: int, loss: Tensor, status: str) -> None:
-        """Record the runs of ``mask`` (over the current rows) and drop them from the stack."""
-        sel = torch.nonzero(mask).flatten()
-        if sel.numel() == 0:
-            return
-        sel_list = sel.tolist()
-        runs = [self.rows[i] for i in sel_list]
-        losses = loss.index_select(0, sel).double().tolist()
-        cols: dict[str, list[float]] = {}
-        if status == "ok":
-            P_s = self.P.index_select(0, sel)
-            m = self.batch.select(sel_list).metrics(P_s[:, 0], P_s[:, 1])
-            self.curves.add(runs, step, {k: m[k] for k in _Curves.names[1:]})
-            cols = {k: v.tolist() for k, v in m.items()}
-        for j, run in enumerate(runs):
-            if self.results[run] is not None:  # already an error
-                continue
-            metrics: dict[str, Any] = {
-                "steps": step,
-                "interpolated": bool(status == "ok" and losses[j] < self.tol),
-                "train_loss": losses[j],
-            }
-            if status == "ok":
-                metrics["final_loss"] = cols["train_loss"][j]
-                metrics.update({k: cols[k][j] for k in _EMPTY_METRICS[1:]})
-            else:
-                metrics.update(dict.fromkeys(_EMPTY_METRICS))
-            self.results[run] = RunResult(status, metrics, self.curves.finish(run))
-        self._compact(torch.nonzero(~mask).flatten())
-
-    def _compact(self, keep: Tensor) -> None:
-        keep_list = keep.tolist()
-        self.P = self.P.index_select(0, keep)
-        self.rows = [self.rows[i] for i in keep_list]
-        if keep_list:
-            self.batch = self.batch.select(keep_list)
-        members, start = [], 0
-        for mem in self.members:
-            local = keep[(keep >= mem.start) & (keep < mem.stop)] - mem.start
-            if local.numel():
-                mem.keep(self.P, start, local)
-                members.append(mem)
-                start += mem.size
-        self.members = members
-
-    def run(self, progress: bool) -> list[RunResult]:
-        from tqdm import tqdm
-
-        bar = tqdm(total=self.num_steps, desc="steps", leave=False, disable=not progress)
-        for t in range(1, self.num_steps + 1):
-            if not self.rows:
-                break
-            loss, G_U, G_V = self.batch.loss_and_grads(self.U, self.V)
-            bad = ~(loss <= self.diverge_above)
-            if bool(bad.any()):
-                self.finish(bad, t, loss, "diverged")
-                if not self.rows:
-                    break
-                keep = torch.nonzero(~bad).flatten()
-                loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
-            if t == 1:
-                self.curves.add(self.rows, 0, self._curve_values())
-            G = torch.stack([G_U, G_V], dim=1)
-            failed = []
-            for mem in self.members:
-                if mem.optimizer is None:
-                    failed.append((mem, "optimizer could not be built"))
-                    continue
-                mem.set_grads(G)
-                try:
-                    mem.step(t, self.num_steps)
-                except Exception as err:  # noqa: BLE001 - recorded per run
-                    failed.append((mem, f"{type(err).__name__}: {err}"))
-            if failed:
-                mask = torch.zeros(len(self.rows), dtype=torch.bool, device=loss.device)
-                for mem, message in failed:
-                    mask[mem.start:mem.stop] = True
-                    self._fail(mem, message)
-                self.finish(mask, t, loss, "error")
-                loss = loss[torch.nonzero(~mask).flatten()]
-            if t % self.check_every == 0 and self.rows:
-                self.curves.add(self.rows, t, self._curve_values())
-            if t % self.check_every == 0 or t == self.num_steps:
-                last = t == self.num_steps
-                done = torch.ones_like(loss, dtype=torch.bool) if last else loss < self.tol
-                if bool(done.any()):
-                    self.finish(done, t, loss, "ok")
-            if t % self.check_every == 0:
-                bar.update(self.check_every)
-        bar.close()
-        return [r if r is not None else RunResult("error", message="run was not finished")
-                for r in self.results]
-
-
-def train_factored_batch(
-    specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False
-) -> list[RunResult]:
-    """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
-
-    Returns one :class:`~gaugekit.experiments.sweep.RunResult` per spec, in order. An optimizer
-    that fails to build or to step marks its own runs ``error`` (the others go on).
-    """
-    if not specs:
-        return []
-    return _StackedTraining(specs, torch.device(device)).run(progress)
+SENSING_FAMILY = SensingFamily()
 
 
 def _run_cost(spec: RunSpec) -> float:
@@ -736,8 +471,7 @@ class MatrixSensingZoo:
             return [list(specs)]
         groups: dict[tuple[str, str, str], list[RunSpec]] = {}
         for spec in specs:
-            c = spec.config
-            key = (c["method"], c["schedule"], _hparams_key(c["hparams"]))
+            key = member_key(spec.config)
             groups.setdefault(key, []).append(spec)
         bins: list[list[RunSpec]] = [[] for _ in range(parts)]
         loads = [0.0] * parts

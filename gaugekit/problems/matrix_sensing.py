@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -261,6 +262,10 @@ class SensingBatch:
     instances: Sequence[SensingInstance]
     run_instance: Sequence[int]
     min_rows: int = 4
+    #: the metrics a factor-training loop records on curves and in the final record
+    curve_names: ClassVar[tuple[str, ...]] = ("train_loss", "rec", "val_rec", "balancedness")
+    metric_names: ClassVar[tuple[str, ...]] = (
+        "rec", "val_rec", "effective_rank", "nuclear_norm", "balancedness")
     _groups: list[tuple[SensingInstance, Tensor, bool]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

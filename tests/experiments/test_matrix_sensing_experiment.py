@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from gaugekit.experiments import get_experiment
+from gaugekit.experiments import factor_training, get_experiment
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments.sweep import RunSpec
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
@@ -197,7 +197,7 @@ def test_interpolation_stops_at_a_check_and_records_the_gate_loss(tiny_batch):
         if m["steps"] < 120:
             assert m["interpolated"]
         assert r.curves["step"][0] == 0 and r.curves["step"][-1] == m["steps"]
-        assert len(r.curves["rec"]) == len(r.curves["step"]) <= ms.CURVE_POINTS
+        assert len(r.curves["rec"]) == len(r.curves["step"]) <= factor_training.CURVE_POINTS
     stopped = [r.metrics["steps"] < 120 for r in results if r.status == "ok"]
     assert any(stopped) and not all(stopped)
 
@@ -240,7 +240,7 @@ def test_a_failing_optimizer_marks_only_its_runs(tiny_batch):
 
 
 def test_an_optimizer_failing_mid_run_marks_only_its_runs(monkeypatch, tiny_batch):
-    real = ms.make_optimizer
+    real = factor_training.make_optimizer
 
     def flaky(method, params, **kw):
         opt = real(method, params, **kw)
@@ -256,7 +256,7 @@ def test_an_optimizer_failing_mid_run_marks_only_its_runs(monkeypatch, tiny_batc
             opt.step = failing_step
         return opt
 
-    monkeypatch.setattr(ms, "make_optimizer", flaky)
+    monkeypatch.setattr(factor_training, "make_optimizer", flaky)
     specs = tiny_part(("gd", "adam"), {"gd": (0.1,), "adam": (0.01,)}).specs()
     table = by_config(specs, ms.train_factored_batch(specs))
     for seed in (1, 2):
@@ -280,8 +280,9 @@ def _stacked_vs_pair(method, steps=6):
     U, V = P[:, 0].clone(), P[:, 1].clone()
     lr = torch.tensor([1e-3, 3e-3, 1e-2], dtype=torch.float64)
     hp = dict(ms.PAPER_HPARAMS.get(method, {}))
-    stacked = ms.make_optimizer(method, [P], batch_dims=2, lr=lr[:, None].repeat(1, 2), **hp)
-    pair = ms.make_optimizer(method, [U, V], batch_dims=1, lr=lr, **hp)
+    make = factor_training.make_optimizer
+    stacked = make(method, [P], batch_dims=2, lr=lr[:, None].repeat(1, 2), **hp)
+    pair = make(method, [U, V], batch_dims=1, lr=lr, **hp)
     for _ in range(steps):
         _, gu, gv = loss_and_grads(P[:, 0], P[:, 1], inst.A, inst.y)
         P.grad = torch.stack([gu, gv], dim=1)

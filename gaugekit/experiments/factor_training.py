@@ -1,0 +1,546 @@
+r"""Floor 3: the one training loop of every factor experiment: many runs of ``W = U Vᵀ``, stacked.
+
+Every factor experiment of the book (matrix sensing, spectral tails, hyperspectral completion)
+trains its runs here. A run is a semantic config (a :class:`~gaugekit.experiments.sweep.RunSpec`)::
+
+    {"kind": "factored", "problem": {...}, "method": str, "hparams": {..., "lr": float},
+     "schedule": str, "budget": {...}, "seed": int, "dtype": "float32" | "float64"}
+
+``config["problem"]["kind"]`` names the *problem family* (absent: ``"sensing"``, so the records
+of the sensing experiment keep their run ids). A family turns a problem config and a list of
+seeds into :class:`FactorInstances`; those give the initial factors of each seed and a
+:class:`FactorBatch` for any assignment of stack rows to seeds. The batch is all the loop knows
+of the problem: per-run loss and gradients, metrics, and how to keep a subset of its rows.
+
+Protocol of a run. At step ``t = 1, 2, …`` the loss is evaluated first (the *pre-update* loss);
+a non-finite loss or one above ``budget["diverge_above"]`` ends the run as *diverged* at step
+``t``. With ``budget["record_at"]`` (thresholds, descending), the first time a run's pre-update
+loss is below a threshold its full metrics are taken there, before the update, and kept in
+``metrics["at_loss"]`` (the matched-loss protocol); with ``budget["stop_at_last_threshold"]`` the
+run ends when it reaches the deepest one. Otherwise the gradients are taken, the learning rate is
+``lr · lr_factor(schedule, t, num_steps)`` and the optimizer steps. Every ``check_every`` steps a
+run whose pre-update loss was below ``tol`` has *interpolated* and stops; that loss is the
+record's ``train_loss``. The final metrics are taken at the factors after the last update.
+
+Stacking. The factors of ``B`` runs are one stack: ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] =
+U``, ``P[:, 1] = V``) when ``U`` and ``V`` have one shape, else two stacks ``(B, n₁, k)`` and
+``(B, n₂, k)``. Runs of one optimizer (method, schedule, non-lr hyperparameters) form a
+*member*, a contiguous block of rows with one optimizer and a per-run ``lr`` tensor, built with
+``batch_dims=2`` on the ``(b, 2, n, k)`` block when the rule acts on each matrix separately
+(:data:`PER_MATRIX_RULES`, square factors only) and with ``batch_dims=1`` on ``[U, V]``
+otherwise (shared-scale Adam pools over both factors of a run). Finished runs are removed from
+the stack and from every optimizer state (:mod:`gaugekit.experiments.batching`), so a diverged
+run never touches the others, and a batched run equals the same run done alone (tested per
+experiment).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from gaugekit.experiments.batching import transfer_state
+from gaugekit.experiments.records import downsample_indices, round_sig
+from gaugekit.experiments.sweep import RunResult, RunSpec
+from gaugekit.optim.registry import make_optimizer
+from gaugekit.optim.schedules import lr_factor
+
+__all__ = [
+    "CURVE_DIGITS",
+    "CURVE_POINTS",
+    "FACTOR_PROBLEMS",
+    "PER_MATRIX_RULES",
+    "FactorBatch",
+    "FactorInstances",
+    "FactorProblemFamily",
+    "get_factor_problem",
+    "problem_kind",
+    "register_factor_problem",
+    "torch_dtype",
+    "train_factored_batch",
+]
+
+CURVE_POINTS = 33
+CURVE_DIGITS = 5
+
+#: Rules whose update treats each matrix on its own (entrywise, or reductions over one matrix):
+#: for them U and V of a run are one ``(2, n, k)`` stack trained with ``batch_dims=2``, which
+#: halves the calls per step and gives the same numbers as ``[U, V]`` with ``batch_dims=1``
+#: (tested). Shared-scale Adam pools over U and V of a run, so it keeps ``[U, V]``.
+PER_MATRIX_RULES: frozenset[str] = frozenset({
+    "gd", "momentum", "adam", "rmsprop", "lion", "signum", "adafactor", "muon", "shampoo", "gram",
+})
+
+
+# --------------------------------------------------------------------------------------------
+# the problem hook
+# --------------------------------------------------------------------------------------------
+
+
+class FactorBatch(Protocol):
+    """The problem of the runs in the stack, stacked along dimension 0.
+
+    ``curve_names``: metrics recorded on the curves (each must be in ``metrics(spectral=False)``).
+    ``metric_names``: the final metrics copied into a record besides ``train_loss`` (each in
+    ``metrics(spectral=True)``; a diverged run gets ``None`` for each).
+    """
+
+    curve_names: tuple[str, ...]
+    metric_names: tuple[str, ...]
+
+    def loss_and_grads(self, U: Tensor, V: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-run loss ``(B,)`` and gradients ``G_U (B, n₁, k)``, ``G_V (B, n₂, k)``."""
+        ...
+
+    def metrics(self, U: Tensor, V: Tensor, *, spectral: bool = True) -> dict[str, Tensor]:
+        """Per-run metrics ``(B,)`` at ``(U, V)``, ``train_loss`` among them."""
+        ...
+
+    def select(self, rows: Sequence[int]) -> FactorBatch:
+        """The batch of the stack rows ``rows`` (indices into the current rows, in order)."""
+        ...
+
+
+class FactorInstances(Protocol):
+    """The instances of one problem config, one per seed of a batch."""
+
+    def batch(self, rows: Sequence[int]) -> FactorBatch:
+        """The batch whose stack row ``i`` runs on seed index ``rows[i]``."""
+        ...
+
+    def init(self, index: int) -> tuple[Tensor, Tensor]:
+        """The initial ``(U, V)`` of seed index ``index``."""
+        ...
+
+
+class FactorProblemFamily(Protocol):
+    """A problem family: builds the instances of a problem config for some seeds."""
+
+    def instances(
+        self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
+        device: torch.device,
+    ) -> FactorInstances:
+        ...
+
+
+#: problem kind → "module:attribute" of its family (imported on first use), or the family.
+FACTOR_PROBLEMS: dict[str, Any] = {
+    "sensing": "gaugekit.experiments.matrix_sensing:SENSING_FAMILY",
+}
+
+
+def register_factor_problem(kind: str, family: Any, *, replace: bool = False) -> None:
+    """Register ``family`` (an object, or ``"module:attribute"``) as problem kind ``kind``."""
+    if kind in FACTOR_PROBLEMS and not replace and FACTOR_PROBLEMS[kind] is not family:
+        raise ValueError(f"Invalid kind: {kind!r}; already registered (pass replace=True)")
+    FACTOR_PROBLEMS[kind] = family
+
+
+def problem_kind(problem: Mapping[str, Any]) -> str:
+    """The problem family of a problem config (``"sensing"`` when it names none)."""
+    return str(problem.get("kind", "sensing"))
+
+
+def get_factor_problem(kind: str) -> FactorProblemFamily:
+    """The family registered as ``kind``."""
+    if kind not in FACTOR_PROBLEMS:
+        raise ValueError(f"Invalid kind: {kind!r}; expected one of {sorted(FACTOR_PROBLEMS)}")
+    family = FACTOR_PROBLEMS[kind]
+    if isinstance(family, str):
+        module, attr = family.split(":")
+        family = getattr(importlib.import_module(module), attr)
+        FACTOR_PROBLEMS[kind] = family
+    return family
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype called ``name`` (``"float32"`` → ``torch.float32``)."""
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"Invalid dtype: {name!r}; expected a torch dtype name")
+    return dtype
+
+
+# --------------------------------------------------------------------------------------------
+# members: the runs of one optimizer
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Member:
+    """Runs of one optimizer (same method, schedule and non-lr hyperparameters): a contiguous
+    block ``[start, stop)`` of the stack."""
+
+    method: str
+    schedule: str
+    hparams: dict[str, Any]
+    base_lr: Tensor
+    square: bool = True
+    per_matrix: bool = False
+    start: int = 0
+    stop: int = 0
+    params: list[Tensor] = field(default_factory=list)
+    optimizer: torch.optim.Optimizer | None = None
+
+    def __post_init__(self) -> None:
+        self.per_matrix = self.square and self.method in PER_MATRIX_RULES
+        self._shaped_lr = self._shape(self.base_lr)
+
+    def _shape(self, lr: Tensor) -> Tensor:
+        return lr[:, None].expand(-1, 2).contiguous() if self.per_matrix else lr
+
+    @property
+    def size(self) -> int:
+        return self.base_lr.numel()
+
+    def lr(self, factor: float = 1.0) -> Tensor:
+        """The per-run learning rate times ``factor``, shaped like the params' batch dims."""
+        return self._shaped_lr * factor if factor != 1.0 else self._shaped_lr
+
+    def place(self, stack: _Stack, start: int) -> None:
+        """Point the member at rows ``[start, start + size)`` of ``stack`` (no optimizer change)."""
+        self.start, self.stop = start, start + self.size
+        self.params = stack.params(self.start, self.stop, self.per_matrix)
+
+    def build(self, stack: _Stack, start: int) -> None:
+        self.place(stack, start)
+        self.optimizer = make_optimizer(
+            self.method, self.params, batch_dims=2 if self.per_matrix else 1,
+            **{**self.hparams, "lr": self.lr()},
+        )
+
+    def set_grads(self, G_U: Tensor, G_V: Tensor, G: Tensor | None) -> None:
+        a, b = self.start, self.stop
+        if self.per_matrix:
+            self.params[0].grad = G[a:b]
+        else:
+            self.params[0].grad, self.params[1].grad = G_U[a:b], G_V[a:b]
+
+    def step(self, t: int, num_steps: int) -> None:
+        if self.schedule != "constant":
+            self.optimizer.param_groups[0]["lr"] = self.lr(lr_factor(self.schedule, t, num_steps))
+        self.optimizer.step()
+
+    def keep(self, stack: _Stack, start: int, local: Tensor) -> None:
+        """Keep the runs ``local`` (indices within the member) after the stack was compacted."""
+        old_opt, old_params, old_size = self.optimizer, self.params, self.size
+        self.base_lr = self.base_lr.index_select(0, local.to(self.base_lr.device))
+        self._shaped_lr = self._shape(self.base_lr)
+        if old_opt is None:
+            self.place(stack, start)
+            return
+        self.build(stack, start)
+        transfer_state(old_opt, self.optimizer, list(zip(old_params, self.params, strict=True)),
+                       local, old_size)
+
+
+def _hparams_key(hparams: Mapping[str, Any]) -> str:
+    return repr(sorted((k, v) for k, v in hparams.items() if k != "lr"))
+
+
+def member_key(config: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Runs with equal keys share one optimizer in a stack: method, schedule, other hparams."""
+    return (config["method"], config["schedule"], _hparams_key(config["hparams"]))
+
+
+class _Stack:
+    """The factors of the runs: ``P`` ``(B, 2, n, k)`` when ``U`` and ``V`` share a shape, else
+    ``PU`` ``(B, n₁, k)`` and ``PV`` ``(B, n₂, k)``."""
+
+    def __init__(self, U: Tensor, V: Tensor) -> None:
+        self.square = U.shape == V.shape
+        if self.square:
+            self.P: Tensor | None = torch.stack([U, V], dim=1)
+        else:
+            self.P, self.PU, self.PV = None, U, V
+
+    @property
+    def U(self) -> Tensor:
+        return self.P[:, 0] if self.square else self.PU
+
+    @property
+    def V(self) -> Tensor:
+        return self.P[:, 1] if self.square else self.PV
+
+    def params(self, a: int, b: int, per_matrix: bool) -> list[Tensor]:
+        if self.square:
+            block = self.P[a:b]
+            return [block] if per_matrix else [block[:, 0], block[:, 1]]
+        return [self.PU[a:b], self.PV[a:b]]
+
+    def grads(self, G_U: Tensor, G_V: Tensor) -> Tensor | None:
+        """The ``(B, 2, n, k)`` gradient of ``P`` (square stacks only)."""
+        return torch.stack([G_U, G_V], dim=1) if self.square else None
+
+    def take(self, rows: Tensor) -> None:
+        if self.square:
+            self.P = self.P.index_select(0, rows)
+        else:
+            self.PU, self.PV = self.PU.index_select(0, rows), self.PV.index_select(0, rows)
+
+    def rows(self, sel: Tensor) -> tuple[Tensor, Tensor]:
+        """``(U, V)`` of the rows ``sel`` (new tensors)."""
+        if self.square:
+            P = self.P.index_select(0, sel)
+            return P[:, 0], P[:, 1]
+        return self.PU.index_select(0, sel), self.PV.index_select(0, sel)
+
+
+# --------------------------------------------------------------------------------------------
+# curves
+# --------------------------------------------------------------------------------------------
+
+
+class _Curves:
+    """Per-run lists of ``step`` and the batch's curve metrics."""
+
+    def __init__(self, num_runs: int, names: Sequence[str]) -> None:
+        self.names = ("step", *names)
+        self.data = [{k: [] for k in self.names} for _ in range(num_runs)]
+
+    def add(self, runs: Sequence[int], step: int, values: Mapping[str, Tensor]) -> None:
+        """Append a point at ``step`` (the number of updates applied) to each run of ``runs``;
+        a run whose last point already has this step keeps it."""
+        columns = {k: values[k].tolist() for k in self.names[1:]}
+        for i, run in enumerate(runs):
+            entry = self.data[run]
+            if entry["step"] and entry["step"][-1] == step:
+                continue
+            entry["step"].append(step)
+            for k, col in columns.items():
+                entry[k].append(col[i])
+
+    def finish(self, run: int) -> dict[str, list[Any]]:
+        entry = self.data[run]
+        keep = downsample_indices(len(entry["step"]), CURVE_POINTS)
+        out = {"step": [entry["step"][i] for i in keep]}
+        for k in self.names[1:]:
+            out[k] = [round_sig(float(entry[k][i]), CURVE_DIGITS) for i in keep]
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# the stacked training
+# --------------------------------------------------------------------------------------------
+
+
+class _StackedTraining:
+    """The runs of one batch as one stack; see :func:`train_factored_batch`."""
+
+    def __init__(self, specs: Sequence[RunSpec], device: torch.device) -> None:
+        first = specs[0].config
+        for spec in specs:
+            c = spec.config
+            if c["kind"] != "factored" or (c["problem"], c["budget"], c["dtype"]) != (
+                first["problem"], first["budget"], first["dtype"]
+            ):
+                raise ValueError(
+                    "Invalid specs: a batch must share kind, problem, budget and dtype")
+        dtype = torch_dtype(first["dtype"])
+        b = first["budget"]
+        self.num_steps, self.tol = b["num_steps"], b["tol"]
+        self.check_every, self.diverge_above = b["check_every"], b["diverge_above"]
+        self.thresholds = [float(x) for x in b.get("record_at", ())]
+        if self.thresholds != sorted(self.thresholds, reverse=True):
+            raise ValueError(
+                f"Invalid record_at: {b['record_at']!r}; expected thresholds in descending order")
+        self.stop_at_last = bool(b.get("stop_at_last_threshold", False))
+        if self.stop_at_last and not self.thresholds:
+            raise ValueError("Invalid stop_at_last_threshold: True; expected record_at thresholds")
+
+        seeds = sorted({s.config["seed"] for s in specs})
+        index = {s: i for i, s in enumerate(seeds)}
+        family = get_factor_problem(problem_kind(first["problem"]))
+        instances = family.instances(first["problem"], seeds, dtype, device)
+
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, spec in enumerate(specs):
+            groups.setdefault(member_key(spec.config), []).append(i)
+        self.results: list[RunResult | None] = [None] * len(specs)
+        self.at_loss: list[list[dict[str, Any]]] = [[] for _ in specs]
+        self.rows: list[int] = []  # spec index of each row of the stack
+        order: list[tuple[tuple[str, str, str], list[int]]] = list(groups.items())
+        for _, idx in order:
+            self.rows.extend(idx)
+        inits = [instances.init(i) for i in range(len(seeds))]
+        row_seed = [index[specs[i].config["seed"]] for i in self.rows]
+        self.stack = _Stack(torch.stack([inits[s][0] for s in row_seed]),
+                            torch.stack([inits[s][1] for s in row_seed]))
+        self.batch = instances.batch(row_seed)
+        self.curves = _Curves(len(specs), self.batch.curve_names)
+        self.reached = torch.zeros(len(self.rows), len(self.thresholds), dtype=torch.bool,
+                                   device=device)
+        self._thr = torch.tensor(self.thresholds, dtype=torch.float64, device=device)
+
+        self.members: list[_Member] = []
+        for (method, schedule, _), idx in order:
+            hp = {k: tuple(v) if isinstance(v, list) else v
+                  for k, v in specs[idx[0]].config["hparams"].items() if k != "lr"}
+            lrs = torch.tensor([specs[i].config["hparams"]["lr"] for i in idx], dtype=dtype,
+                               device=device)
+            self.members.append(_Member(method, schedule, hp, lrs, square=self.stack.square))
+        start = 0
+        for mem in self.members:
+            try:
+                mem.build(self.stack, start)
+            except Exception as err:  # noqa: BLE001 - recorded per run
+                self._fail(mem, f"{type(err).__name__}: {err}")
+                mem.place(self.stack, start)
+                mem.optimizer = None
+            start += mem.size
+
+    def _fail(self, mem: _Member, message: str) -> None:
+        for run in self.rows[mem.start:mem.stop]:
+            if self.results[run] is None:
+                self.results[run] = RunResult("error", message=message)
+
+    def _curve_values(self) -> dict[str, Tensor]:
+        return self.batch.metrics(self.stack.U, self.stack.V, spectral=False)
+
+    def _record_thresholds(self, loss: Tensor, step: int) -> Tensor | None:
+        """Take the metrics of runs whose pre-update loss first fell below a threshold; returns
+        the mask of rows that reached the deepest threshold (or ``None``)."""
+        below = loss.double()[:, None] < self._thr[None, :]
+        new = below & ~self.reached
+        if not bool(new.any()):
+            return None
+        rows = torch.nonzero(new.any(dim=1)).flatten()
+        U, V = self.stack.rows(rows)
+        m = self.batch.select(rows.tolist()).metrics(U, V)
+        cols = {k: v.tolist() for k, v in m.items()}
+        losses = loss.index_select(0, rows).double().tolist()
+        new_rows = new.index_select(0, rows).tolist()
+        for j, row in enumerate(rows.tolist()):
+            run = self.rows[row]
+            for t_index, is_new in enumerate(new_rows[j]):
+                if is_new:
+                    entry = {"threshold": self.thresholds[t_index], "step": step,
+                             "train_loss": losses[j]}
+                    entry.update({k: cols[k][j] for k in cols if k != "train_loss"})
+                    self.at_loss[run].append(entry)
+        self.reached |= below
+        return self.reached[:, -1] if self.stop_at_last else None
+
+    def finish(self, mask: Tensor, step: int, loss: Tensor, status: str) -> None:
+        """Record the runs of ``mask`` (over the current rows) and drop them from the stack."""
+        sel = torch.nonzero(mask).flatten()
+        if sel.numel() == 0:
+            return
+        sel_list = sel.tolist()
+        runs = [self.rows[i] for i in sel_list]
+        losses = loss.index_select(0, sel).double().tolist()
+        names = self.batch.metric_names
+        cols: dict[str, list[float]] = {}
+        if status == "ok":
+            U, V = self.stack.rows(sel)
+            m = self.batch.select(sel_list).metrics(U, V)
+            self.curves.add(runs, step, m)
+            cols = {k: v.tolist() for k, v in m.items()}
+        for j, run in enumerate(runs):
+            if self.results[run] is not None:  # already an error
+                continue
+            metrics: dict[str, Any] = {
+                "steps": step,
+                "interpolated": bool(status == "ok" and losses[j] < self.tol),
+                "train_loss": losses[j],
+            }
+            if status == "ok":
+                metrics["final_loss"] = cols["train_loss"][j]
+                metrics.update({k: cols[k][j] for k in names})
+            else:
+                metrics["final_loss"] = None
+                metrics.update(dict.fromkeys(names))
+            if self.thresholds:
+                metrics["at_loss"] = self.at_loss[run]
+            self.results[run] = RunResult(status, metrics, self.curves.finish(run))
+        self._compact(torch.nonzero(~mask).flatten())
+
+    def _compact(self, keep: Tensor) -> None:
+        keep_list = keep.tolist()
+        self.stack.take(keep)
+        self.rows = [self.rows[i] for i in keep_list]
+        self.reached = self.reached.index_select(0, keep)
+        if keep_list:
+            self.batch = self.batch.select(keep_list)
+        members, start = [], 0
+        for mem in self.members:
+            local = keep[(keep >= mem.start) & (keep < mem.stop)] - mem.start
+            if local.numel():
+                mem.keep(self.stack, start, local)
+                members.append(mem)
+                start += mem.size
+        self.members = members
+
+    def run(self, progress: bool) -> list[RunResult]:
+        from tqdm import tqdm
+
+        bar = tqdm(total=self.num_steps, desc="steps", leave=False, disable=not progress)
+        for t in range(1, self.num_steps + 1):
+            if not self.rows:
+                break
+            loss, G_U, G_V = self.batch.loss_and_grads(self.stack.U, self.stack.V)
+            bad = ~(loss <= self.diverge_above)
+            if bool(bad.any()):
+                self.finish(bad, t, loss, "diverged")
+                if not self.rows:
+                    break
+                keep = torch.nonzero(~bad).flatten()
+                loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
+            if t == 1:
+                self.curves.add(self.rows, 0, self._curve_values())
+            if self.thresholds:
+                done = self._record_thresholds(loss, t - 1)
+                if done is not None and bool(done.any()):
+                    self.finish(done, t - 1, loss, "ok")
+                    if not self.rows:
+                        break
+                    keep = torch.nonzero(~done).flatten()
+                    loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
+            G = self.stack.grads(G_U, G_V)
+            failed = []
+            for mem in self.members:
+                if mem.optimizer is None:
+                    failed.append((mem, "optimizer could not be built"))
+                    continue
+                mem.set_grads(G_U, G_V, G)
+                try:
+                    mem.step(t, self.num_steps)
+                except Exception as err:  # noqa: BLE001 - recorded per run
+                    failed.append((mem, f"{type(err).__name__}: {err}"))
+            if failed:
+                mask = torch.zeros(len(self.rows), dtype=torch.bool, device=loss.device)
+                for mem, message in failed:
+                    mask[mem.start:mem.stop] = True
+                    self._fail(mem, message)
+                self.finish(mask, t, loss, "error")
+                loss = loss[torch.nonzero(~mask).flatten()]
+            if t % self.check_every == 0 and self.rows:
+                self.curves.add(self.rows, t, self._curve_values())
+            if t % self.check_every == 0 or t == self.num_steps:
+                last = t == self.num_steps
+                done = torch.ones_like(loss, dtype=torch.bool) if last else loss < self.tol
+                if bool(done.any()):
+                    self.finish(done, t, loss, "ok")
+            if t % self.check_every == 0:
+                bar.update(self.check_every)
+        bar.close()
+        return [r if r is not None else RunResult("error", message="run was not finished")
+                for r in self.results]
+
+
+def train_factored_batch(
+    specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False
+) -> list[RunResult]:
+    """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
+
+    Returns one :class:`~gaugekit.experiments.sweep.RunResult` per spec, in order. An optimizer
+    that fails to build or to step marks its own runs ``error`` (the others go on).
+    """
+    if not specs:
+        return []
+    return _StackedTraining(specs, torch.device(device)).run(progress)

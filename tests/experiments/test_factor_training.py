@@ -1,0 +1,161 @@
+"""The factor-training loop on a problem family of the test's own: rectangular factors, the
+matched-loss bookkeeping (``record_at``), stopping at the deepest threshold, and a batch equal to
+its runs done alone. The family is a plain least-squares fit ``½‖U Vᵀ − T‖²/size`` whose loop
+is written out independently below."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import Tensor
+from torch.testing import assert_close
+
+from gaugekit.experiments import factor_training as ft
+from gaugekit.experiments.sweep import RunSpec
+from gaugekit.linalg import effective_rank
+from gaugekit.optim import make_optimizer
+
+N1, N2, K = 7, 4, 3
+
+
+def _target(seed: int) -> Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(N1, 2, generator=g, dtype=torch.float64) @ torch.randn(
+        2, N2, generator=g, dtype=torch.float64)
+
+
+def _init(seed: int) -> tuple[Tensor, Tensor]:
+    g = torch.Generator().manual_seed(seed + 1000)
+    U = torch.randn(N1, K, generator=g, dtype=torch.float64) * 0.1
+    return U, torch.randn(N2, K, generator=g, dtype=torch.float64) * 0.1
+
+
+@dataclass
+class _FitBatch:
+    targets: Tensor  # (B, N1, N2)
+    curve_names = ("train_loss", "err")
+    metric_names = ("err", "effective_rank")
+
+    def loss_and_grads(self, U, V):
+        R = U @ V.mT - self.targets
+        size = R.shape[-1] * R.shape[-2]
+        loss = R.square().sum((-1, -2)) / size
+        G = 2 * R / size
+        return loss, G @ V, G.mT @ U
+
+    def metrics(self, U, V, *, spectral=True):
+        W = U @ V.mT
+        out = {"train_loss": (W - self.targets).square().mean((-1, -2)),
+               "err": torch.linalg.matrix_norm(W - self.targets)}
+        if spectral:
+            out["effective_rank"] = effective_rank(W)
+        return out
+
+    def select(self, rows: Sequence[int]):
+        return _FitBatch(self.targets[list(rows)])
+
+
+@dataclass
+class _FitInstances:
+    seeds: list[int]
+
+    def batch(self, rows):
+        return _FitBatch(torch.stack([_target(self.seeds[i]) for i in rows]))
+
+    def init(self, index):
+        return _init(self.seeds[index])
+
+
+class _FitFamily:
+    def instances(self, problem, seeds, dtype, device):
+        return _FitInstances(list(seeds))
+
+
+ft.register_factor_problem("test_fit", _FitFamily(), replace=True)
+
+THRESHOLDS = (1e-1, 1e-2, 1e-3)
+
+
+def _spec(method: str, lr: float, seed: int, num_steps: int = 300, stop: bool = False) -> RunSpec:
+    budget = {"num_steps": num_steps, "tol": 1e-12, "check_every": 50, "diverge_above": 1e6,
+              "record_at": list(THRESHOLDS), "stop_at_last_threshold": stop}
+    config = {"kind": "factored", "problem": {"kind": "test_fit"}, "method": method,
+              "hparams": {"lr": lr}, "schedule": "constant", "budget": budget, "seed": seed,
+              "dtype": "float64"}
+    return RunSpec("test", "fit", config, {"seed": seed})
+
+
+def _plain_loop(method: str, lr: float, seed: int, num_steps: int):
+    """The protocol written out for one run: pre-update loss, first crossings, update."""
+    U, V = (t.clone() for t in _init(seed))
+    opt = make_optimizer(method, [U, V], lr=lr)
+    T = _target(seed)
+    crossings = {}
+    for t in range(1, num_steps + 1):
+        R = U @ V.T - T
+        loss = float(R.square().mean())
+        for thr in THRESHOLDS:
+            if thr not in crossings and loss < thr:
+                crossings[thr] = (t - 1, float(torch.linalg.matrix_norm(R)))
+        G = 2 * R / R.numel()
+        U.grad, V.grad = G @ V, G.T @ U
+        opt.step()
+    return crossings, float(torch.linalg.matrix_norm(U @ V.T - T))
+
+
+def test_rectangular_runs_follow_the_plain_loop_and_record_first_crossings():
+    specs = [_spec("gd", 0.3, 1), _spec("gd", 0.1, 2), _spec("adam", 0.02, 1)]
+    results = ft.train_factored_batch(specs)
+    for spec, result in zip(specs, results, strict=True):
+        c = spec.config
+        crossings, final_err = _plain_loop(c["method"], c["hparams"]["lr"], c["seed"], 300)
+        assert result.status == "ok"
+        at = result.metrics["at_loss"]
+        assert [e["threshold"] for e in at] == [t for t in THRESHOLDS if t in crossings]
+        assert at, "the runs must reach at least one threshold for this test to mean anything"
+        for entry in at:
+            step, err = crossings[entry["threshold"]]
+            assert entry["step"] == step
+            assert entry["train_loss"] < entry["threshold"]
+            assert_close(torch.tensor(entry["err"]), torch.tensor(err), rtol=1e-9, atol=1e-12)
+        assert_close(torch.tensor(result.metrics["err"]), torch.tensor(final_err),
+                     rtol=1e-9, atol=1e-12)
+
+
+def test_a_batch_equals_its_runs_alone_and_runs_differ():
+    specs = [_spec("gd", 0.3, 1), _spec("gd", 0.3, 2), _spec("scalar_adam", 0.01, 1),
+             _spec("muon", 0.01, 2)]
+    batched = ft.train_factored_batch(specs)
+    for spec, b in zip(specs, batched, strict=True):
+        alone = ft.train_factored_batch([spec])[0]
+        assert alone.metrics["steps"] == b.metrics["steps"]
+        assert_close(torch.tensor(b.metrics["err"]), torch.tensor(alone.metrics["err"]),
+                     rtol=1e-10, atol=1e-14)
+    errs = [b.metrics["err"] for b in batched]
+    assert len(set(errs)) == len(errs)  # negative control: the compared runs are not alike
+
+
+def test_stop_at_the_deepest_threshold_ends_the_run_there():
+    spec = _spec("gd", 0.3, 1, num_steps=2000, stop=True)
+    result = ft.train_factored_batch([spec])[0]
+    at = result.metrics["at_loss"]
+    assert [e["threshold"] for e in at] == list(THRESHOLDS)
+    assert result.metrics["steps"] == at[-1]["step"] < 2000
+    assert result.metrics["train_loss"] < THRESHOLDS[-1]
+    longer = ft.train_factored_batch([_spec("gd", 0.3, 1, num_steps=2000)])[0]
+    assert longer.metrics["steps"] == 2000  # without the stop rule the run goes on
+
+
+def test_bad_thresholds_and_unknown_kinds_are_refused():
+    spec = _spec("gd", 0.3, 1)
+    unsorted = {**spec.config, "budget": {**spec.config["budget"], "record_at": [1e-3, 1e-1]}}
+    with pytest.raises(ValueError, match="record_at"):
+        ft.train_factored_batch([RunSpec("t", "p", unsorted, {})])
+    unknown = {**spec.config, "problem": {"kind": "no_such_problem"}}
+    with pytest.raises(ValueError, match="Invalid kind"):
+        ft.train_factored_batch([RunSpec("t", "p", unknown, {})])
+    with pytest.raises(ValueError, match="already registered"):
+        ft.register_factor_problem("sensing", _FitFamily())
