@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Set up and run the gaugebook in one command.
 
-    python3 dev.py book     # create .venv if needed, install, build the executed book
+    python3 dev.py book     # create .venv if needed, install, build the book readers see:
+                            # every chapter at paper scale, from the committed records
     python3 dev.py test     # create .venv if needed, install, run the test suite
 
 Everything else is optional:
 
-    python3 dev.py book --scale paper --device cuda
+    python3 dev.py book --scale quick        # recompute everything small (what CI runs)
+    python3 dev.py book --make-records --device cuda   # recompute missing paper records
+    python3 dev.py check                      # check the built HTML for what a reader sees broken
     python3 dev.py test -k gauge -x          # extra arguments go to pytest
     python3 dev.py chapter chapters/04_matrix_sensing.md   # execute one chapter to .ipynb
 
@@ -89,7 +92,9 @@ def ensure_env() -> Path:
     return python
 
 
-def _env(scale: str | None = None, device: str | None = None) -> dict[str, str]:
+def _env(
+    scale: str | None = None, device: str | None = None, records: str | None = None
+) -> dict[str, str]:
     env = dict(os.environ)
     shared = ROOT.parent / "shared" / "data"
     if "GAUGEKIT_DATA" not in env and shared.is_dir():
@@ -98,6 +103,8 @@ def _env(scale: str | None = None, device: str | None = None) -> dict[str, str]:
         env["GAUGEKIT_SCALE"] = scale
     if device:
         env["GAUGEKIT_DEVICE"] = device
+    if records:
+        env["GAUGEKIT_RECORDS"] = records
     return env
 
 
@@ -107,12 +114,19 @@ def cmd_book(args: argparse.Namespace) -> None:
     if args.clean:
         shutil.rmtree(ROOT / "_build", ignore_errors=True)
     # --all: a full build, so that -W sees every warning; execution is forced in _config.yml.
+    records = "make" if args.make_records else None
     _run(
         [_bin("jupyter-book"), "build", ROOT, "--all", "-W", "-n", "--keep-going"],
-        env=_env(args.scale, args.device),
+        env=_env(args.scale, args.device, records),
     )
-    print(f"[dev] book: {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"[dev] book ({args.scale} scale): {time.perf_counter() - t0:.0f} s", flush=True)
+    cmd_check(args)
     print(f"open {ROOT / '_build' / 'html' / 'index.html'}")
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    """Check every built page for what a reader would see as broken (see .ci/check_html.py)."""
+    _run([_bin("python"), ROOT / ".ci" / "check_html.py", ROOT / "_build" / "html"])
 
 
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> None:
@@ -140,9 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     book = sub.add_parser("book", help="install if needed, then build the executed book")
-    book.add_argument("--scale", choices=["quick", "paper"], default=None)
+    book.add_argument("--scale", choices=["quick", "paper"], default="paper",
+                      help="paper (default): the paper's results from the committed records; "
+                      "quick: recompute everything small")
+    book.add_argument("--make-records", action="store_true",
+                      help="at paper scale, compute the runs that have no record yet (slow; "
+                      "a GPU helps) and append their records under results/")
     book.add_argument("--device", default=None)
     book.add_argument("--clean", action="store_true", help="remove _build first")
+    sub.add_parser("check", help="check the built HTML book (_build/html) for broken output")
     sub.add_parser("test", help="install if needed, then run pytest (extra args go to pytest)")
     chapter = sub.add_parser("chapter", help="execute one chapter into a notebook next to it")
     chapter.add_argument("path")
@@ -157,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             cmd_test(args, extra)
         elif args.command == "chapter":
             cmd_chapter(args)
+        elif args.command == "check":
+            ensure_env()
+            cmd_check(args)
         else:
             ensure_env()
     except subprocess.CalledProcessError as err:

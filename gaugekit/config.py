@@ -1,6 +1,6 @@
 """Floor 0: the switches every other module reads, and nothing else.
 
-Three settings, each read from the environment at call time so that a chapter or a
+Four settings, each read from the environment at call time so that a chapter or a
 test can change them without re-importing anything:
 
 ``GAUGEKIT_SCALE``   ``quick`` (default: the whole book on a 2-core CPU in minutes) or
@@ -8,6 +8,10 @@ test can change them without re-importing anything:
 ``GAUGEKIT_DEVICE``  a torch device string; default ``cuda`` when available, else ``cpu``.
 ``GAUGEKIT_DATA``    the folder where loaders look for (and download) data files;
                      default ``~/.cache/gaugekit``.
+``GAUGEKIT_RECORDS`` what a paper-scale page does with its sweeps: ``read`` (default) renders
+                     the committed records and stops with a message naming the command that
+                     makes them when some are missing; ``make`` computes the missing runs and
+                     appends their records (the third mode of the book: fresh paper records).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ SCALES: tuple[str, ...] = ("quick", "paper")
 SCALE_ENV = "GAUGEKIT_SCALE"
 DEVICE_ENV = "GAUGEKIT_DEVICE"
 DATA_ENV = "GAUGEKIT_DATA"
+RECORDS_ENV = "GAUGEKIT_RECORDS"
+RecordsMode = Literal["read", "make"]
+RECORDS_MODES: tuple[str, ...] = ("read", "make")
 
 
 def get_scale(scale: str | None = None) -> Scale:
@@ -54,11 +61,23 @@ def get_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
     return Path(data_dir).expanduser()
 
 
+def get_records_mode(mode: str | None = None) -> RecordsMode:
+    """Return the records mode: ``mode`` if given, else ``$GAUGEKIT_RECORDS``, else ``read``."""
+    value = mode if mode is not None else os.environ.get(RECORDS_ENV, "read")
+    value = value.strip().lower()
+    if value not in RECORDS_MODES:
+        raise ValueError(
+            f"Invalid records mode: {value!r}; expected one of {RECORDS_MODES} (set {RECORDS_ENV})."
+        )
+    return value  # type: ignore[return-value]
+
+
 def describe() -> dict[str, str]:
     """The resolved settings, for printing at the top of a chapter or a log."""
     return {
         "scale": get_scale(),
         "device": str(get_device()),
         "data_dir": str(get_data_dir()),
+        "records": get_records_mode(),
         "torch": torch.__version__,
     }

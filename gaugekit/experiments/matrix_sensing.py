@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,13 +56,14 @@ import torch
 from torch import Tensor
 
 from gaugekit.config import get_scale
+from gaugekit.experiments import sweep
 from gaugekit.experiments.factor_training import (
     PER_MATRIX_RULES,
     member_key,
     train_factored_batch,
 )
 from gaugekit.experiments.selection import PROTOCOLS, Selection, select
-from gaugekit.experiments.sweep import RunResult, RunSpec, SweepReport, load_part, run_sweep
+from gaugekit.experiments.sweep import Collected, RunResult, RunSpec
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import (
     INIT_SEED_OFFSET,
@@ -76,7 +76,6 @@ from gaugekit.problems.matrix_sensing import (
 )
 
 __all__ = [
-    "COMMAND",
     "CONFIGS",
     "EXPERIMENT",
     "PAPER_HPARAMS",
@@ -490,67 +489,17 @@ EXPERIMENT = MatrixSensingZoo()
 # --------------------------------------------------------------------------------------------
 
 
-def _project_root() -> Path:
-    """The folder whose ``results/`` holds this experiment's committed records.
-
-    First the checkout that holds the imported ``gaugekit`` (an editable install, the book),
-    then the first folder upwards from the working directory with ``results/matrix_sensing``,
-    then the working directory.
-    """
-    import gaugekit
-
-    checkout = Path(gaugekit.__file__).resolve().parents[1]
-    if (checkout / "results" / NAME).is_dir():
-        return checkout
-    here = Path.cwd().resolve()
-    return next((d for d in (here, *here.parents) if (d / "results" / NAME).is_dir()), here)
-
-
 def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
     """Where the records of ``scale`` live: ``<root>/results/matrix_sensing/<scale>`` when the
     scale persists its records (paper), else a fresh temporary folder (quick).
 
-    ``root`` defaults to the project folder that holds the committed records (the checkout of
-    ``gaugekit``, else the nearest folder upwards from the working directory).
+    ``root`` defaults to the project folder that holds the committed records
+    (:func:`gaugekit.experiments.sweep.project_root`).
     """
     config = get_config(scale)
     if not config.persist_records:
         return Path(tempfile.mkdtemp(prefix=f"gaugekit-{NAME}-{config.scale}-"))
-    return Path(root if root is not None else _project_root()) / "results" / NAME / config.scale
-
-
-@dataclass
-class Collected:
-    """What :func:`collect` returns: records per part, their folder, what was run now."""
-
-    config: ScaleConfig
-    records: dict[str, list[dict[str, Any]]]
-    folder: Path
-    report: SweepReport
-    seconds: float
-
-    def note(self) -> str:
-        """One sentence for a page: which records it shows and where they came from."""
-        cfg = self.config
-        total = len({r["run_id"] for runs in self.records.values() for r in runs})
-        if cfg.persist_records:
-            return (
-                f"{cfg.scale} scale: {total} run records read from the committed folder "
-                f"results/{NAME}/{cfg.scale} ({self.report.ran} computed while building this "
-                f"page); they were made by `{COMMAND[cfg.scale]}`."
-            )
-        return (
-            f"{cfg.scale} scale: {self.report.ran} runs recomputed for this page in "
-            f"{self.seconds:.0f} s on {self.report.batches} batches (records in a temporary "
-            f"folder); set GAUGEKIT_SCALE=paper to show the committed paper-scale records."
-        )
-
-
-#: The command that makes the records of each scale (quoted by :meth:`Collected.note`).
-COMMAND = {
-    "paper": f"python -m gaugekit run {NAME} --scale paper --workers 2",
-    "quick": f"python -m gaugekit run {NAME} --scale quick",
-}
+    return sweep.records_dir(NAME, config.scale, root)
 
 
 def collect(
@@ -561,27 +510,18 @@ def collect(
     device: str | torch.device | None = None,
     progress: bool = False,
     workers: int = 1,
+    mode: str | None = None,
 ) -> Collected:
-    """Run (or resume) the parts at ``scale`` and return their records (:class:`Collected`).
+    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`).
 
-    At paper scale the committed records are found and nothing is recomputed; at quick scale
-    everything is computed afresh in a temporary folder, deleted once the records are read.
+    At paper scale the committed records are read and nothing is recomputed (records mode
+    ``read``; missing runs raise :class:`~gaugekit.experiments.sweep.MissingRecords`); at quick
+    scale everything is computed afresh in a temporary folder, deleted once the records are read.
     """
     config = get_config(scale)
-    names = parts if parts is not None else EXPERIMENT.parts(config.scale)
-
-    def gather(folder: Path) -> Collected:
-        t0 = time.perf_counter()
-        report = run_sweep(EXPERIMENT, folder, scale=config.scale, parts=parts, device=device,
-                           progress=progress, workers=workers)
-        seconds = time.perf_counter() - t0
-        records = {p: load_part(EXPERIMENT, p, folder, scale=config.scale) for p in names}
-        return Collected(config, records, folder, report, seconds)
-
-    if out_dir is not None or config.persist_records:
-        return gather(Path(out_dir) if out_dir is not None else records_dir(config.scale))
-    with tempfile.TemporaryDirectory(prefix=f"gaugekit-{NAME}-{config.scale}-") as folder:
-        return gather(Path(folder))
+    return sweep.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
+                         progress=progress, workers=workers, mode=mode,
+                         persist=config.persist_records)
 
 
 def published_table2(part: Part) -> dict[str, tuple[float, float]] | None:

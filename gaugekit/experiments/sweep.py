@@ -25,6 +25,7 @@ Every record of a folder counts for skipping, whichever part wrote it: parts tha
 from __future__ import annotations
 
 import multiprocessing
+import tempfile
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -34,7 +35,7 @@ from typing import Any, Protocol
 
 import torch
 
-from gaugekit.config import get_device, get_scale
+from gaugekit.config import get_device, get_records_mode, get_scale
 from gaugekit.experiments.records import (
     STATUSES,
     append_records,
@@ -46,12 +47,18 @@ from gaugekit.experiments.records import (
 )
 
 __all__ = [
+    "Collected",
     "Experiment",
+    "MissingRecords",
     "RunResult",
     "RunSpec",
     "SweepReport",
+    "collect",
     "load_part",
     "plan_batches",
+    "project_root",
+    "records_dir",
+    "run_command",
     "run_sweep",
 ]
 
@@ -327,3 +334,157 @@ def load_part(
             seen.add(rid)
             out.append(latest[rid])
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# what a page shows: committed records at paper scale, a fresh small sweep at quick scale
+# --------------------------------------------------------------------------------------------
+
+
+class MissingRecords(RuntimeError):
+    """A paper-scale page asked for runs that have no committed record (mode ``read``)."""
+
+
+def project_root(experiment: str) -> Path:
+    """The folder whose ``results/<experiment>`` holds the committed records.
+
+    First the checkout that holds the imported ``gaugekit`` (an editable install, the book),
+    then the first folder upwards from the working directory with ``results/``, then the
+    working directory.
+    """
+    import gaugekit
+
+    checkout = Path(gaugekit.__file__).resolve().parents[1]
+    if (checkout / "results").is_dir():
+        return checkout
+    here = Path.cwd().resolve()
+    return next((d for d in (here, *here.parents) if (d / "results").is_dir()), here)
+
+
+def records_dir(experiment: str, scale: str, root: str | Path | None = None) -> Path:
+    """``<root>/results/<experiment>/<scale>``; ``root`` defaults to :func:`project_root`."""
+    base = Path(root) if root is not None else project_root(experiment)
+    return base / "results" / experiment / scale
+
+
+def run_command(experiment: str, scale: str, parts: Sequence[str] | None = None,
+                workers: int = 1) -> str:
+    """The CLI command that makes (or resumes) the records of ``parts`` at ``scale``."""
+    cmd = f"python -m gaugekit run {experiment} --scale {scale}"
+    cmd += "".join(f" --part {p}" for p in parts or ())
+    return cmd + (f" --workers {workers}" if workers > 1 else "")
+
+
+@dataclass
+class Collected:
+    """What :func:`collect` returns: the latest record of every run per part, their folder,
+    what was computed now, and the command that makes the records."""
+
+    experiment: str
+    scale: str
+    records: dict[str, list[dict[str, Any]]]
+    folder: Path | None
+    report: SweepReport
+    seconds: float
+    command: str
+    persisted: bool
+
+    def code_versions(self) -> list[str]:
+        """The distinct short git shas (``+dirty`` when so) that made the records shown."""
+        out: list[str] = []
+        for runs in self.records.values():
+            for r in runs:
+                code = r.get("code") or {}
+                sha = (code.get("git_sha") or "unknown")[:10]
+                tag = sha + ("+dirty" if code.get("git_dirty") else "")
+                if tag not in out:
+                    out.append(tag)
+        return out
+
+    def note(self) -> str:
+        """One sentence for a page: which records it shows and where they came from."""
+        total = len({r["run_id"] for runs in self.records.values() for r in runs})
+        if self.persisted:
+            versions = ", ".join(self.code_versions()) or "none"
+            return (
+                f"{self.scale} scale: {total} run records read from the committed folder "
+                f"results/{self.experiment}/{self.scale} ({self.report.ran} computed while "
+                f"building this page); they were made by `{self.command}` at code version "
+                f"{versions}."
+            )
+        return (
+            f"{self.scale} scale: {self.report.ran} runs recomputed for this page in "
+            f"{self.seconds:.0f} s on {self.report.batches} batches (records in a temporary "
+            f"folder); build with `python3 dev.py book` to see the committed paper-scale records."
+        )
+
+
+def _missing(experiment: Experiment, scale: str, parts: Sequence[str], folder: Path) -> dict[
+        str, int]:
+    done = finished_run_ids(read_records_dir(folder))
+    out = {}
+    for part in parts:
+        ids = {spec.run_id for spec in experiment.specs(part, scale)}
+        if ids - done:
+            out[part] = len(ids - done)
+    return out
+
+
+def collect(
+    experiment: Experiment,
+    scale: str | None = None,
+    *,
+    parts: Sequence[str] | None = None,
+    out_dir: str | Path | None = None,
+    device: str | torch.device | None = None,
+    progress: bool = False,
+    workers: int = 1,
+    mode: str | None = None,
+    persist: bool | None = None,
+) -> Collected:
+    """The records a page shows (:class:`Collected`), per part of ``experiment``.
+
+    ``persist`` (default: ``scale == "paper"``) says whether the scale keeps committed records
+    under ``results/<experiment>/<scale>``. Then, in records mode ``read`` (the default, see
+    :func:`gaugekit.config.get_records_mode`), the records are read and nothing is computed: a
+    part with missing runs raises :class:`MissingRecords` naming the command that makes them;
+    in mode ``make`` the missing runs are computed and appended first. A scale that does not
+    persist (quick) computes everything afresh in a temporary folder, deleted once read.
+    ``out_dir`` overrides the folder (and then always runs what is missing).
+    """
+    scale = get_scale(scale)
+    names = list(parts) if parts is not None else list(experiment.parts(scale))
+    persist = (scale == "paper") if persist is None else persist
+    command = run_command(experiment.name, scale, None if parts is None else names, workers)
+
+    def gather(folder: Path, compute: bool) -> Collected:
+        t0 = time.perf_counter()
+        report = SweepReport()
+        if compute:
+            report = run_sweep(experiment, folder, scale=scale, parts=names, device=device,
+                               progress=progress, workers=workers)
+        records = {p: load_part(experiment, p, folder, scale=scale) for p in names}
+        return Collected(experiment.name, scale, records, folder, report,
+                         time.perf_counter() - t0, command, persist and out_dir is None)
+
+    if out_dir is not None:
+        return gather(Path(out_dir), True)
+    if persist:
+        folder = records_dir(experiment.name, scale)
+        if get_records_mode(mode) == "make":
+            return gather(folder, True)
+        missing = _missing(experiment, scale, names, folder)
+        if missing:
+            counts = ", ".join(f"{p}: {n}" for p, n in missing.items())
+            make = run_command(experiment.name, scale, list(missing), workers)
+            raise MissingRecords(
+                f"{experiment.name} at {scale} scale: runs without a committed record in "
+                f"{folder} ({counts}). Make them with `{make}` "
+                f"(resumable), or build the book with `python3 dev.py book --make-records`; "
+                f"`--scale quick` recomputes everything small instead."
+            )
+        return gather(folder, False)
+    with tempfile.TemporaryDirectory(prefix=f"gaugekit-{experiment.name}-{scale}-") as folder:
+        collected = gather(Path(folder), True)
+    collected.folder = None
+    return collected

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Check a built Jupyter Book for what a reader would see as broken; exit 1 when anything is.
+
+    python .ci/check_html.py _build/html          (also: python3 dev.py check)
+
+Sphinx's ``-W`` catches what Sphinx itself warns about. This looks at the pages as rendered, for
+the failures that slip past it:
+
+``tex``        TeX outside math: a backslash command (``\\top``, ``\\frac``, ``\\Fro``) or a ``$`` in
+               running text; math is rendered by MathJax from ``span.math``/``div.math`` only, so
+               anything else shows as raw source (a formula continuation line starting with
+               ``+ `` becomes a bullet, for example)
+``ref``        an unresolved reference or citation: ``??``, ``[missing]``, a ``pending_xref``
+``figure``     a figure without an image, or an ``<img>`` whose file is not in the build
+``error``      an error or traceback output, or anything a cell wrote to stderr
+``glue``       a glued value that did not render: empty, ``nan``/``None``, or a Python repr
+               such as ``<Figure size …>`` or ``<… object at 0x…>``
+``table``      a table without data cells
+
+Code (``pre``, ``code``), scripts, styles and the search/genindex pages are not checked. Each
+problem is printed as ``page: kind: context``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from bs4 import BeautifulSoup, NavigableString, Tag
+
+SKIP_PAGES = {"search.html", "genindex.html", "py-modindex.html"}
+SKIP_TAGS = {"pre", "code", "script", "style", "kbd", "samp", "textarea"}
+MATH_CLASSES = {"math", "MathJax", "mjx-container"}
+TEX_COMMAND = re.compile(r"\\[A-Za-z]{2,}")
+DOLLAR = re.compile(r"(?<![\w])\$(?=[^\s\d])|(?<=[^\s])\$(?![\w])")
+UNRESOLVED = re.compile(r"\?\?|\[missing\]")
+REPR = re.compile(r"<Figure size|object at 0x[0-9a-f]+|<IPython\.|<matplotlib\.")
+BAD_GLUE = {"", "nan", "none", "null", "inf", "-inf"}
+
+
+def _in_math_or_code(node: Tag | NavigableString) -> bool:
+    for parent in node.parents:
+        if not isinstance(parent, Tag):
+            continue
+        if parent.name in SKIP_TAGS or parent.name in ("math", "mjx-container", "svg"):
+            return True
+        classes = set(parent.get("class") or ())
+        if classes & MATH_CLASSES:
+            return True
+        if "highlight" in classes or "cell_input" in classes:
+            return True
+    return False
+
+
+def _context(text: str, match: re.Match[str], width: int = 40) -> str:
+    a, b = max(0, match.start() - width), min(len(text), match.end() + width)
+    return " ".join(text[a:b].split())
+
+
+def check_page(path: Path, root: Path) -> Iterator[tuple[str, str]]:
+    """Yield ``(kind, context)`` for every problem on the page at ``path``."""
+    soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+    main = soup.find("main") or soup.find("article") or soup.body or soup
+    for text in main.find_all(string=True):
+        if _in_math_or_code(text) or not text.strip():
+            continue
+        s = str(text)
+        for pattern, kind in ((TEX_COMMAND, "tex"), (DOLLAR, "tex"), (UNRESOLVED, "ref"),
+                              (REPR, "glue")):
+            for m in pattern.finditer(s):
+                yield kind, _context(s, m)
+    for node in main.select(".pending_xref, .xref.std-ref.missing"):
+        yield "ref", node.get_text(" ", strip=True)[:80]
+    for fig in main.select("figure, div.figure"):
+        if not fig.find("img") and not fig.find("svg"):
+            yield "figure", fig.get_text(" ", strip=True)[:80] or "(a figure with no image)"
+    for img in main.find_all("img"):
+        src = img.get("src") or ""
+        if not src:
+            yield "figure", "an <img> without src"
+        elif not src.startswith(("data:", "http:", "https:")):
+            target = (path.parent / src.split("#")[0].split("?")[0]).resolve()
+            if not target.is_file():
+                yield "figure", f"missing image file {src}"
+    for out in main.select(".output.traceback, .output.error, .output.stderr, .stderr"):
+        yield "error", out.get_text(" ", strip=True)[:120]
+    for out in main.select(".cell_output pre, .output pre"):
+        body = out.get_text()
+        if "Traceback (most recent call last)" in body:
+            yield "error", body.strip().splitlines()[-1][:120]
+    for glued in main.select(".pasted-text, .pasted-inline"):
+        value = glued.get_text(" ", strip=True)
+        if value.lower() in BAD_GLUE or REPR.search(value):
+            yield "glue", value or "(empty glued value)"
+    for table in main.find_all("table"):
+        if not table.find("td"):
+            caption = table.find("caption")
+            yield "table", caption.get_text(" ", strip=True)[:80] if caption else "(no caption)"
+
+
+def check_book(html_dir: Path) -> list[str]:
+    """All problems of the book built in ``html_dir``, as printable lines."""
+    pages = sorted(p for p in html_dir.rglob("*.html")
+                   if p.name not in SKIP_PAGES and "_static" not in p.parts
+                   and "_sources" not in p.parts)
+    if not pages:
+        return [f"{html_dir}: no pages found (build the book first: python3 dev.py book)"]
+    lines = []
+    for page in pages:
+        rel = page.relative_to(html_dir)
+        lines.extend(f"{rel}: {kind}: {context}" for kind, context in check_page(page, html_dir))
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    html_dir = Path(argv[1] if len(argv) > 1 else "_build/html")
+    problems = check_book(html_dir)
+    pages = sum(1 for _ in html_dir.rglob("*.html"))
+    for line in problems:
+        print(line)
+    print(f"[check] {pages} pages checked, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

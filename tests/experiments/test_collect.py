@@ -1,0 +1,85 @@
+"""What a page shows: sweep.collect reads committed records at paper scale (computing nothing,
+or stopping with the command that makes what is missing), makes them in mode ``make``, and
+recomputes in a temporary folder at quick scale."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from gaugekit.experiments import sweep
+from gaugekit.experiments.sweep import MissingRecords, RunResult, RunSpec
+
+
+class Squares:
+    """Runs are points x; the 'training' returns x². Counts the runs it computes."""
+
+    name = "squares"
+    description = "x squared"
+
+    def __init__(self) -> None:
+        self.computed = 0
+
+    def parts(self, scale: str) -> tuple[str, ...]:
+        return ("a", "b")
+
+    def specs(self, part: str, scale: str) -> list[RunSpec]:
+        xs = {"a": [1.0, 2.0], "b": [3.0]}[part]
+        return [RunSpec(self.name, part, {"x": x, "scale": scale}) for x in xs]
+
+    def batch_key(self, spec: RunSpec):
+        return 0
+
+    def run_batch(self, specs: Sequence[RunSpec], *, device, progress) -> list[RunResult]:
+        self.computed += len(specs)
+        return [RunResult("ok", {"value": s.config["x"] ** 2}) for s in specs]
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "project_root", lambda name: tmp_path)
+    monkeypatch.delenv("GAUGEKIT_RECORDS", raising=False)
+    return tmp_path
+
+
+def test_paper_scale_reads_records_and_never_computes_them(root):
+    exp = Squares()
+    with pytest.raises(MissingRecords) as info:
+        sweep.collect(exp, "paper")
+    message = str(info.value)
+    assert "python -m gaugekit run squares --scale paper --part a --part b" in message
+    assert "a: 2" in message and "b: 1" in message
+    assert exp.computed == 0
+    made = sweep.collect(exp, "paper", mode="make")
+    assert exp.computed == 3 and made.report.ran == 3
+    assert (root / "results" / "squares" / "paper" / "a.jsonl").is_file()
+    read = sweep.collect(exp, "paper")
+    assert exp.computed == 3 and read.report.ran == 0
+    assert [r["metrics"]["value"] for r in read.records["a"]] == [1.0, 4.0]
+    note = read.note()
+    assert "3 run records read from the committed folder results/squares/paper" in note
+    assert "python -m gaugekit run squares --scale paper" in note and "code version" in note
+
+
+def test_only_the_parts_asked_for_must_exist(root):
+    exp = Squares()
+    sweep.collect(exp, "paper", parts=["b"], mode="make")
+    assert sweep.collect(exp, "paper", parts=["b"]).records["b"][0]["metrics"]["value"] == 9.0
+    with pytest.raises(MissingRecords, match="--part a"):
+        sweep.collect(exp, "paper")
+
+
+def test_quick_scale_recomputes_in_a_temporary_folder(root, monkeypatch):
+    monkeypatch.setenv("GAUGEKIT_RECORDS", "read")
+    exp = Squares()
+    first = sweep.collect(exp, "quick")
+    second = sweep.collect(exp, "quick")
+    assert exp.computed == 6 and first.folder is None
+    assert not (root / "results").exists()
+    assert "recomputed for this page" in second.note()
+
+
+def test_bad_records_mode_is_refused(root):
+    with pytest.raises(ValueError, match="Invalid records mode"):
+        sweep.collect(Squares(), "paper", mode="sometimes")
