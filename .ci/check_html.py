@@ -67,14 +67,17 @@ def check_page(path: Path, root: Path) -> Iterator[tuple[str, str]]:
         if _in_math_or_code(text) or not text.strip():
             continue
         s = str(text)
+        found = set()
         for pattern, kind in ((TEX_COMMAND, "tex"), (DOLLAR, "tex"), (UNRESOLVED, "ref"),
                               (REPR, "glue")):
-            for m in pattern.finditer(s):
+            m = pattern.search(s)
+            if m and kind not in found:  # one report per text node and kind
+                found.add(kind)
                 yield kind, _context(s, m)
     for node in main.select(".pending_xref, .xref.std-ref.missing"):
         yield "ref", node.get_text(" ", strip=True)[:80]
     for fig in main.select("figure, div.figure"):
-        if not fig.find("img") and not fig.find("svg"):
+        if not fig.find(("img", "svg", "table")):
             yield "figure", fig.get_text(" ", strip=True)[:80] or "(a figure with no image)"
     for img in main.find_all("img"):
         src = img.get("src") or ""
