@@ -6,10 +6,10 @@
 Sphinx's ``-W`` catches what Sphinx itself warns about. This looks at the pages as rendered, for
 the failures that slip past it:
 
-``tex``        TeX outside math: a backslash command (``\\top``, ``\\frac``, ``\\Fro``) or a ``$`` in
-               running text; math is rendered by MathJax from ``span.math``/``div.math`` only, so
-               anything else shows as raw source (a formula continuation line starting with
-               ``+ `` becomes a bullet, for example)
+``tex``        TeX outside math: a backslash command (``\\top``, ``\\frac``, ``\\Fro``) or a
+               ``$`` in running text; MathJax renders math from ``span.math``/``div.math``
+               only, so anything else shows as raw source (a formula continuation line
+               starting with ``+ `` becomes a bullet, for example)
 ``ref``        an unresolved reference or citation: ``??``, ``[missing]``, a ``pending_xref``
 ``figure``     a figure without an image, or an ``<img>`` whose file is not in the build
 ``error``      an error or traceback output, or anything a cell wrote to stderr
