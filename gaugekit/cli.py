@@ -7,6 +7,7 @@
                                       [--part NAME ...] [--workers N] [--overwrite]
     python -m gaugekit report EXPERIMENT [--scale ...] [--out PATH] [--part NAME]
                                          [--protocol oracle|validation|train_speed]
+    python -m gaugekit headline [--check]     # the README's results block, from the records
 
 ``run`` resumes by default: runs already recorded under ``--out`` are skipped. ``--out``
 defaults to ``results/EXPERIMENT/SCALE`` under the working directory.
@@ -58,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--part", default=None, help="part to report (default: the first)")
     report.add_argument("--protocol", default="oracle",
                         help="selection protocol: oracle, validation or train_speed")
+
+    head = sub.add_parser("headline", help="regenerate the README's headline figure and table "
+                          "from the committed paper-scale records")
+    head.add_argument("--check", action="store_true",
+                      help="only check that the README matches the records (exit 1 if stale)")
     return parser
 
 
@@ -138,6 +144,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_headline(args: argparse.Namespace) -> int:
+    from gaugekit.experiments import headline
+
+    if args.check:
+        problems = headline.check_readme()
+        for line in problems:
+            print(line)
+        return 1 if problems else 0
+    changed = headline.update_readme()
+    print(f"README.md headline {'updated' if changed else 'unchanged'}; figure {headline.FIGURE}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 some run failed or nothing to report,
     2 bad arguments)."""
@@ -151,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_list()
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "headline":
+            return _cmd_headline(args)
         return _cmd_report(args)
     except ValueError as err:
         print(f"gaugekit: error: {err}", file=sys.stderr)

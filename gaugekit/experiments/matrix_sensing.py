@@ -616,3 +616,66 @@ def selection_rows(
             "steps": s.mean("steps"),
         })
     return rows
+
+
+# --------------------------------------------------------------------------------------------
+# the README's headline (gaugekit.experiments.headline)
+# --------------------------------------------------------------------------------------------
+
+#: the methods the README shows, with the chapter that tells their story
+HEADLINE_METHODS: tuple[str, ...] = ("muon", "gd", "scalar_adam", "adam")
+
+
+def _fmt(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.1e}"
+
+
+def _paper_zoo_rows() -> list[dict[str, Any]]:
+    collected = collect("paper", parts=["zoo"], mode="read")
+    return selection_rows(collected.records["zoo"], "oracle")
+
+
+def headline() -> list[Any]:
+    """README rows: Table 2's recovery error of a few methods, and the clean-split verdict."""
+    from gaugekit.experiments.headline import HeadlineRow
+
+    rows = {r["method"]: r for r in _paper_zoo_rows()}
+    out = []
+    for method in HEADLINE_METHODS:
+        r = rows[method]
+        cls = "equivariant" if r["equivariant"] else "coordinate-wise"
+        out.append(HeadlineRow(
+            NAME, f"matrix sensing (n = 40), recovery error, {r['label']} ({cls})",
+            _fmt(r["rec"]), _fmt(PUBLISHED_TABLE2[method][0]), "4"))
+    split = split_summary(list(rows.values()))
+    out.append(HeadlineRow(
+        NAME, "every equivariant method below every coordinate-wise one (Table 2)",
+        f"{'yes' if split['clean'] else 'no'}: worst equivariant "
+        f"{get_spec(split['worst_equivariant']).label} {_fmt(split['worst_equivariant_rec'])}, "
+        f"best coordinate-wise {get_spec(split['best_coordinatewise']).label} "
+        f"{_fmt(split['best_coordinatewise_rec'])}",
+        _published_split(), "4"))
+    return out
+
+
+def _published_split() -> str:
+    """The clean-split verdict of the published Table 2, in the same words."""
+    eq = {m: v[0] for m, v in PUBLISHED_TABLE2.items() if get_spec(m).equivariant}
+    cw = {m: v[0] for m, v in PUBLISHED_TABLE2.items() if not get_spec(m).equivariant}
+    worst, best = max(eq, key=eq.get), min(cw, key=cw.get)
+    return (f"{'yes' if eq[worst] < cw[best] else 'no'}: worst equivariant "
+            f"{get_spec(worst).label} {_fmt(eq[worst])}, best coordinate-wise "
+            f"{get_spec(best).label} {_fmt(cw[best])}")
+
+
+def headline_figure() -> Any:
+    """The README's figure: Figure 1 (recovery error per optimizer) from the paper records."""
+    from gaugekit import viz
+
+    rows = _paper_zoo_rows()
+    fig = viz.recovery_bars(rows, published={m: v[0] for m, v in PUBLISHED_TABLE2.items()})
+    fig.axes[0].set_title("Matrix sensing, n = 40: recovery error at the selected lr "
+                          "(blue: gauge-equivariant)", fontsize=9)
+    return fig
