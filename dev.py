@@ -10,6 +10,7 @@ Everything else is optional:
     python3 dev.py book --scale quick        # recompute everything small (what CI runs)
     python3 dev.py book --make-records --device cuda   # recompute missing paper records
     python3 dev.py check                      # check the built HTML for what a reader sees broken
+    python3 dev.py screenshots                # screenshot every built page (headless Chromium)
     python3 dev.py test -k gauge -x          # extra arguments go to pytest
     python3 dev.py chapter chapters/04_matrix_sensing.md   # execute one chapter to .ipynb
 
@@ -129,6 +130,24 @@ def cmd_check(args: argparse.Namespace) -> None:
     _run([_bin("python"), ROOT / ".ci" / "check_html.py", ROOT / "_build" / "html"])
 
 
+def cmd_screenshots(args: argparse.Namespace) -> None:
+    """Screenshot every built chapter with headless Chromium (Debian: apt-get install chromium)
+    into _build/screenshots, to look at the pages as a reader does."""
+    browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(b)), None)
+    if browser is None:
+        raise SystemExit("no Chromium found: install it (Debian: apt-get install chromium)")
+    html, out = ROOT / "_build" / "html", ROOT / "_build" / "screenshots"
+    out.mkdir(parents=True, exist_ok=True)
+    for page in sorted((html / "chapters").glob("*.html")) + sorted((html / "book").glob("*.html")):
+        target = out / f"{page.stem}.png"
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", f"--window-size=1280,{args.height}",
+                        f"--screenshot={target}", page.as_uri()],
+                       check=True, capture_output=True, timeout=120)
+        print(f"{page.relative_to(html)} -> {target.relative_to(ROOT)}", flush=True)
+
+
 def cmd_test(args: argparse.Namespace, extra: list[str]) -> None:
     ensure_env()
     t0 = time.perf_counter()
@@ -163,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--device", default=None)
     book.add_argument("--clean", action="store_true", help="remove _build first")
     sub.add_parser("check", help="check the built HTML book (_build/html) for broken output")
+    shots = sub.add_parser("screenshots", help="screenshot every built chapter (headless Chromium)")
+    shots.add_argument("--height", type=int, default=6000, help="page height in pixels")
     sub.add_parser("test", help="install if needed, then run pytest (extra args go to pytest)")
     chapter = sub.add_parser("chapter", help="execute one chapter into a notebook next to it")
     chapter.add_argument("path")
@@ -180,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "check":
             ensure_env()
             cmd_check(args)
+        elif args.command == "screenshots":
+            cmd_screenshots(args)
         else:
             ensure_env()
     except subprocess.CalledProcessError as err:
