@@ -13,7 +13,8 @@ the failures that slip past it:
 ``ref``        an unresolved reference or citation: ``??``, ``[missing]``, a ``pending_xref``
 ``figure``     a figure without an image, or an ``<img>`` whose file is not in the build
 ``error``      an error or traceback output, or anything a cell wrote to stderr
-``glue``       a glued value that did not render: empty, ``nan``/``None``, or a Python repr
+``glue``       a glued value that did not render: empty, ``nan``, ``None`` (the English word
+               "none" is fine), or a Python repr
                such as ``<Figure size …>`` or ``<… object at 0x…>``
 ``table``      a table without data cells
 
@@ -37,7 +38,7 @@ TEX_COMMAND = re.compile(r"\\[A-Za-z]{2,}")
 DOLLAR = re.compile(r"(?<![\w])\$(?=[^\s\d])|(?<=[^\s])\$(?![\w])")
 UNRESOLVED = re.compile(r"\?\?|\[missing\]")
 REPR = re.compile(r"<Figure size|object at 0x[0-9a-f]+|<IPython\.|<matplotlib\.")
-BAD_GLUE = {"", "nan", "none", "null", "inf", "-inf"}
+BAD_GLUE = {"", "nan", "null", "inf", "-inf"}  # compared lower-case; Python's None: below
 
 
 def _in_math_or_code(node: Tag | NavigableString) -> bool:
@@ -95,7 +96,7 @@ def check_page(path: Path, root: Path) -> Iterator[tuple[str, str]]:
             yield "error", body.strip().splitlines()[-1][:120]
     for glued in main.select(".pasted-text, .pasted-inline"):
         value = glued.get_text(" ", strip=True)
-        if value.lower() in BAD_GLUE or REPR.search(value):
+        if value.lower() in BAD_GLUE or value == "None" or REPR.search(value):
             yield "glue", value or "(empty glued value)"
     for table in main.find_all("table"):
         if not table.find("td"):

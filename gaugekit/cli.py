@@ -8,6 +8,8 @@
     python -m gaugekit report EXPERIMENT [--scale ...] [--out PATH] [--part NAME]
                                          [--protocol oracle|validation|train_speed]
     python -m gaugekit headline [--check]     # the README's results block, from the records
+    python -m gaugekit hyperspectral FILE --key KEY [--layout cube|bands_pixels]
+                                     [--scale ...] [--out PATH] [--workers N]  # a user's scene
 
 ``run`` resumes by default: runs already recorded under ``--out`` are skipped. ``--out``
 defaults to ``results/EXPERIMENT/SCALE`` under the working directory.
@@ -64,7 +66,33 @@ def build_parser() -> argparse.ArgumentParser:
                           "from the committed paper-scale records")
     head.add_argument("--check", action="store_true",
                       help="only check that the README matches the records (exit 1 if stale)")
+    hsi = sub.add_parser("hyperspectral", help="run the hyperspectral-completion protocol "
+                         "(Table 5) on a scene of your own, from a .mat file")
+    hsi.add_argument("file", type=Path, help="the .mat file (MATLAB v7 or older)")
+    hsi.add_argument("--key", required=True, help="name of the array in the file")
+    hsi.add_argument("--layout", default="cube", choices=("cube", "bands_pixels"),
+                     help="cube: rows x cols x bands; bands_pixels: bands x (rows*cols), "
+                     "column-major, with nRow/nCol in the file (default: cube)")
+    hsi.add_argument("--n-rows", type=int, default=None, help="rows (bands_pixels without nRow)")
+    hsi.add_argument("--n-cols", type=int, default=None, help="cols (bands_pixels without nCol)")
+    hsi.add_argument("--scale", choices=SCALES, default=None,
+                     help="quick or paper sizes, grids and seeds (default: $GAUGEKIT_SCALE)")
+    hsi.add_argument("--out", type=Path, default=None,
+                     help="records folder, resumable (default: a temporary folder)")
+    hsi.add_argument("--device", default=None, help="torch device")
+    hsi.add_argument("--workers", type=int, default=1, help="parallel worker processes")
     return parser
+
+
+def _cmd_hyperspectral(args: argparse.Namespace) -> int:
+    from gaugekit.experiments.hyperspectral import report_lines, run_scene
+
+    collected = run_scene(args.file, args.key, args.layout, scale=args.scale, out_dir=args.out,
+                          n_rows=args.n_rows, n_cols=args.n_cols, device=args.device,
+                          workers=args.workers)
+    for line in report_lines(collected):
+        print(line)
+    return 1 if collected.report.statuses.get("error") else 0
 
 
 def _default_out(experiment: str, scale: str) -> Path:
@@ -172,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "headline":
             return _cmd_headline(args)
+        if args.command == "hyperspectral":
+            return _cmd_hyperspectral(args)
         return _cmd_report(args)
     except ValueError as err:
         print(f"gaugekit: error: {err}", file=sys.stderr)

@@ -31,6 +31,7 @@ GOOD = """
 <figure><img src="fig.png"><figcaption>Figure 1</figcaption></figure>
 <table><tr><th>a</th></tr><tr><td>1</td></tr></table>
 <p>Adam ends <span class="pasted-text">0.56</span> apart.</p>
+<p>Runs flagged as collapsed: <span class="pasted-text">none</span>.</p>
 """
 
 
@@ -52,6 +53,7 @@ def test_a_correct_page_passes(tmp_path):
         ("<div class='cell_output'><div class='output stderr'><pre>warn</pre></div></div>",
          "error"),
         ("<p>ends <span class='pasted-text'>nan</span> apart</p>", "glue"),
+        ("<p>ends <span class='pasted-text'>None</span> apart</p>", "glue"),
         ("<p><span class='pasted-text'>&lt;Figure size 640x480 with 1 Axes&gt;</span></p>",
          "glue"),
         ("<table><caption>Table 5</caption><tr><th>a</th></tr></table>", "table"),

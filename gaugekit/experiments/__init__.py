@@ -20,6 +20,10 @@ __all__ = ["EXPERIMENTS", "experiment_names", "get_experiment"]
 #: experiment name → "module:attribute" of its experiment object
 EXPERIMENTS: dict[str, str] = {
     "matrix_sensing": "gaugekit.experiments.matrix_sensing:EXPERIMENT",
+    "attention": "gaugekit.experiments.attention:EXPERIMENT",
+    "dial": "gaugekit.experiments.dial:EXPERIMENT",
+    "spectral_tails": "gaugekit.experiments.spectral_tails:EXPERIMENT",
+    "hyperspectral": "gaugekit.experiments.hyperspectral:EXPERIMENT",
 }
 
 

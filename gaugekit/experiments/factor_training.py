@@ -131,12 +131,20 @@ class FactorProblemFamily(Protocol):
 #: problem kind → "module:attribute" of its family (imported on first use), or the family.
 FACTOR_PROBLEMS: dict[str, Any] = {
     "sensing": "gaugekit.experiments.matrix_sensing:SENSING_FAMILY",
+    "spectral_tail": "gaugekit.experiments.spectral_tails:TAIL_FAMILY",
+    "hyperspectral": "gaugekit.experiments.hyperspectral:COMPLETION_FAMILY",
 }
 
 
 def register_factor_problem(kind: str, family: Any, *, replace: bool = False) -> None:
-    """Register ``family`` (an object, or ``"module:attribute"``) as problem kind ``kind``."""
-    if kind in FACTOR_PROBLEMS and not replace and FACTOR_PROBLEMS[kind] is not family:
+    """Register ``family`` (an object, or ``"module:attribute"``) as problem kind ``kind``.
+
+    A lazy ``"module:attribute"`` entry is replaced by the object it names when that module
+    registers it on import; any other taken kind raises unless ``replace``.
+    """
+    existing = FACTOR_PROBLEMS.get(kind)
+    if existing is not None and not isinstance(existing, str) and existing is not family \
+            and not replace:
         raise ValueError(f"Invalid kind: {kind!r}; already registered (pass replace=True)")
     FACTOR_PROBLEMS[kind] = family
 

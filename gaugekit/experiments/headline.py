@@ -43,6 +43,8 @@ FIGURE = "results/headline.png"
 #: experiment → "module:function" returning its headline rows (in README order)
 PROVIDERS: dict[str, str] = {
     "matrix_sensing": "gaugekit.experiments.matrix_sensing:headline",
+    "hyperspectral": "gaugekit.experiments.hyperspectral:readme_headline",
+    "attention": "gaugekit.experiments.attention:readme_headline",
 }
 
 

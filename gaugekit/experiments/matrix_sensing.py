@@ -46,7 +46,6 @@ measurements, 3,000 steps, tol 1e-6 (second size n = 30, r = 3, m = 342), same s
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -497,9 +496,7 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     (:func:`gaugekit.experiments.sweep.project_root`).
     """
     config = get_config(scale)
-    if not config.persist_records:
-        return Path(tempfile.mkdtemp(prefix=f"gaugekit-{NAME}-{config.scale}-"))
-    return sweep.records_dir(NAME, config.scale, root)
+    return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
 def collect(

@@ -60,6 +60,7 @@ __all__ = [
     "records_dir",
     "run_command",
     "run_sweep",
+    "scale_records_dir",
 ]
 
 
@@ -367,6 +368,15 @@ def records_dir(experiment: str, scale: str, root: str | Path | None = None) -> 
     return base / "results" / experiment / scale
 
 
+def scale_records_dir(experiment: str, scale: str, persist: bool,
+                      root: str | Path | None = None) -> Path:
+    """Where an experiment's records of ``scale`` go: the committed :func:`records_dir` when
+    the scale persists its records (paper), else a fresh temporary folder (quick)."""
+    if not persist:
+        return Path(tempfile.mkdtemp(prefix=f"gaugekit-{experiment}-{scale}-"))
+    return records_dir(experiment, scale, root)
+
+
 def run_command(experiment: str, scale: str, parts: Sequence[str] | None = None,
                 workers: int = 1) -> str:
     """The CLI command that makes (or resumes) the records of ``parts`` at ``scale``."""
@@ -388,6 +398,8 @@ class Collected:
     seconds: float
     command: str
     persisted: bool
+    #: part → runs without a record (only with ``collect(..., allow_missing=True)``)
+    missing: dict[str, int] = field(default_factory=dict)
 
     def code_versions(self) -> list[str]:
         """The distinct short git shas (``+dirty`` when so) that made the records shown."""
@@ -401,6 +413,15 @@ class Collected:
                     out.append(tag)
         return out
 
+    def _missing_note(self) -> str:
+        if not self.missing:
+            return ""
+        count = sum(self.missing.values())
+        make = run_command(self.experiment, self.scale, list(self.missing))
+        return (f" {count} planned runs have no record yet "
+                f"({', '.join(f'{p}: {n}' for p, n in self.missing.items())}); make them with "
+                f"`{make}` (it resumes).")
+
     def note(self) -> str:
         """One sentence for a page: which records it shows and where they came from."""
         total = len({r["run_id"] for runs in self.records.values() for r in runs})
@@ -410,7 +431,7 @@ class Collected:
                 f"{self.scale} scale: {total} run records read from the committed folder "
                 f"results/{self.experiment}/{self.scale} ({self.report.ran} computed while "
                 f"building this page); they were made by `{self.command}` at code version "
-                f"{versions}."
+                f"{versions}." + self._missing_note()
             )
         return (
             f"{self.scale} scale: {self.report.ran} runs recomputed for this page in "
@@ -441,6 +462,7 @@ def collect(
     workers: int = 1,
     mode: str | None = None,
     persist: bool | None = None,
+    allow_missing: bool = False,
 ) -> Collected:
     """The records a page shows (:class:`Collected`), per part of ``experiment``.
 
@@ -450,7 +472,9 @@ def collect(
     part with missing runs raises :class:`MissingRecords` naming the command that makes them;
     in mode ``make`` the missing runs are computed and appended first. A scale that does not
     persist (quick) computes everything afresh in a temporary folder, deleted once read.
-    ``out_dir`` overrides the folder (and then always runs what is missing).
+    ``out_dir`` overrides the folder (and then always runs what is missing). With
+    ``allow_missing`` a page that can show part of its records gets them instead of the error,
+    and :meth:`Collected.note` names the missing runs and the command that makes them.
     """
     scale = get_scale(scale)
     names = list(parts) if parts is not None else list(experiment.parts(scale))
@@ -474,6 +498,10 @@ def collect(
         if get_records_mode(mode) == "make":
             return gather(folder, True)
         missing = _missing(experiment, scale, names, folder)
+        if missing and allow_missing:
+            collected = gather(folder, False)
+            collected.missing = missing
+            return collected
         if missing:
             counts = ", ".join(f"{p}: {n}" for p, n in missing.items())
             make = run_command(experiment.name, scale, list(missing), workers)

@@ -9,8 +9,8 @@ from torch import Tensor
 
 from gaugekit.optim.validation import invalid
 
-Schedule = Literal["constant", "cosine"]
-SCHEDULES: tuple[str, ...] = ("constant", "cosine")
+Schedule = Literal["constant", "cosine", "linear"]
+SCHEDULES: tuple[str, ...] = ("constant", "cosine", "linear")
 
 
 def lr_factor(schedule: str, step: int, num_steps: int) -> float:
@@ -18,7 +18,8 @@ def lr_factor(schedule: str, step: int, num_steps: int) -> float:
 
     ``constant`` → 1. ``cosine`` → ``½ (1 + cos(π step / num_steps))``: decays to exactly 0 at
     the last step; the paper applies the factor of step ``t`` to the update of step ``t``, so
-    even the first step is slightly below the base ``lr``.
+    even the first step is slightly below the base ``lr``. ``linear`` → ``1 − step / num_steps``:
+    the straight line from 1 to exactly 0 at the last step, applied the same way.
     """
     if schedule not in SCHEDULES:
         raise invalid("schedule", schedule, f"one of {SCHEDULES}")
@@ -26,6 +27,8 @@ def lr_factor(schedule: str, step: int, num_steps: int) -> float:
         raise invalid("num_steps", num_steps, "an integer >= 1")
     if schedule == "constant":
         return 1.0
+    if schedule == "linear":
+        return 1.0 - step / num_steps
     return 0.5 * (1.0 + math.cos(math.pi * step / num_steps))
 
 

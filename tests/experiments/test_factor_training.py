@@ -158,4 +158,4 @@ def test_bad_thresholds_and_unknown_kinds_are_refused():
     with pytest.raises(ValueError, match="Invalid kind"):
         ft.train_factored_batch([RunSpec("t", "p", unknown, {})])
     with pytest.raises(ValueError, match="already registered"):
-        ft.register_factor_problem("sensing", _FitFamily())
+        ft.register_factor_problem("test_fit", _FitFamily())

@@ -100,7 +100,7 @@ def test_register_optimizer():
         _REGISTRY.pop("gd_slow", None)
     assert "gd_slow" not in optimizer_names()
     with pytest.raises(ValueError, match="^Invalid lr_schedule"):
-        OptimizerSpec("x", spec.cls, {}, True, "", False, "linear", (), "x")
+        OptimizerSpec("x", spec.cls, {}, True, "", False, "step", (), "x")
 
 
 def test_lr_factor():
@@ -109,7 +109,7 @@ def test_lr_factor():
     assert lr_factor("cosine", 5, 10) == pytest.approx(0.5, abs=1e-15)
     assert lr_factor("cosine", 1, 10) == 0.5 * (1 + math.cos(math.pi / 10))
     with pytest.raises(ValueError, match="^Invalid schedule"):
-        lr_factor("linear", 1, 10)
+        lr_factor("step", 1, 10)
     with pytest.raises(ValueError, match="^Invalid num_steps"):
         lr_factor("cosine", 1, 0)
     lrs = torch.tensor([0.1, 0.2], dtype=DTYPE)

@@ -1,0 +1,474 @@
+r"""Floor 3: spectral tails, Muon and sign methods (Section 8 of arXiv 2608.05136; chapter 6).
+
+Three parts, all trained by :func:`gaugekit.experiments.factor_training.train_factored_batch`
+through the sweep engine (no loop of their own):
+
+``phase``           the phase diagram: recovery error of the full target
+                    ``X = √(1−τ²) X_3 + τ E_⊥`` (:mod:`gaugekit.problems.spectral_tails`, problem
+                    kind ``"spectral_tail"``) against ``τ`` for gradient descent, Adam,
+                    shared-scale Adam, Muon and Shampoo, over the paper's lr grids
+                    (:data:`~gaugekit.experiments.matrix_sensing.PAPER_LR_GRIDS`) and seeds, cosine
+                    decay for Muon only (the others constant). The lr is chosen per method and
+                    ``τ`` as in Table 2 (:func:`phase_rows`, the oracle rule of
+                    :func:`~gaugekit.experiments.matrix_sensing.selection_rows`).
+``signum_horizon``  the signum audit on the plain sensing problem (the zoo's instances):
+                    signum at lr 3e-3 with cosine and linear decay to zero over budgets ``T``.
+``balancedness``    ``‖UᵀU − VᵀV‖_F`` at the end for GD, shared-scale Adam, Muon and Shampoo: the
+                    runs of ``phase`` for those methods (same run ids: computed once, stored in
+                    ``phase.jsonl``), read per ``τ`` at the selected lr (:func:`balancedness_rows`).
+
+Paper scale: n = 40, r = 3, k = 40, m = 462, 200 validation measurements, init 1e-3, 20,000
+steps, tol 1e-7 checked every 200 steps, seeds 42, 123, 456, ``τ ∈ {0, 0.05, 0.1, 0.2, 0.35,
+0.5}``, signum budgets ``T ∈ {1e4, 2e4, 4e4, 6e4}``. Quick scale: n = 20, r = 2, m = 152,
+3,000 steps, tol 1e-6 checked every 100 steps, the same seeds and ``τ``, signum budgets
+``{1e3, 2e3, 4e3, 6e3}``.
+
+Published values (:data:`PUBLISHED_TAU_STAR`, :data:`PUBLISHED_SIGNUM`,
+:data:`PUBLISHED_BALANCEDNESS`) are the paper's, kept apart from anything computed here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gaugekit.config import get_scale
+from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.experiments import sweep
+from gaugekit.experiments.factor_training import register_factor_problem
+from gaugekit.experiments.sweep import Collected, RunSpec
+from gaugekit.problems.matrix_sensing import (
+    INIT_SEED_OFFSET,
+    default_num_measurements,
+    init_factors,
+)
+from gaugekit.problems.spectral_tails import TailBatch, make_tail_instance
+
+__all__ = [
+    "CONFIGS",
+    "EXACT_REC",
+    "EXPERIMENT",
+    "PHASE_METHODS",
+    "PROBE_METHODS",
+    "PUBLISHED_BALANCEDNESS",
+    "PUBLISHED_SIGNUM",
+    "PUBLISHED_TAU_STAR",
+    "TAIL_FAMILY",
+    "TAIL_KIND",
+    "Collected",
+    "HorizonPart",
+    "PhasePart",
+    "ScaleConfig",
+    "SpectralTails",
+    "TailFamily",
+    "balancedness_rows",
+    "collect",
+    "get_config",
+    "horizon_rows",
+    "phase_rows",
+    "published_applies",
+    "rec_matrix",
+    "records_dir",
+]
+
+NAME = "spectral_tails"
+TAIL_KIND = "spectral_tail"
+
+#: The methods of the phase diagram, and of the balancedness probe.
+PHASE_METHODS: tuple[str, ...] = ("gd", "adam", "scalar_adam", "muon", "shampoo")
+PROBE_METHODS: tuple[str, ...] = ("gd", "scalar_adam", "muon", "shampoo")
+
+#: Published crossing of the Muon and GD curves (arXiv 2608.05136, Section 8): ``τ*`` and
+#: the setting it was measured in. Muon beats GD for ``τ < τ*``.
+PUBLISHED_TAU_STAR: dict[str, dict[str, Any]] = {
+    "cpu": {"tau_star": 0.35, "seeds": 3, "grid": (0.0, 0.05, 0.1, 0.2, 0.35, 0.5),
+            "note": "3 seeds on CPU, the grid of this experiment"},
+    "gpu": {"tau_star": 0.2, "seeds": 10, "grid": None,
+            "note": "10 seeds and a finer τ grid on GPU (grid not given)"},
+}
+#: Published signum audit: lr 3e-3, cosine or linear decay to zero; recovers X_star exactly at
+#: budgets T ≥ 6e4 and not below (T ∈ {1e4, 2e4, 4e4, 6e4}); Table 2's 2e4 cosine run: 0.4454.
+PUBLISHED_SIGNUM: dict[str, Any] = {
+    "lr": 3e-3,
+    "recovers_from": 60_000,
+    "recovers": {10_000: False, 20_000: False, 40_000: False, 60_000: True},
+    "table2_rec_at_2e4": 0.4454,
+}
+#: Published balancedness probe (qualitative, no numbers given): Muon's and Shampoo's
+#: ‖UᵀU − VᵀV‖ stays large, GD's and shared-scale Adam's near zero.
+PUBLISHED_BALANCEDNESS: dict[str, str] = {
+    "muon": "large", "shampoo": "large", "gd": "near zero", "scalar_adam": "near zero",
+}
+#: Our threshold for "recovers X_star exactly" (the paper's word): mean rec below this.
+EXACT_REC = 1e-3
+
+SIGNUM_LR = 3e-3
+SIGNUM_SCHEDULES: tuple[str, ...] = ("cosine", "linear")
+
+
+# --------------------------------------------------------------------------------------------
+# the problem family
+# --------------------------------------------------------------------------------------------
+
+
+class TailFamily:
+    """The tail problem as a factor-problem family (kind ``"spectral_tail"``): instance ``seed``
+    from :func:`~gaugekit.problems.spectral_tails.make_tail_instance` at the config's ``tau``,
+    initial factors from :func:`~gaugekit.problems.matrix_sensing.init_factors`, runs stacked
+    in a :class:`~gaugekit.problems.spectral_tails.TailBatch`."""
+
+    def instances(
+        self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
+        device: torch.device,
+    ) -> _TailInstances:
+        p = problem
+        insts = [make_tail_instance(s, p["tau"], p["n"], p["r"], p["m"], num_val=p["num_val"],
+                                    dtype=dtype, device=device) for s in seeds]
+        inits = [init_factors(s, p["n"], p["k"], p["init_scale"], dtype=dtype, device=device)
+                 for s in seeds]
+        return _TailInstances(insts, inits)
+
+
+@dataclass
+class _TailInstances:
+    instances: list[Any]
+    inits: list[tuple[Tensor, Tensor]]
+
+    def batch(self, rows: Sequence[int]) -> TailBatch:
+        return TailBatch(self.instances, list(rows))
+
+    def init(self, index: int) -> tuple[Tensor, Tensor]:
+        return self.inits[index]
+
+
+TAIL_FAMILY = TailFamily()
+register_factor_problem(TAIL_KIND, TAIL_FAMILY)
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------
+
+
+def _factored_spec(part: str, problem: dict[str, Any], method: str, lr: float, schedule: str,
+                   budget: ms.Budget, seed: int) -> RunSpec:
+    config = {
+        "kind": "factored",
+        "problem": problem,
+        "method": method,
+        "hparams": {**ms.PAPER_HPARAMS[method], "lr": float(lr)},
+        "schedule": schedule,
+        "budget": budget.to_config(),
+        "seed": seed,
+        "dtype": "float32",
+    }
+    return RunSpec(NAME, part, config, {"instance": seed, "init": seed + INIT_SEED_OFFSET})
+
+
+@dataclass(frozen=True)
+class PhasePart:
+    """Methods × lr grid × ``τ`` × seeds on the tail problem (``problem`` gives the sizes)."""
+
+    name: str
+    description: str
+    problem: ms.Problem
+    budget: ms.Budget
+    seeds: tuple[int, ...]
+    taus: tuple[float, ...]
+    methods: tuple[str, ...]
+    lr_grids: Mapping[str, tuple[float, ...]]
+    schedules: Mapping[str, str]
+
+    def problem_config(self, tau: float) -> dict[str, Any]:
+        return {"kind": TAIL_KIND, **self.problem.to_config(), "tau": float(tau)}
+
+    def specs(self) -> list[RunSpec]:
+        """The runs, ordered ``τ``, method, lr, seed."""
+        return [
+            _factored_spec(self.name, self.problem_config(tau), method, lr,
+                           self.schedules.get(method, "constant"), self.budget, seed)
+            for tau in self.taus
+            for method in self.methods
+            for lr in self.lr_grids[method]
+            for seed in self.seeds
+        ]
+
+
+@dataclass(frozen=True)
+class HorizonPart:
+    """One method at one lr, several decaying schedules × budgets ``T`` × seeds, on the plain
+    sensing problem (the zoo's instances)."""
+
+    name: str
+    description: str
+    problem: ms.Problem
+    seeds: tuple[int, ...]
+    horizons: tuple[int, ...]
+    schedules: tuple[str, ...]
+    tol: float
+    check_every: int
+    method: str = "signum"
+    lr: float = SIGNUM_LR
+
+    def budget(self, horizon: int) -> ms.Budget:
+        return ms.Budget(horizon, tol=self.tol, check_every=self.check_every)
+
+    def specs(self) -> list[RunSpec]:
+        """The runs, ordered budget, schedule, seed."""
+        return [
+            _factored_spec(self.name, self.problem.to_config(), self.method, self.lr, schedule,
+                           self.budget(T), seed)
+            for T in self.horizons
+            for schedule in self.schedules
+            for seed in self.seeds
+        ]
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    """The parts at one scale; ``persist_records`` as in the sensing experiment."""
+
+    scale: str
+    phase: PhasePart
+    horizon: HorizonPart
+    probe_methods: tuple[str, ...]
+    persist_records: bool
+
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        return (self.phase.name, self.horizon.name, "balancedness")
+
+    def specs(self, part: str) -> list[RunSpec]:
+        if part == self.phase.name:
+            return self.phase.specs()
+        if part == self.horizon.name:
+            return self.horizon.specs()
+        if part == "balancedness":
+            return [s for s in self.phase.specs() if s.config["method"] in self.probe_methods]
+        raise ValueError(f"Invalid part: {part!r}; expected one of {self.part_names}")
+
+
+TAUS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5)
+
+
+def _build(scale: str, problem: ms.Problem, budget: ms.Budget, horizons: tuple[int, ...],
+           persist: bool) -> ScaleConfig:
+    seeds = (42, 123, 456)
+    schedules = {m: ("cosine" if m == "muon" else "constant") for m in PHASE_METHODS}
+    phase = PhasePart(
+        "phase", "rec of the full target against τ, five optimizers, the paper's lr grids",
+        problem, budget, seeds, TAUS, PHASE_METHODS,
+        {m: ms.PAPER_LR_GRIDS[m] for m in PHASE_METHODS}, schedules)
+    horizon = HorizonPart(
+        "signum_horizon", "signum, lr 3e-3, cosine and linear decay to zero over budgets T",
+        problem, seeds, horizons, SIGNUM_SCHEDULES, budget.tol, budget.check_every)
+    return ScaleConfig(scale, phase, horizon, PROBE_METHODS, persist)
+
+
+def _paper_config() -> ScaleConfig:
+    problem = ms.Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
+    return _build("paper", problem, ms.Budget(20_000), (10_000, 20_000, 40_000, 60_000), True)
+
+
+def _quick_config() -> ScaleConfig:
+    problem = ms.Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
+    budget = ms.Budget(3_000, tol=1e-6, check_every=100)
+    return _build("quick", problem, budget, (1_000, 2_000, 4_000, 6_000), False)
+
+
+CONFIGS = {"paper": _paper_config, "quick": _quick_config}
+
+
+def published_applies(config: ScaleConfig) -> bool:
+    """Whether ``config`` is the paper's setting (sizes, budgets, seeds, grids, schedules):
+    the published values describe only that setting."""
+    paper = _paper_config()
+    return (config.phase, config.horizon) == (paper.phase, paper.horizon)
+
+
+def get_config(scale: str | None = None) -> ScaleConfig:
+    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
+    return CONFIGS[get_scale(scale)]()
+
+
+# --------------------------------------------------------------------------------------------
+# the experiment object
+# --------------------------------------------------------------------------------------------
+
+
+def _run_cost(spec: RunSpec) -> float:
+    """Guessed flops of a run: sensing products (and Muon's Newton–Schulz) per step times the
+    expected steps (the budget under a decaying schedule, a quarter of it otherwise)."""
+    c = spec.config
+    p = c["problem"]
+    per_step = 4.0 * p["n"] ** 2 * p["m"]
+    if c["method"] == "muon":
+        per_step += 60.0 * p["n"] * p["k"] * min(p["n"], p["k"])
+    steps = c["budget"]["num_steps"] * (0.25 if c["schedule"] == "constant" else 1.0)
+    return per_step * steps
+
+
+class SpectralTails(ms.MatrixSensingZoo):
+    """The spectral-tail and signum sweeps as a sweep experiment. Batching, splitting and
+    training are the sensing experiment's (:class:`~gaugekit.experiments.matrix_sensing.
+    MatrixSensingZoo`); only the parts, their runs and the cost guess differ."""
+
+    name = NAME
+    description = "spectral tails: Muon vs GD across τ, the signum horizon, balancedness"
+
+    def parts(self, scale: str) -> tuple[str, ...]:
+        return get_config(scale).part_names
+
+    def specs(self, part: str, scale: str) -> list[RunSpec]:
+        return get_config(scale).specs(part)
+
+    def batch_key(self, spec: RunSpec) -> Hashable:
+        c = spec.config
+        return ("factored", repr(c["problem"]), repr(c["budget"]), c["dtype"])
+
+    def batch_cost(self, specs: Sequence[RunSpec]) -> float:
+        """A rough flop count of a batch, used only to balance parallel workers."""
+        return sum(_run_cost(s) for s in specs)
+
+
+EXPERIMENT = SpectralTails()
+
+
+# --------------------------------------------------------------------------------------------
+# records in, rows out
+# --------------------------------------------------------------------------------------------
+
+
+def _by_tau(records: Sequence[Mapping[str, Any]]) -> dict[float, list[Mapping[str, Any]]]:
+    out: dict[float, list[Mapping[str, Any]]] = {}
+    for r in records:
+        out.setdefault(float(r["config"]["problem"]["tau"]), []).append(r)
+    return dict(sorted(out.items()))
+
+
+def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle"
+               ) -> list[dict[str, Any]]:
+    """One row per ``(τ, method)``: the selection row of
+    :func:`~gaugekit.experiments.matrix_sensing.selection_rows` on the runs of that ``τ``
+    (chosen lr, mean metrics, rec per seed, whether every seed interpolated), plus ``tau``
+    and ``head_rec``, ``tail_rec`` means and ``seeds`` (the seeds, in the order of
+    ``rec_seeds``)."""
+    out = []
+    for tau, recs in _by_tau(records).items():
+        for row in ms.selection_rows(recs, protocol):
+            chosen = [r for r in recs if r["config"]["method"] == row["method"]
+                      and r["config"]["hparams"]["lr"] == row["lr"]]
+            seeds = [r["config"]["seed"] for r in chosen]
+
+            def mean(name: str, runs: Sequence[Mapping[str, Any]] = chosen) -> float:
+                vals = [r["metrics"].get(name) for r in runs]
+                if not vals or any(v is None for v in vals):
+                    return math.nan
+                return sum(float(v) for v in vals) / len(vals)
+
+            out.append({**row, "tau": tau, "seeds": seeds, "head_rec": mean("head_rec"),
+                        "tail_rec": mean("tail_rec"), "nuclear_norm": mean("nuclear_norm")})
+    return out
+
+
+def rec_matrix(rows: Sequence[Mapping[str, Any]], method: str
+               ) -> tuple[list[float], list[list[float]], list[int]]:
+    """``(taus, rec[τ][seed], seeds)`` of ``method`` from :func:`phase_rows` (seed order of
+    the first ``τ``; a missing or non-finite seed value is NaN)."""
+    mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["tau"])
+    if not mine:
+        return [], [], []
+    seeds = list(mine[0]["seeds"])
+    taus, recs = [], []
+    for r in mine:
+        by_seed = dict(zip(r["seeds"], r["rec_seeds"], strict=True))
+        taus.append(r["tau"])
+        recs.append([math.nan if by_seed.get(s) is None else float(by_seed[s]) for s in seeds])
+    return taus, recs, seeds
+
+
+def horizon_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per ``(T, schedule)`` of the signum part: mean and per-seed rec, whether every
+    seed interpolated, steps, balancedness, ``exact``: mean rec below :data:`EXACT_REC`, and
+    ``exact_seeds``: how many seeds are below it."""
+    groups: dict[tuple[int, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        c = r["config"]
+        groups.setdefault((c["budget"]["num_steps"], c["schedule"]), []).append(r)
+    out = []
+    for (T, schedule), recs in sorted(groups.items()):
+        ok = [r for r in recs if r["status"] == "ok"]
+        recs_ = [r["metrics"]["rec"] for r in ok]
+        mean = sum(recs_) / len(recs_) if recs_ and len(ok) == len(recs) else math.nan
+        out.append({
+            "T": T, "schedule": schedule, "rec": mean, "rec_seeds": recs_,
+            "statuses": sorted({r["status"] for r in recs}),
+            "interpolated": (len(ok) == len(recs)
+                             and all(r["metrics"].get("interpolated") for r in ok)),
+            "train_loss_worst": max((r["metrics"]["train_loss"] for r in ok), default=math.nan),
+            "steps": sum(r["metrics"]["steps"] for r in ok) / len(ok) if ok else math.nan,
+            "balancedness": (sum(r["metrics"]["balancedness"] for r in ok) / len(ok)
+                             if ok else math.nan),
+            "exact": bool(mean < EXACT_REC),
+            "exact_seeds": sum(v < EXACT_REC for v in recs_),
+        })
+    return out
+
+
+def balancedness_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per ``(τ, method)`` of the probe: mean final ``‖UᵀU − VᵀV‖_F`` over seeds at the
+    selected lr, the mean rec, and ``relative_balancedness``, the balancedness divided by the
+    mean nuclear norm ``‖W‖_*`` (balanced factors of ``W`` have ``‖U‖_F² = ‖V‖_F² = ‖W‖_*``,
+    so this compares the imbalance with the size of the factors)."""
+    out = []
+    for row in phase_rows(records):
+        if row["method"] not in PROBE_METHODS:
+            continue
+        nuc = row.get("nuclear_norm")
+        out.append({
+            "tau": row["tau"], "method": row["method"], "label": row["label"],
+            "equivariant": row["equivariant"], "lr": row["lr"],
+            "balancedness": row["balancedness"], "rec": row["rec"],
+            "interpolated": row["interpolated"],
+            "relative_balancedness": (row["balancedness"] / nuc
+                                      if nuc and math.isfinite(nuc) and nuc > 0 else math.nan),
+        })
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# for the chapter and the CLI
+# --------------------------------------------------------------------------------------------
+
+
+def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
+    """``<root>/results/spectral_tails/<scale>`` when the scale persists its records (paper),
+    else a fresh temporary folder (quick)."""
+    config = get_config(scale)
+    return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
+
+
+def collect(
+    scale: str | None = None,
+    out_dir: str | Path | None = None,
+    *,
+    parts: Sequence[str] | None = None,
+    device: str | torch.device | None = None,
+    progress: bool = False,
+    workers: int = 1,
+    mode: str | None = None,
+) -> Collected:
+    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`):
+    read from the committed folder at paper scale (missing runs raise
+    :class:`~gaugekit.experiments.sweep.MissingRecords` in records mode ``read``), computed
+    afresh in a temporary folder at quick scale."""
+    config = get_config(scale)
+    return sweep.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
+                         progress=progress, workers=workers, mode=mode,
+                         persist=config.persist_records)

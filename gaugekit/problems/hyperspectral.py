@@ -1,0 +1,309 @@
+r"""Floor 2: hyperspectral matrix completion, the paper's second testbed (Table 5).
+
+The matrix (:func:`scene_matrix`). A scene cube ``X`` (rows × cols × bands) is flattened to
+pixels × bands (row-major pixels), divided by its global maximum, pixels that are zero in every
+band are dropped, and ``n`` = 2,000 random rows are kept (a CPU generator seeded 2026,
+``randperm``): ``Y ∈ ℝ^{n × B}``.
+
+The observations (:func:`observation_mask`). For run seed ``s`` each entry is observed
+independently with probability ``ρ`` (the density): ``M_{ij} = [u_{ij} < ρ]`` with ``u`` uniform
+from a generator seeded ``s + 7``. ``Ω = {(i, j): M_{ij} = 1}``, ``Ω^c`` the held-out entries.
+
+Band centring (:func:`centre_bands`). The target is ``Y_c = Y − 1 μᵀ`` with, per band ``j``,
+
+.. math::  μ_j = \frac{\sum_i M_{ij} Y_{ij}}{\sum_i M_{ij}}   \quad\text{(observed entries only)}.
+
+The paper centred with *all* entries, ``μ_j = \frac1n \sum_i Y_{ij}``, which lets the held-out
+entries into the training data (a leak); ``centring="all"`` reproduces it, so that its effect can
+be measured.
+
+The model and loss. ``W = U Vᵀ`` with ``U ∈ ℝ^{n×k}``, ``V ∈ ℝ^{B×k}`` (``k`` = 48), initial
+factors ``N(0,1)·10^{-2}`` from a generator seeded ``s + 1000`` (``U`` then ``V``, drawn in
+float32 on the CPU, then cast), trained on
+
+.. math::  L(U, V) = \frac{1}{|Ω|} \sum_{(i,j) ∈ Ω} \big((U Vᵀ)_{ij} − (Y_c)_{ij}\big)^2,
+
+with gradients ``∇_U L = \frac{2}{|Ω|} R V`` and ``∇_V L = \frac{2}{|Ω|} Rᵀ U`` for
+``R = M ⊙ (U Vᵀ − Y_c)``. Metrics: the held-out error
+``\mathrm{RMSE}_{Ω^c} = \big(\frac{1}{|Ω^c|} \sum_{Ω^c} (W − Y_c)_{ij}^2\big)^{1/2}`` over *all*
+unobserved entries, and the effective rank of ``W`` (:func:`gaugekit.linalg.effective_rank`).
+
+The density rule (:func:`density_for_ratio`). Densities are matched across scenes by the ratio of
+observed entries ``m = ρ n B`` to the degrees of freedom of a rank-24 ``n × B`` matrix,
+``dof_{24} = 24 (n + B − 24)``: ratios ≈ 1.15 and ≈ 1.9 give the paper's Indian Pines 0.15 / 0.25
+(``B`` = 200) and Pavia 0.28 / 0.46 (``B`` = 103) after rounding to two decimals.
+
+Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``R`` runs;
+:class:`CompletionBatch` stacks runs on several instances (several masks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gaugekit.linalg import effective_rank
+
+__all__ = [
+    "CENTRINGS",
+    "DENSITY_RATIOS",
+    "DOF_RANK",
+    "FACTOR_RANK",
+    "INIT_SCALE",
+    "INIT_SEED_OFFSET",
+    "MASK_SEED_OFFSET",
+    "MATRIX_SEED",
+    "NUM_ROWS",
+    "CompletionBatch",
+    "CompletionInstance",
+    "centre_bands",
+    "degrees_of_freedom",
+    "density_for_ratio",
+    "init_factors",
+    "make_instance",
+    "observation_mask",
+    "sample_ratio",
+    "scene_matrix",
+]
+
+#: The paper's matrix protocol: rows kept, their generator seed, factor rank, init scale.
+NUM_ROWS = 2000
+MATRIX_SEED = 2026
+FACTOR_RANK = 48
+INIT_SCALE = 1e-2
+#: The mask of run seed ``s`` comes from a generator seeded ``s + 7``, its factors ``s + 1000``.
+MASK_SEED_OFFSET = 7
+INIT_SEED_OFFSET = 1000
+#: The rank whose degrees of freedom set the density, and the two sampling ratios m / dof.
+DOF_RANK = 24
+DENSITY_RATIOS: tuple[float, float] = (1.15, 1.9)
+CENTRINGS: tuple[str, ...] = ("observed", "all")
+
+
+def scene_matrix(
+    cube: np.ndarray | Tensor, num_rows: int | None = NUM_ROWS, seed: int = MATRIX_SEED
+) -> Tensor:
+    """The pixels × bands matrix ``Y`` of a cube (float64, CPU; see the module docstring).
+
+    ``num_rows=None`` keeps every non-zero pixel (in pixel order) instead of a random subset.
+    """
+    X = torch.as_tensor(np.asarray(cube), dtype=torch.float64)
+    if X.ndim != 3:
+        raise ValueError(f"Invalid cube shape: {tuple(X.shape)}; expected (rows, cols, bands)")
+    Y = X.reshape(-1, X.shape[-1])
+    top = Y.max()
+    if not top > 0:
+        raise ValueError(f"Invalid cube: its maximum is {float(top)!r}; expected > 0")
+    Y = Y / top
+    Y = Y[(Y != 0).any(dim=1)]
+    if num_rows is None:
+        return Y.contiguous()
+    if not 1 <= num_rows <= Y.shape[0]:
+        raise ValueError(
+            f"Invalid num_rows: {num_rows!r}; expected 1..{Y.shape[0]} (non-zero pixels)")
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(Y.shape[0], generator=g)[:num_rows]
+    return Y.index_select(0, idx).contiguous()
+
+
+def degrees_of_freedom(n1: int, n2: int, r: int) -> int:
+    """``r (n1 + n2 − r)``: the dimension of the rank-``r`` matrices of size ``n1 × n2``."""
+    return r * (n1 + n2 - r)
+
+
+def sample_ratio(density: float, n: int, bands: int, rank: int = DOF_RANK) -> float:
+    """``m / dof_rank`` with ``m = density · n · bands`` (expected observed entries)."""
+    return density * n * bands / degrees_of_freedom(n, bands, rank)
+
+
+def density_for_ratio(
+    ratio: float, n: int, bands: int, rank: int = DOF_RANK, digits: int | None = 2
+) -> float:
+    """The density whose ``m / dof_rank`` is ``ratio``, rounded to ``digits`` decimals
+    (``None``: not rounded). Raises when it is not in (0, 1]."""
+    rho = ratio * degrees_of_freedom(n, bands, rank) / (n * bands)
+    if digits is not None:
+        rho = round(rho, digits)
+    if not 0 < rho <= 1:
+        raise ValueError(
+            f"Invalid density: {rho!r} for ratio {ratio!r} at n = {n}, bands = {bands}; "
+            "expected a value in (0, 1] (the matrix is too small for this ratio)"
+        )
+    return float(rho)
+
+
+def observation_mask(n: int, bands: int, density: float, seed: int) -> Tensor:
+    """Boolean ``(n, bands)`` mask, each entry observed with probability ``density``, from a
+    CPU generator seeded ``seed + MASK_SEED_OFFSET`` (uniforms drawn in float64)."""
+    if not 0 < density <= 1:
+        raise ValueError(f"Invalid density: {density!r}; expected a value in (0, 1]")
+    g = torch.Generator().manual_seed(seed + MASK_SEED_OFFSET)
+    return torch.rand(n, bands, generator=g, dtype=torch.float64) < density
+
+
+def centre_bands(Y: Tensor, mask: Tensor, centring: str = "observed") -> tuple[Tensor, Tensor]:
+    """``(Y − 1 μᵀ, μ)``: band means from the observed entries (``"observed"``) or from all
+    entries (``"all"``, the paper's leak). A band with no observed entry gets ``μ_j = 0``."""
+    if centring not in CENTRINGS:
+        raise ValueError(f"Invalid centring: {centring!r}; expected one of {CENTRINGS}")
+    if centring == "all":
+        mu = Y.mean(dim=-2)
+    else:
+        w = mask.to(Y.dtype)
+        count = w.sum(dim=-2)
+        mu = (w * Y).sum(dim=-2) / count.clamp_min(1.0)
+    return Y - mu.unsqueeze(-2), mu
+
+
+def init_factors(
+    seed: int,
+    n: int,
+    bands: int,
+    k: int = FACTOR_RANK,
+    scale: float = INIT_SCALE,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+) -> tuple[Tensor, Tensor]:
+    """``(U, V)``, ``N(0,1)·scale`` of shapes ``(n, k)`` and ``(bands, k)``, drawn in float32 on
+    the CPU from a generator seeded ``seed + INIT_SEED_OFFSET`` (``U`` first), then cast."""
+    g = torch.Generator().manual_seed(seed + INIT_SEED_OFFSET)
+    U = torch.randn(n, k, generator=g, dtype=torch.float32) * scale
+    V = torch.randn(bands, k, generator=g, dtype=torch.float32) * scale
+    return U.to(dtype=dtype, device=device), V.to(dtype=dtype, device=device)
+
+
+@dataclass(frozen=True)
+class CompletionInstance:
+    """One completion problem: centred target ``Y_c`` (n × B), mask, band means, seed."""
+
+    target: Tensor
+    mask: Tensor
+    mu: Tensor
+    density: float
+    seed: int
+    centring: str
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.target.shape)  # type: ignore[return-value]
+
+    @property
+    def num_observed(self) -> int:
+        return int(self.mask.sum())
+
+
+def make_instance(
+    Y: Tensor,
+    density: float,
+    seed: int,
+    centring: str = "observed",
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+) -> CompletionInstance:
+    """The instance of run seed ``seed`` on matrix ``Y``: mask, centring (in float64), cast."""
+    Y64 = Y.detach().to(device="cpu", dtype=torch.float64)
+    mask = observation_mask(Y64.shape[0], Y64.shape[1], density, seed)
+    if not mask.any() or mask.all():
+        raise ValueError(
+            f"Invalid density: {density!r}; the mask of seed {seed} observes "
+            f"{int(mask.sum())} of {mask.numel()} entries (need some observed and some held out)"
+        )
+    Yc, mu = centre_bands(Y64, mask, centring)
+    return CompletionInstance(Yc.to(dtype=dtype, device=device), mask.to(device),
+                              mu.to(dtype=dtype, device=device), float(density), int(seed),
+                              centring)
+
+
+@dataclass
+class CompletionBatch:
+    """``R`` runs stacked along dim 0, run ``b`` on instance ``instances[run_instance[b]]``.
+
+    Instances must share shape, dtype and device. Runs of one instance share its target and
+    mask (broadcast, not copied, when the batch holds one instance).
+    """
+
+    instances: Sequence[CompletionInstance]
+    run_instance: Sequence[int]
+    curve_names: ClassVar[tuple[str, ...]] = ("train_loss", "heldout_rmse")
+    metric_names: ClassVar[tuple[str, ...]] = ("heldout_rmse", "effective_rank")
+    _target: Tensor = field(init=False, repr=False)
+    _obs: Tensor = field(init=False, repr=False)
+    _neg_target: Tensor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.instances:
+            raise ValueError("Invalid instances: expected at least one CompletionInstance")
+        first = self.instances[0]
+        for inst in self.instances:
+            same = (inst.shape, inst.target.dtype, inst.target.device)
+            ref = (first.shape, first.target.dtype, first.target.device)
+            if same != ref:
+                raise ValueError(f"Invalid instances: expected equal shape, dtype and device, "
+                                 f"got {same} and {ref}")
+        index = [int(i) for i in self.run_instance]
+        if any(i < 0 or i >= len(self.instances) for i in index):
+            raise ValueError(f"Invalid run_instance: {index!r}; expected indices in "
+                             f"[0, {len(self.instances)})")
+        self.run_instance = index
+        dtype, device = first.target.dtype, first.target.device
+        used = sorted(set(index))
+        targets = torch.stack([self.instances[i].target for i in used])
+        obs = torch.stack([self.instances[i].mask.to(dtype) for i in used])
+        pos = {s: j for j, s in enumerate(used)}
+        if len(used) == 1:
+            R = len(index)
+            self._target = targets.expand(R, -1, -1)
+            self._obs = obs.expand(R, -1, -1)
+            self._neg_target = (-targets).expand(R, -1, -1)
+        else:
+            idx = torch.tensor([pos[i] for i in index], device=device)
+            self._target = targets.index_select(0, idx)
+            self._obs = obs.index_select(0, idx)
+            self._neg_target = -self._target
+        counts = torch.tensor([float(self.instances[i].num_observed) for i in index],
+                              dtype=dtype, device=device)
+        total = float(first.target.numel())
+        self._n_obs = counts
+        self._n_held = total - counts
+
+    @property
+    def num_runs(self) -> int:
+        return len(self.run_instance)
+
+    def select(self, rows: Sequence[int] | Tensor) -> CompletionBatch:
+        """The batch of the runs ``rows`` (indices into the current runs, in that order)."""
+        keep = torch.as_tensor(rows, dtype=torch.long).tolist()
+        return CompletionBatch(self.instances, [self.run_instance[i] for i in keep])
+
+    def residual(self, U: Tensor, V: Tensor) -> Tensor:
+        """``U Vᵀ − Y_c`` for every run, shape ``(R, n, B)``."""
+        return torch.baddbmm(self._neg_target, U, V.mT)
+
+    def loss_and_grads(self, U: Tensor, V: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(L (R,), ∇_U L (R, n, k), ∇_V L (R, B, k))`` (see the module docstring)."""
+        Rm = self.residual(U, V).mul_(self._obs)
+        flat = Rm.flatten(1)
+        loss = torch.linalg.vecdot(flat, flat) / self._n_obs
+        scale = (2.0 / self._n_obs)[:, None, None]
+        return loss, (Rm @ V).mul_(scale), (Rm.mT @ U).mul_(scale)
+
+    def metrics(self, U: Tensor, V: Tensor, *, spectral: bool = True) -> dict[str, Tensor]:
+        """``train_loss``, ``heldout_rmse`` and (``spectral``) ``effective_rank`` of ``U Vᵀ``."""
+        W = U @ V.mT
+        E2 = (W - self._target) ** 2
+        obs = (E2 * self._obs).sum(dim=(-2, -1))
+        total = E2.sum(dim=(-2, -1))
+        out = {
+            "train_loss": obs / self._n_obs,
+            "heldout_rmse": ((total - obs).clamp_min(0.0) / self._n_held).sqrt(),
+        }
+        if spectral:
+            out["effective_rank"] = effective_rank(W)
+        return out
