@@ -52,7 +52,6 @@ from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
 
 __all__ = [
-    "COMMAND",
     "CONFIGS",
     "EXPERIMENT",
     "FLOW_ROWS",
@@ -430,23 +429,10 @@ class DialExperiment:
                 key = repr((c["method"], sorted((k, v) for k, v in c["hparams"].items()
                                                 if k != "lr")))
             groups.setdefault(key, []).append(spec)
-        bins: list[list[RunSpec]] = [[] for _ in range(parts)]
-        loads = [0.0] * parts
-        for group in sorted(groups.values(), key=self.batch_cost, reverse=True):
-            i = loads.index(min(loads))
-            bins[i].extend(group)
-            loads[i] += self.batch_cost(group)
-        return [b for b in bins if b]
+        return sweep.balanced_bins(list(groups.values()), parts, self.batch_cost)
 
 
 EXPERIMENT = DialExperiment()
-
-#: The command that makes the records of each scale.
-COMMAND = {
-    "paper": f"python -m gaugekit run {NAME} --scale paper --workers 2",
-    "quick": f"python -m gaugekit run {NAME} --scale quick",
-}
-
 
 # --------------------------------------------------------------------------------------------
 # records for the chapter

@@ -471,13 +471,7 @@ class MatrixSensingZoo:
         for spec in specs:
             key = member_key(spec.config)
             groups.setdefault(key, []).append(spec)
-        bins: list[list[RunSpec]] = [[] for _ in range(parts)]
-        loads = [0.0] * parts
-        for group in sorted(groups.values(), key=self.batch_cost, reverse=True):
-            i = loads.index(min(loads))
-            bins[i].extend(group)
-            loads[i] += self.batch_cost(group)
-        return [b for b in bins if b]
+        return sweep.balanced_bins(list(groups.values()), parts, self.batch_cost)
 
 
 EXPERIMENT = MatrixSensingZoo()

@@ -53,6 +53,7 @@ __all__ = [
     "RunResult",
     "RunSpec",
     "SweepReport",
+    "balanced_bins",
     "collect",
     "load_part",
     "plan_batches",
@@ -186,6 +187,19 @@ def _execute(
     except Exception as err:  # noqa: BLE001 - recorded, the sweep goes on
         results = _error_results(len(batch), err)
     return results, time.perf_counter() - t0
+
+
+def balanced_bins(groups: Sequence[Sequence[RunSpec]], parts: int,
+                  cost: Any) -> list[list[RunSpec]]:
+    """Cut a batch, given as ``groups`` of runs that must stay together, into at most ``parts``
+    pieces balanced by ``cost(group)``: largest group first into the lightest piece."""
+    bins: list[list[RunSpec]] = [[] for _ in range(parts)]
+    loads = [0.0] * parts
+    for group in sorted(groups, key=cost, reverse=True):
+        i = loads.index(min(loads))
+        bins[i].extend(group)
+        loads[i] += cost(group)
+    return [b for b in bins if b]
 
 
 def _parallel_batches(
