@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_TORCH = "torch==2.13.0"
-EXTRAS = "book,test,dev"
+EXTRAS = "book,test,dev,cluster"
 
 
 def _venv_dir() -> Path:

@@ -45,6 +45,33 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
+def flops_per_model_step(specs) -> float:
+    """Floating-point operations of one model's training step (forward and backward on the
+    full training batch), counted by ``torch.utils.flop_counter`` on the experiment's model."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    c0 = specs[0].config
+    shape = A.TransformerShape(**c0["model"])
+    data = A.make_modadd_data()
+    params = A.init_params(shape, generator=torch.Generator().manual_seed(c0["init_seed"]))
+    module = A.PaperTransformer(shape, params)
+    with FlopCounterMode(display=False) as counter:
+        logits = module(data.train_tokens)
+        torch.nn.functional.cross_entropy(logits, data.train_targets).backward()
+    return float(counter.get_total_flops())
+
+
+def matmul_gflops(m: int, k: int, n: int, seconds: float = 1.0) -> float:
+    """Measured float32 GFLOP/s of ``(m×k) @ (k×n)`` on this CPU (repeated for ``seconds``)."""
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    a @ b
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        reps += 1
+    return 2.0 * m * k * n * reps / (time.perf_counter() - t0) / 1e9
+
+
 def vmap_train(specs, steps: int) -> float:
     """Train the family with vmap(grad(functional_call)); returns the wall time."""
     from torch.func import functional_call, grad, vmap
@@ -113,6 +140,20 @@ def main() -> None:
     ref = att.PUBLISHED["reference_model_steps_per_s"]
     print("published reference script: "
           + ", ".join(f"{k} {v:g} model-steps/s" for k, v in ref.items()))
+
+    # The compute floor: what the issue's goal (5x the reference) asks of this CPU.
+    flops = flops_per_model_step(specs)
+    tokens = A.make_modadd_data().train_tokens.numel()
+    big = matmul_gflops(1024, 1024, 1024)
+    layer = matmul_gflops(tokens, 64, 64)
+    print(f"work: {flops / 1e9:.3f} GFLOP per model-step (torch flop counter, forward + backward)")
+    print(f"achieved: {rate_b * flops / 1e9:.1f} GFLOP/s batched; this CPU's float32 matmul: "
+          f"{big:.1f} GFLOP/s at 1024^3, {layer:.1f} GFLOP/s at the model's "
+          f"{tokens}x64 @ 64x64")
+    for kind, rate in ref.items():
+        goal = 5 * rate
+        print(f"5x the reference on {kind} ({goal:g} model-steps/s) needs "
+              f"{goal * flops / 1e9:.0f} GFLOP/s sustained")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Step time of FlowAdam against ``torch.optim.Adam(foreach=True)`` on the same parameters.
+"""Step time of FlowAdam against ``torch.optim.Adam`` (``foreach=True`` and ``fused=True``).
 
 Not a test: it prints the median time of one optimizer step for each variant and its ratio to
 torch's Adam, all from one run (variants are timed in interleaved rounds, so drifts of a shared
@@ -9,7 +9,8 @@ test fires under the paper's settings).
     OMP_NUM_THREADS=1 python bench/bench_flow_adam.py            # ~10.5M float32 parameters
     python bench/bench_flow_adam.py --rows 256 --rounds 3       # a smoke run
 
-Target (issue 4): FlowAdam with the flow path off at most 1.2× Adam.
+Target (issues 4, 13): FlowAdam at any p, flow on or off, at most 1.2× Adam, against both
+``foreach=True`` and ``fused=True``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def variants(lr: float) -> dict[str, Factory]:
     invariant = FLOW_ADAM_PRESETS["invariant"]
     return {
         "torch Adam (foreach)": lambda p: torch.optim.Adam(p, lr=lr, foreach=True),
+        "torch Adam (fused)": lambda p: torch.optim.Adam(p, lr=lr, fused=True),
         "torch Adam (for-loop)": lambda p: torch.optim.Adam(p, lr=lr, foreach=False),
         "FlowAdam p=1, flow off": lambda p: FlowAdam(p, lr=lr, precond_power=1.0, flow=False),
         "FlowAdam p=0, flow off": lambda p: FlowAdam(p, lr=lr, precond_power=0.0, flow=False),
@@ -98,13 +100,15 @@ def main() -> None:
 
     medians = {label: statistics.median(ts) for label, ts in times.items()}
     reference = medians["torch Adam (foreach)"]
+    fused = medians["torch Adam (fused)"]
     print(f"torch {torch.__version__} on {device}, {torch.get_num_threads()} CPU thread(s), "
           f"{numel / 1e6:.1f}M "
           f"float32 parameters in {args.tensors} tensors; median of {args.rounds} rounds x "
           f"{args.steps} steps")
-    print(f"{'variant':<30} {'ms/step':>9} {'ratio':>7}")
+    print(f"{'variant':<30} {'ms/step':>9} {'/foreach':>9} {'/fused':>7}")
     for label, median in medians.items():
-        print(f"{label:<30} {1e3 * median:>9.2f} {median / reference:>7.2f}")
+        print(f"{label:<30} {1e3 * median:>9.2f} {median / reference:>9.2f} "
+              f"{median / fused:>7.2f}")
     flow_opt = runs["FlowAdam invariant, flow on"][1]
     counters = flow_opt.flow_counters()
     print(f"flow path: {int(counters['flow_steps'])} flow steps in {counters['steps']} steps "
@@ -112,6 +116,9 @@ def main() -> None:
     off = medians["FlowAdam p=0, flow off"] / reference
     on = medians["FlowAdam invariant, flow on"] / reference
     print(f"RATIOS flow-off/Adam = {off:.2f} (target <= 1.2), flow-on/Adam = {on:.2f}")
+    worst = max(m for k, m in medians.items() if k.startswith("FlowAdam"))
+    print(f"RATIOS worst FlowAdam / Adam foreach = {worst / reference:.2f}, "
+          f"/ Adam fused = {worst / fused:.2f} (target <= 1.2 against both)")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
     python -m gaugekit list
     python -m gaugekit run EXPERIMENT [--scale quick|paper] [--device cpu|cuda] [--out PATH]
                                       [--part NAME ...] [--workers N] [--overwrite]
+                                      [--backend local|dask] [--address tcp://HOST:PORT]
     python -m gaugekit report EXPERIMENT [--scale ...] [--out PATH] [--part NAME]
                                          [--protocol oracle|validation|train_speed]
     python -m gaugekit headline [--check]     # the README's results block, from the records
@@ -12,7 +13,10 @@
                                      [--scale ...] [--out PATH] [--workers N]  # a user's scene
 
 ``run`` resumes by default: runs already recorded under ``--out`` are skipped. ``--out``
-defaults to ``results/EXPERIMENT/SCALE`` under the working directory.
+defaults to ``results/EXPERIMENT/SCALE`` under the working directory. ``--backend dask``
+runs the batches on a Dask cluster: the one at ``--address``, or a local one of ``--workers``
+processes started for the run (``pip install gaugekit[cluster]``); this process still writes
+every record.
 """
 
 from __future__ import annotations
@@ -51,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--part", action="append", default=None,
                      help="run only this part (repeatable; default: all parts)")
     run.add_argument("--workers", type=int, default=1, help="parallel worker processes")
+    run.add_argument("--backend", choices=("local", "dask"), default="local",
+                     help="where batches run: local processes (default) or a Dask cluster "
+                     "(pip install gaugekit[cluster])")
+    run.add_argument("--address", default=None,
+                     help="with --backend dask: join the Dask scheduler at this address "
+                     "(tcp://HOST:8786); default: start a local cluster of --workers processes")
     run.add_argument("--max-batch-size", type=int, default=None, help="cap on runs per batch")
     run.add_argument("--overwrite", action="store_true",
                      help="delete the parts' record files first instead of resuming")
@@ -138,7 +148,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     report = run_sweep(
         exp, out, scale=scale, parts=args.part, device=args.device,
         max_batch_size=args.max_batch_size, resume=not args.overwrite,
-        progress=not args.quiet, workers=args.workers,
+        progress=not args.quiet, workers=args.workers, backend=args.backend,
+        address=args.address,
     )
     print(f"{exp.name} [{scale}] -> {out}: {report}")
     return 1 if report.statuses.get("error") else 0
@@ -204,5 +215,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_hyperspectral(args)
         return _cmd_report(args)
     except ValueError as err:
+        print(f"gaugekit: error: {err}", file=sys.stderr)
+        return 2
+    except ImportError as err:
+        from gaugekit.experiments.backends import MissingExtra
+
+        if not isinstance(err, MissingExtra):
+            raise
         print(f"gaugekit: error: {err}", file=sys.stderr)
         return 2

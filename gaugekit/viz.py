@@ -30,6 +30,7 @@ __all__ = [
     "scatter_metrics",
     "table_html",
     "training_curves",
+    "value_curves",
 ]
 
 EQUIVARIANT_COLOR = "#1f77b4"
@@ -289,3 +290,51 @@ def table_html(
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_MARKERS = "osD^vP*Xp<>h"
+
+
+def value_curves(
+    x: Sequence[float],
+    values: Mapping[str, Sequence[float | None]],
+    *,
+    published: Mapping[str, Mapping[float, float]] | None = None,
+    ax: Axes | None = None,
+    log: bool = True,
+    floor: float = 1e-7,
+    ticks: Sequence[float] | None = None,
+    xlabel: str = "n",
+    ylabel: str = "recovery error rec",
+) -> Figure:
+    """One line per method of ``values[method][i]`` against ``x[i]`` (``None`` gaps skipped),
+    coloured by gauge class with one marker per method; ``published[method][x]`` as large
+    hollow markers of the same method. ``log``: log axis, values below ``floor`` drawn at it;
+    ``ticks``: the x ticks (default ``x``), so that sizes without values keep their place."""
+    fig, ax = _axes(ax, (7.0, 3.6))
+    for i, (method, ys) in enumerate(values.items()):
+        pts = [(xi, max(float(y), floor) if log else float(y))
+               for xi, y in zip(x, ys, strict=True) if _finite(y)]
+        marker = _MARKERS[i % len(_MARKERS)]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), marker=marker, ms=4, lw=1.2,
+                    color=class_color(method), label=_label(method))
+        for xp, yp in (published or {}).get(method, {}).items():
+            ax.plot(xp, max(yp, floor) if log else yp, marker=marker, ms=10, ls="",
+                    mfc="none", mec=class_color(method), mew=1.5)
+    ax.set_xscale("log")
+    ticks = list(ticks if ticks is not None else x)
+    ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+    if ticks:
+        ax.set_xlim(min(ticks) / 1.15, max(ticks) * 1.15)
+    ax.minorticks_off()
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    handles, _ = ax.get_legend_handles_labels()
+    if published:
+        handles.append(Line2D([], [], color="k", marker="o", ms=10, mfc="none", ls="",
+                              label="published"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

@@ -5,6 +5,7 @@
 ``batching``   helpers to train stacked runs and drop finished ones
 ``selection``  hyperparameter selection protocols over records (oracle, validation, speed)
 ``matrix_sensing``  the optimizer zoo on the paper's matrix-sensing testbed
+``ladder``     the zoo at growing sizes, and rank and m/dof arms (the GPU appendix)
 
 Experiments are registered here by name; modules are imported on first use.
 """
@@ -24,6 +25,9 @@ EXPERIMENTS: dict[str, str] = {
     "dial": "gaugekit.experiments.dial:EXPERIMENT",
     "spectral_tails": "gaugekit.experiments.spectral_tails:EXPERIMENT",
     "hyperspectral": "gaugekit.experiments.hyperspectral:EXPERIMENT",
+    "ecosystem": "gaugekit.experiments.ecosystem:EXPERIMENT",
+    "eigenbasis": "gaugekit.experiments.eigenbasis:EXPERIMENT",
+    "ladder": "gaugekit.experiments.ladder:EXPERIMENT",
 }
 
 

@@ -95,6 +95,8 @@ METHODS: tuple[str, ...] = ("adam", "momentum", "scalar_adam", "muon_adam")
 METHOD_LABELS: dict[str, str] = {
     "adam": "Adam", "momentum": "SGD heavy-ball", "scalar_adam": "Shared-scale Adam",
     "muon_adam": "Muon + Adam",
+    "eigen_adam": "Eigenbasis Adam + Adam",
+    "eigen_adam_pooled": "Eigenbasis Adam (pooled clusters) + Adam",
 }
 EQUIVARIANT: frozenset[str] = frozenset({"momentum", "scalar_adam", "muon_adam"})
 _ADAM = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
@@ -105,6 +107,17 @@ PAPER_HPARAMS: dict[str, dict[str, Any]] = {
     "scalar_adam": {"lr": 3e-3, "betas": (0.9, 0.999), "eps": 1e-8},
     "muon_adam": {
         "muon": {"lr": 0.02, "momentum": 0.9, "nesterov": False, "ns_steps": 5, "eps": 1e-7},
+        "adam": dict(_ADAM),
+    },
+    # not in METHODS: run by gaugekit.experiments.eigenbasis (issue 15), Adam's lr, not tuned
+    "eigen_adam": {
+        "eigen_adam": {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left"},
+        "adam": dict(_ADAM),
+    },
+    # the same with one second moment per cluster of eigenvalues closer than 1e-4 λ₁
+    "eigen_adam_pooled": {
+        "eigen_adam": {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left",
+                       "cluster_tol": 1e-4},
         "adam": dict(_ADAM),
     },
 }
@@ -378,6 +391,16 @@ def make_twin_optimizers(
         others = [params[n] for n, m in zip(names, is_muon, strict=True) if not m]
         return [
             make_optimizer("muon", matrices, batch_dims=1, **_tuples(hparams["muon"])),
+            make_optimizer("adam", others, batch_dims=1, **_tuples(hparams["adam"])),
+        ]
+    if method in ("eigen_adam", "eigen_adam_pooled"):
+        # the head gauge acts on the rows of W_Q, W_K (A_h W_{Q,h}): the left eigenbasis
+        is_matrix = [n.startswith("layers.") and n.rsplit(".", 1)[1] in MUON_PARAMS for n in names]
+        matrices = [params[n] for n, m in zip(names, is_matrix, strict=True) if m]
+        others = [params[n] for n, m in zip(names, is_matrix, strict=True) if not m]
+        return [
+            make_optimizer("eigen_adam", matrices, batch_dims=1,
+                           **_tuples(hparams["eigen_adam"])),
             make_optimizer("adam", others, batch_dims=1, **_tuples(hparams["adam"])),
         ]
     raise ValueError(f"Invalid method: {method!r}; expected one of {METHODS}")

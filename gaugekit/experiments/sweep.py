@@ -13,10 +13,14 @@ An *experiment* (one module per experiment) says what to run; this module says h
    and fsync). An exception in a batch becomes ``error`` records carrying its message for the
    runs of that batch, and the sweep goes on.
 
-With ``workers > 1`` batches run in that many processes (each with ``threads // workers``
-torch threads). An experiment may then cut each batch into ``workers`` balanced pieces
-(optional ``split_batch(specs, parts)``) and rank batches by an estimated cost (optional
-``batch_cost(specs)``, largest first); a batch that needs no splitting is left whole.
+A *backend* (:mod:`gaugekit.experiments.backends`) runs the batches: ``local`` (default) in
+this process or, with ``workers > 1``, in that many processes (each with ``threads //
+workers`` torch threads); ``dask`` on a Dask distributed cluster, joined by ``address`` or
+started for the run. Whatever the backend, it only returns results: this process alone writes
+the records. With more than one batch running at once an experiment may cut each batch into
+that many balanced pieces (optional ``split_batch(specs, parts)``) and rank batches by an
+estimated cost (optional ``batch_cost(specs)``, largest first); a batch that needs no
+splitting is left whole.
 
 Every record of a folder counts for skipping, whichever part wrote it: parts that share runs
 (the same semantic config) compute them once.
@@ -24,11 +28,9 @@ Every record of a folder counts for skipping, whichever part wrote it: parts tha
 
 from __future__ import annotations
 
-import multiprocessing
 import tempfile
 import time
-from collections.abc import Hashable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -215,33 +217,6 @@ def _parallel_batches(
     return sorted(batches, key=cost, reverse=True)
 
 
-def _results_stream(
-    experiment: Experiment,
-    batches: list[list[RunSpec]],
-    device: torch.device,
-    progress: bool,
-    workers: int,
-) -> Iterator[tuple[list[RunSpec], list[RunResult], float]]:
-    if workers <= 1:
-        for batch in batches:
-            yield (batch, *_execute(experiment, batch, device, progress))
-        return
-    threads = max(1, torch.get_num_threads() // workers)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {
-            pool.submit(_execute, experiment, batch, device, False, threads): batch
-            for batch in batches
-        }
-        for future in as_completed(futures):
-            batch = futures[future]
-            try:
-                results, wall = future.result()
-            except Exception as err:  # noqa: BLE001 - a worker died: record, go on
-                results, wall = _error_results(len(batch), err), 0.0
-            yield batch, results, wall
-
-
 def run_sweep(
     experiment: Experiment,
     out_dir: str | Path,
@@ -253,20 +228,29 @@ def run_sweep(
     resume: bool = True,
     progress: bool = True,
     workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
 ) -> SweepReport:
     """Run the parts of ``experiment`` at ``scale`` and append their records under ``out_dir``.
 
     With ``resume`` (the default) runs already finished in ``out_dir`` are skipped; without it
     the part files are deleted first and everything runs again. ``scale`` and ``device``
     default to :func:`gaugekit.config.get_scale` / :func:`~gaugekit.config.get_device`.
-    ``workers`` processes run batches in parallel (see the module docstring).
+    ``backend`` (``local`` or ``dask``) runs the batches, ``workers`` of them in parallel; the
+    dask backend joins the scheduler at ``address`` (then the cluster's size sets the
+    parallelism, and ``device`` need not exist on this machine) or starts a local cluster of
+    ``workers`` processes (see :mod:`gaugekit.experiments.backends`).
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"Invalid workers: {workers!r}; expected an integer >= 1")
     from tqdm import tqdm
 
+    from gaugekit.experiments.backends import make_backend
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"Invalid workers: {workers!r}; expected an integer >= 1")
     scale = get_scale(scale)
-    dev = get_device(device)
+    remote = backend == "dask" and address is not None and device is not None
+    dev = torch.device(device) if remote else get_device(device)
+    engine = make_backend(backend, workers=workers, address=address, device=dev)
     out = Path(out_dir)
     all_parts = experiment.parts(scale)
     parts = list(all_parts if parts is None else parts)
@@ -297,40 +281,50 @@ def run_sweep(
             todo.append(spec)
 
     batches = plan_batches(experiment, todo, max_batch_size)
-    if workers > 1:
-        batches = _parallel_batches(experiment, batches, workers)
-    bar = tqdm(total=len(todo), unit="run", desc=experiment.name, disable=not progress or not todo)
-    for batch, results, wall in _results_stream(experiment, batches, dev, progress, workers):
-        by_file: dict[Path, list[dict[str, Any]]] = {}
-        for spec, result in zip(batch, results, strict=True):
-            record = make_record(
-                run_id=spec.run_id,
-                experiment=experiment.name,
-                part=spec.part,
-                config=spec.config,
-                seeds=spec.seeds,
-                scale=scale,
-                dtype=spec.dtype,
-                device=str(dev),
-                status=result.status,
-                metrics=result.metrics,
-                curves=result.curves,
-                message=result.message,
-                wall_time_s=wall / len(batch),
-                batch={"size": len(batch), "wall_time_s": wall},
-            )
-            by_file.setdefault(out / f"{spec.part}.jsonl", []).append(record)
-            report.statuses[result.status] += 1
-        for path, records in by_file.items():
-            append_records(path, records)
-            if str(path) not in report.files:
-                report.files.append(str(path))
-        report.ran += len(batch)
-        report.batches += 1
-        bar.update(len(batch))
-    bar.close()
+    if batches:  # a backend holds processes or a cluster: start it only when there is work
+        bar = tqdm(total=len(todo), unit="run", desc=experiment.name, disable=not progress)
+        with engine:
+            slots = engine.slots()
+            if slots > 1:
+                batches = _parallel_batches(experiment, batches, slots)
+            for batch, results, wall in engine.stream(experiment, batches, dev, progress):
+                _record_batch(experiment, out, scale, dev, batch, results, wall, report)
+                bar.update(len(batch))
+        bar.close()
     report.wall_time_s = time.perf_counter() - start
     return report
+
+
+def _record_batch(experiment: Experiment, out: Path, scale: str, dev: torch.device,
+                  batch: Sequence[RunSpec], results: Sequence[RunResult], wall: float,
+                  report: SweepReport) -> None:
+    """Append the records of one finished batch (flush and fsync): the driver's only write."""
+    by_file: dict[Path, list[dict[str, Any]]] = {}
+    for spec, result in zip(batch, results, strict=True):
+        record = make_record(
+            run_id=spec.run_id,
+            experiment=experiment.name,
+            part=spec.part,
+            config=spec.config,
+            seeds=spec.seeds,
+            scale=scale,
+            dtype=spec.dtype,
+            device=str(dev),
+            status=result.status,
+            metrics=result.metrics,
+            curves=result.curves,
+            message=result.message,
+            wall_time_s=wall / len(batch),
+            batch={"size": len(batch), "wall_time_s": wall},
+        )
+        by_file.setdefault(out / f"{spec.part}.jsonl", []).append(record)
+        report.statuses[result.status] += 1
+    for path, records in by_file.items():
+        append_records(path, records)
+        if str(path) not in report.files:
+            report.files.append(str(path))
+    report.ran += len(batch)
+    report.batches += 1
 
 
 def load_part(

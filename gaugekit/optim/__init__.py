@@ -43,6 +43,10 @@ Each entry: registry name, class — update; paper defaults; lr schedule; gauge.
   constant; equivariant.
 * ``gram``, :class:`GramPreconditioned` — ``θ −= lr H(G Gᵀ) G``, default
   ``H(P) = (P + λI)^{-s}``; s = 1/2, λ = 1e-6; constant; equivariant (Theorem 4.5).
+* ``eigen_adam``, :class:`EigenAdam` — Adam run in the eigenbasis ``E`` of ``R = EMA(gᵀg)``
+  (refreshed every 10 steps, ``m`` kept in parameter coordinates, ``v`` carried by ``C∘C``),
+  ``θ −= lr (m̂E / (√v̂ + ε)) Eᵀ``; β = (0.9, 0.999), ε = 1e-8, β_R = 0.95; constant;
+  equivariant where every refresh sees a simple spectrum of ``R``.
 
 Where the paper differs from torch, the paper wins by default and torch's convention is an
 option when cheap: Momentum's ``nesterov``; Muon's ``nesterov`` and ``adjust_lr_fn``
@@ -71,11 +75,20 @@ Errors: hyperparameters are validated at construction, before any parameter is t
 ``ValueError("Invalid <name>: <value>; expected ...")``. Matrix-only rules (Muon, Shampoo,
 ScaledGD, GramPreconditioned) refuse a parameter without exactly ``batch_dims + 2`` dims; route
 the others with :func:`split_matrix_params`.
+
+Distributed training (:mod:`gaugekit.optim.distributed`): DDP needs nothing (every rank holds
+whole parameters and averaged gradients). With DTensor parameters (FSDP2 ``fully_shard``) every
+reduction over parameters (SharedScaleAdam's and FlowAdam's scalars, FlowAdam's norms and clip)
+sums each rank's block and all-reduces once per step, without a host sync; the matrix rules
+(Muon, Shampoo, Gram, ScaledGD) gather the matrix they need; elementwise rules communicate
+nothing. The update equals the one-process update to round-off. DTensor parameters need
+``batch_dims = 0``.
 """
 
 from gaugekit.optim.adafactor import Adafactor
 from gaugekit.optim.adam import Adam, SharedScaleAdam
 from gaugekit.optim.base import ZooOptimizer, per_run
+from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
 from gaugekit.optim.params import split_matrix_params
@@ -102,6 +115,7 @@ __all__ = [
     "GD",
     "Adafactor",
     "Adam",
+    "EigenAdam",
     "FlowAdam",
     "GramPreconditioned",
     "Lion",

@@ -35,6 +35,10 @@ class Adafactor(ZooOptimizer):
     Gauge: not equivariant — ``v̂`` is built from row and column sums of ``G²`` in the given
     basis; rotating ``G → G Q`` changes the column statistics.
 
+    Distributed: with a sharded DTensor parameter the row and column means are left to DTensor's
+    own sharding propagation (it all-gathers what they need): the same update as one process,
+    with a few collectives per matrix and step.
+
     Args:
         params: tensors or param-group dicts.
         lr: learning rate ``>= 0`` (per run).

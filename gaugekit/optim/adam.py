@@ -93,6 +93,12 @@ class SharedScaleAdam(ZooOptimizer):
     Gauge: equivariant — ``mean(v̂)`` is a sum of squared Frobenius norms, invariant under
     ``G → G Q``, so the update is ``m̂`` times a gauge-invariant scalar.
 
+    Distributed: with DTensor parameters (FSDP2 ``fully_shard``, ``Shard`` placements) ``Σ v̂``
+    is summed over each rank's block and all-reduced once per step over the shard groups
+    (:func:`gaugekit.optim.distributed.param_sums`, no host sync), so every rank applies the
+    one-process update (to round-off); replicated parameters (DDP, ``Replicate()``) already hold
+    every entry and communicate nothing. ``batch_dims = 0`` with DTensor parameters.
+
     Args:
         params: tensors or param-group dicts; all parameters share ``param.shape[:batch_dims]``.
         lr: learning rate ``>= 0`` (per run).

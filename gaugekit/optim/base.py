@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from gaugekit.optim import distributed as D
 from gaugekit.optim.validation import BATCH_DIMS, Check, Hyper, invalid
 
 
@@ -78,6 +79,7 @@ class ZooOptimizer(Optimizer):
                 raise TypeError(f"optimizer can only optimize Tensors, got {type(p)}")
             if not p.is_floating_point():
                 raise invalid("params", f"tensor of dtype {p.dtype}", "real floating tensors")
+            D.check_distributed_param(p, batch_dims)
             if p.ndim < batch_dims:
                 raise invalid(
                     "params",

@@ -62,6 +62,7 @@ Gauge: equivariant with ``p = 0``, ``'rms'`` and ``'globalnorm'`` (the preset ``
 from __future__ import annotations
 
 import importlib.util
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +70,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gaugekit.optim import distributed as D
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.registry import OptimizerSpec, register_optimizer
 from gaugekit.optim.validation import (
@@ -311,6 +313,13 @@ class FlowAdam(ZooOptimizer):
     Gauge: equivariant for ``precond_power=0, precond_scalar='rms', flow_clip_mode='globalnorm'``
     (the defaults, preset ``'invariant'``); not equivariant otherwise.
 
+    Distributed: with DTensor parameters (FSDP2 ``fully_shard``) every reduction of a step —
+    ``s̄``, ``‖g‖``, ``‖g − g_prev‖``, the per-parameter norms of the clip and the velocity cap —
+    is summed over each rank's block and all-reduced in ONE ``all_reduce`` per step, without a
+    host sync, so every rank takes the one-process step (to round-off), trigger decisions
+    included; replicated parameters (DDP) communicate nothing. DTensor parameters need
+    ``batch_dims = 0`` and ``flow_method='euler'`` (a multi-stage method is refused).
+
     Args:
         params: tensors or param-group dicts (all sharing ``param.shape[:batch_dims]``).
         lr: learning rate ``>= 0`` (per group, per run).
@@ -413,6 +422,12 @@ class FlowAdam(ZooOptimizer):
             group, self.defaults, _OPTIMIZER_WIDE, "it cannot differ by group"
         )
         check_common_batch_shape(self.param_groups, group)
+        if self._multi_stage and any(D.is_dtensor(p) for p in group["params"]):
+            raise invalid(
+                "flow_method", self.defaults["flow_method"],
+                "'euler' for DTensor (FSDP2/sharded) parameters: multi-stage flows re-evaluate "
+                "the closure on whole tensors",
+            )
 
     @property
     def couples_param_groups(self) -> bool:  # type: ignore[override]
@@ -472,13 +487,16 @@ class FlowAdam(ZooOptimizer):
             state["exp_avg"].lerp_(g, 1 - beta1)
             state["exp_avg_sq"].lerp_(g * g, 1 - beta2)
 
-        shared = self._shared_scale(entries)
-        fire, param_norms, norm = self._flow_trigger(entries) if opts["flow"] else (None, [], None)
+        stats = self._distributed_statistics(entries)
+        shared = self._shared_scale(entries, stats)
+        fire, param_norms, norm = (
+            self._flow_trigger(entries, stats) if opts["flow"] else (None, [], None)
+        )
         if fire is None:
             for group, p, _, state in entries:
                 p.addcmul_(state["exp_avg"], self._coefficient(group, p, state, shared))
         elif not self._multi_stage:
-            self._euler_or_dial(entries, shared, fire, param_norms, norm)
+            self._euler_or_dial(entries, shared, fire, param_norms, norm, stats)
         elif bool(fire):
             self._integrated_flow(entries, shared, closure)
         else:
@@ -486,11 +504,13 @@ class FlowAdam(ZooOptimizer):
                 p.addcmul_(state["exp_avg"], self._coefficient(group, p, state, shared))
 
     # ----------------------------------------------------------------------------- the dial
-    def _shared_scale(self, entries: list) -> Tensor | None:
+    def _shared_scale(self, entries: list, stats: dict[str, Any] | None = None) -> Tensor | None:
         """``s̄`` per run, or ``None`` when every group has ``p`` equal to the float 1."""
         powers = [group["precond_power"] for group, *_ in entries]
         if all(not isinstance(q, Tensor) and q == 1 for q in powers):
             return None
+        if stats is not None:
+            return stats["shared"]
         bias2 = []
         for group, p, _, state in entries:
             beta2 = _run_value(group["betas"][1], p)
@@ -513,6 +533,71 @@ class FlowAdam(ZooOptimizer):
             shared=None if shared is None else _run_view(shared, p, self.defaults["batch_dims"]),
         )
 
+    def _distributed_statistics(self, entries: list) -> dict[str, Any] | None:
+        r"""Every reduction of the step, for DTensor (FSDP2) parameters; ``None`` for plain ones.
+
+        From the local blocks: ``Σ v̂`` (or ``Σ log s_i``) for ``s̄``, ``‖g_i‖²``,
+        ``‖g_i − g_prev,i‖²`` (``prev_grad`` is overwritten with ``g`` here) and, once the flow
+        may fire, ``‖m_i‖²`` and (``'percoord'``) ``‖clip(g)_i‖²``: all sums over parameter
+        entries, reduced across the shards in ONE
+        :func:`~gaugekit.optim.distributed.param_sums` call (one ``all_reduce`` of a few
+        scalars, no host sync). The same quantities as one process, up to round-off (sums of
+        squares instead of ``vector_norm``); needs ``batch_dims = 0``.
+        """
+        if not any(D.is_dtensor(p) for _, p, _, _ in entries):
+            return None
+        opts = self.defaults
+        flow = self.state.get("flow")
+        eligible = opts["flow"] and flow is not None and flow["step"] > opts["flow_warmup"]
+        percoord = opts["flow_clip_mode"] == "percoord"
+        powers = [group["precond_power"] for group, *_ in entries]
+        needs_shared = any(isinstance(q, Tensor) or q != 1 for q in powers)
+        keys: list[str] = []
+        partials: list[Tensor] = []
+        refs: list[Tensor] = []
+
+        def add(key: str, value: Tensor, ref: Tensor) -> None:
+            keys.append(key)
+            partials.append(value)
+            refs.append(ref)
+
+        for group, _, g, state in entries:
+            if needs_shared:
+                v = D.local(state["exp_avg_sq"])
+                bias2 = 1 - _run_value(group["betas"][1], v) ** state["step"]
+                if opts["precond_scalar"] == "rms":
+                    add("shared", v.sum() / bias2, state["exp_avg_sq"])
+                else:
+                    logs = (v / bias2).sqrt_().clamp_min_(GEOMEAN_FLOOR).log_()
+                    add("shared", logs.sum(), state["exp_avg_sq"])
+            if opts["flow"]:
+                g_local, prev = D.local(g), D.local(state["prev_grad"])
+                add("grad", (g_local * g_local).sum(), g)
+                add("change", prev.sub_(g_local).square_().sum(), g)
+                prev.copy_(g_local)
+                if eligible:
+                    m = D.local(state["exp_avg"])
+                    add("momentum", (m * m).sum(), state["exp_avg"])
+                    if percoord:
+                        d = g_local.clamp(-opts["flow_clip"], opts["flow_clip"])
+                        add("direction", (d * d).sum(), g)
+        sums: dict[str, list[Tensor]] = {}
+        for key, value in zip(keys, D.param_sums(partials, refs), strict=True):
+            sums.setdefault(key, []).append(value)
+        stats: dict[str, Any] = {"shared": None, "momentum_norms": None, "direction_norms": None}
+        if needs_shared:
+            mean = sum(sums["shared"]) / sum(math.prod(p.shape) for _, p, _, _ in entries)
+            stats["shared"] = mean.sqrt() if opts["precond_scalar"] == "rms" else mean.exp()
+        if opts["flow"]:
+            stats["param_norms"] = [x.sqrt() for x in sums["grad"]]
+            stats["norm"] = sum(sums["grad"]).sqrt()
+            stats["change"] = sum(sums["change"]).sqrt()
+            if eligible:
+                stats["momentum_norms"] = [x.sqrt() for x in sums["momentum"]]
+                if percoord:
+                    stats["direction_norms"] = [x.sqrt() for x in sums["direction"]]
+        return stats
+
     # ------------------------------------------------------------------------- the trigger
     def _flow_state(self, like: Tensor) -> dict[str, Any]:
         flow = self.state.get("flow")
@@ -528,7 +613,9 @@ class FlowAdam(ZooOptimizer):
             self.state["flow"] = flow
         return flow
 
-    def _flow_trigger(self, entries: list) -> tuple[Tensor | None, list[Tensor], Tensor]:
+    def _flow_trigger(
+        self, entries: list, stats: dict[str, Any] | None = None
+    ) -> tuple[Tensor | None, list[Tensor], Tensor]:
         """Update the trigger statistics. Returns the per-run flow mask (``None`` during the
         warm-up), the per-parameter gradient norms and the global gradient norm."""
         opts = self.defaults
@@ -536,7 +623,10 @@ class FlowAdam(ZooOptimizer):
         flow = self._flow_state(entries[0][1])
         grads = [g for _, _, g, _ in entries]
         previous = [state["prev_grad"] for *_, state in entries]
-        param_norms, norm, change = gradient_statistics_(grads, previous, batch_dims)
+        if stats is None:
+            param_norms, norm, change = gradient_statistics_(grads, previous, batch_dims)
+        else:  # already reduced, and prev_grad already overwritten
+            param_norms, norm, change = stats["param_norms"], stats["norm"], stats["change"]
         beta = opts["flow_stat_beta"]
         if flow["step"] == 0:
             flow["grad_norm_avg"], flow["grad_change_avg"] = norm, change
@@ -556,7 +646,7 @@ class FlowAdam(ZooOptimizer):
     # ---------------------------------------------------------------------------- the flow
     def _euler_or_dial(
         self, entries: list, shared: Tensor | None, fire: Tensor, param_norms: list[Tensor],
-        norm: Tensor,
+        norm: Tensor, stats: dict[str, Any] | None = None,
     ) -> None:
         """Per run: one Euler step of the clipped flow where ``fire``, the dial step elsewhere.
 
@@ -577,14 +667,20 @@ class FlowAdam(ZooOptimizer):
         else:
             kappa = torch.ones_like(norm)
             directions = [g.clamp(-opts["flow_clip"], opts["flow_clip"]) for _, _, g, _ in entries]
-            speeds = [time_scale * _run_norm(d, batch_dims) for d in directions]
-        rows = zip(entries, directions, speeds, strict=True)
-        for (group, p, _, state), direction, speed in rows:
+            speeds = (
+                [time_scale * _run_norm(d, batch_dims) for d in directions] if stats is None
+                else [time_scale * n for n in stats["direction_norms"]]
+            )
+        momentum_norms = [None] * len(entries) if stats is None else stats["momentum_norms"]
+        rows = zip(entries, directions, speeds, momentum_norms, strict=True)
+        for (group, p, _, state), direction, speed, m_norm in rows:
             exp_avg = state["exp_avg"]
             f = _run_view(fired, p, batch_dims)
             lr = self._hyper(group, "lr", p)
             cap = opts["flow_velocity_cap"]
-            phi = velocity_cap_factor(speed, _run_norm(exp_avg, batch_dims), cap)
+            if m_norm is None:
+                m_norm = _run_norm(exp_avg, batch_dims)
+            phi = velocity_cap_factor(speed, m_norm, cap)
             p.addcmul_(exp_avg, self._coefficient(group, p, state, shared, lr * (1 - f)))
             p.addcmul_(direction, -(lr * time_scale) * _run_view(kappa, p, batch_dims) * f)
             exp_avg.mul_(_run_view(1 - weight, p, batch_dims))

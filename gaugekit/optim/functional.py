@@ -15,12 +15,14 @@ the learning rate; matrix rules see ``G`` (the last two dimensions) as an ``n ×
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from gaugekit.linalg import newton_schulz, sym_matrix_power
+from gaugekit.optim import distributed as D
 
 Hyper = float | Tensor
 #: a Gram-matrix function ``H``: a stack of symmetric PSD matrices → a stack of matrices.
@@ -101,11 +103,15 @@ def mean_over_runs(tensors: list[Tensor], batch_dims: int) -> Tensor:
     r"""Mean of all entries of all ``tensors``, one mean per run (shape ``batch_shape``).
 
     ``tensors`` share their first ``batch_dims`` dimensions; everything after them is pooled.
+    DTensor (sharded) ``tensors`` are summed over their local blocks and all-reduced once
+    (:func:`gaugekit.optim.distributed.param_sums`); plain ones exactly as in one process.
     """
-    total = sum(
-        t.sum(dim=tuple(range(batch_dims, t.ndim))) if t.ndim > batch_dims else t for t in tensors
-    )
-    count = sum(t[(0,) * batch_dims].numel() for t in tensors)
+    partials = [
+        t.sum(dim=tuple(range(batch_dims, t.ndim))) if t.ndim > batch_dims else t
+        for t in map(D.local, tensors)
+    ]
+    total = sum(D.param_sums(partials, tensors))
+    count = sum(math.prod(t.shape[batch_dims:]) for t in tensors)
     return total / count
 
 
@@ -131,7 +137,8 @@ def shared_scale_adam_(
     """
     scale = shared_scale(v_hats, batch_dims, eps)
     for p, m_hat, lr in zip(params, m_hats, lrs, strict=True):
-        s = scale.reshape(tuple(scale.shape) + (1,) * (p.ndim - batch_dims))
+        # a 0-d scale broadcasts as is (and is what a DTensor accepts as an implicit scalar)
+        s = scale if scale.ndim == 0 else scale.reshape(scale.shape + (1,) * (p.ndim - batch_dims))
         p.sub_(lr * (m_hat / s))
 
 
@@ -208,13 +215,14 @@ def muon_(
     r"""``M ← μ M + G``; ``θ ← θ − lr · NS₅(M)`` (Nesterov: ``NS₅(G + μ M)``).
 
     ``NS₅`` is :func:`gaugekit.linalg.newton_schulz` on each matrix of the stack:
-    ``X₀ = M / (‖M‖_F + ε)`` per matrix, tall matrices transposed.
+    ``X₀ = M / (‖M‖_F + ε)`` per matrix, tall matrices transposed. A DTensor ``M`` is gathered
+    (:func:`gaugekit.optim.distributed.full`) and each rank applies its block of ``NS₅(M)``.
     """
     momentum_buffer.mul_(momentum).add_(grad)
     target = grad + momentum * momentum_buffer if nesterov else momentum_buffer
-    orth = newton_schulz(target, steps=ns_steps, eps=eps, coefficients=ns_coefficients)
+    orth = newton_schulz(D.full(target), steps=ns_steps, eps=eps, coefficients=ns_coefficients)
     ratio = muon_lr_ratio(adjust_lr_fn, param.shape[-2], param.shape[-1])
-    param.sub_((lr * ratio) * orth)
+    param.sub_((lr * ratio) * D.like_param(orth, param))
 
 
 def shampoo_(
@@ -226,8 +234,10 @@ def shampoo_(
 
     ``L ← L + G Gᵀ``, ``R ← R + Gᵀ G``; at steps ``t ≡ 1 (mod update_freq)`` refresh
     ``L̃ = (L + λI)^{-1/4}``, ``R̃ = (R + λI)^{-1/4}`` (eigh, eigenvalues clamped below at
-    ``eig_floor``); ``θ ← θ − lr L̃ G R̃``.
+    ``eig_floor``); ``θ ← θ − lr L̃ G R̃``. A DTensor ``G`` is gathered; ``L``, ``R`` and their
+    roots are then plain full matrices (the same on every rank) and each rank applies its block.
     """
+    grad = D.full(grad)
     left_gram.add_(grad @ grad.mT)
     right_gram.add_(grad.mT @ grad)
     if (step - 1) % update_freq == 0:
@@ -239,7 +249,7 @@ def shampoo_(
                 right_gram + damping * _eye_like(right_gram), -0.25, eig_floor
             )
         )
-    param.sub_(lr * (left_inv_root @ grad @ right_inv_root))
+    param.sub_(lr * D.like_param(left_inv_root @ grad @ right_inv_root, param))
 
 
 def damped_inverse_power(power: float, damping: float, eig_floor: float = 1e-6) -> GramFn:
@@ -261,8 +271,9 @@ def gram_precondition(grad: Tensor, gram_fn: GramFn, side: str = "left") -> Tens
 
 
 def gram_(param: Tensor, grad: Tensor, *, lr: Hyper, gram_fn: GramFn, side: str) -> None:
-    r"""``θ ← θ − lr Φ(G)`` with :func:`gram_precondition`."""
-    param.sub_(lr * gram_precondition(grad, gram_fn, side))
+    r"""``θ ← θ − lr Φ(G)`` with :func:`gram_precondition` (a DTensor ``G`` is gathered, each
+    rank applies its block of ``Φ(G)``)."""
+    param.sub_(lr * D.like_param(gram_precondition(D.full(grad), gram_fn, side), param))
 
 
 def scaled_gd_damping(gram: Tensor, damping: float, relative: bool) -> Tensor | float:
@@ -291,15 +302,22 @@ def scaled_gd_(
 
     ``U ← U − lr G_U (VᵀV + λ_V I)⁻¹``, ``V ← V − lr G_V (UᵀU + λ_U I)⁻¹``, both Grams from the
     factors before the step (``sequential=True``: ``V``'s Gram uses the updated ``U``, the order
-    of the paper's script). A factor whose gradient is ``None`` is left alone.
+    of the paper's script). A factor whose gradient is ``None`` is left alone. DTensor factors
+    and gradients are gathered; each rank applies its block of the directions.
     """
     step_U = None
     if G_U is not None:
-        step_U = lr_U * scaled_gd_direction(G_U, V, damping=damping, relative=relative_damping)
+        direction = scaled_gd_direction(
+            D.full(G_U), D.full(V), damping=damping, relative=relative_damping
+        )
+        step_U = lr_U * D.like_param(direction, U)
         if sequential:
             U.sub_(step_U)
             step_U = None
     if G_V is not None:
-        V.sub_(lr_V * scaled_gd_direction(G_V, U, damping=damping, relative=relative_damping))
+        direction = scaled_gd_direction(
+            D.full(G_V), D.full(U), damping=damping, relative=relative_damping
+        )
+        V.sub_(lr_V * D.like_param(direction, V))
     if step_U is not None:
         U.sub_(step_U)

@@ -41,6 +41,9 @@ class GramPreconditioned(ZooOptimizer):
     Gauge: equivariant for ``side="left"`` and any ``H`` (``G Gᵀ`` is gauge-invariant); for
     ``side="right"`` only when ``H`` is spectral.
 
+    Distributed: a sharded DTensor gradient (FSDP2) is gathered (one all-gather per matrix and
+    step); ``Φ(G)`` is computed whole on every rank and each rank applies its block.
+
     Args:
         params: matrices (``batch_dims + 2`` dims each) or param-group dicts.
         lr: learning rate ``>= 0`` (per run).

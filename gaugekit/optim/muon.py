@@ -41,6 +41,10 @@ class Muon(ZooOptimizer):
     Gauge: equivariant — ``M`` is linear in past gradients and ``NS(M Q) = NS(M) Q`` for every
     orthogonal ``Q`` (odd matrix polynomial; ``‖M Q‖_F = ‖M‖_F``), with or without the transpose.
 
+    Distributed: a sharded DTensor parameter (FSDP2) is handled by gathering ``M``
+    (``full_tensor()``, one all-gather per matrix and step); every rank runs ``NS₅`` on the whole
+    matrix and applies its own block; the buffer stays sharded.
+
     Args:
         params: matrices (``batch_dims + 2`` dims each) or param-group dicts.
         lr: learning rate ``>= 0`` (per run).

@@ -22,6 +22,7 @@ from torch.optim import Optimizer
 
 from gaugekit.optim.adafactor import Adafactor
 from gaugekit.optim.adam import Adam, SharedScaleAdam
+from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
 from gaugekit.optim.rmsprop import RMSprop
@@ -144,6 +145,14 @@ _SPECS: tuple[OptimizerSpec, ...] = (
         "gram", GramPreconditioned, {"lr": 1e-2, "power": 0.5, "damping": 1e-6}, True,
         "H(G G^T) G with the gauge-invariant left Gram (Theorem 4.5)",
         True, "constant", (), "Gram-preconditioned",
+    ),
+    OptimizerSpec(
+        "eigen_adam", EigenAdam,
+        {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "gram_beta": 0.95, "update_freq": 10},
+        True,
+        "Adam in the eigenbasis of EMA(G^T G), which rotates as E -> Q^T E: G E is invariant "
+        "(needs a simple spectrum at every basis refresh)",
+        True, "constant", (), "Eigenbasis Adam",
     ),
 )
 

@@ -29,6 +29,10 @@ class ScaledGD(ZooOptimizer):
     Gauge: equivariant — under ``(U, V) → (UQ, VQ)``: ``G_U → G_U Q``, ``VᵀV → Qᵀ VᵀV Q``, ``λ``
     is invariant (a trace), so ``G_U (VᵀV + λI)⁻¹ → G_U (VᵀV + λI)⁻¹ Q``; the same for ``V``.
 
+    Distributed: sharded DTensor factors (FSDP2) and their gradients are gathered (four
+    all-gathers per pair and step); the directions are computed whole on every rank and each
+    rank applies its block.
+
     Args:
         params: ``[U, V]`` or a list of groups ``{"params": [U, V], ...}``.
         lr: learning rate ``>= 0`` (per run).

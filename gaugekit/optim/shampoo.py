@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gaugekit.optim import distributed as D
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.validation import LR, Hyper, int_check, real_check
@@ -26,6 +27,10 @@ class Shampoo(ZooOptimizer):
 
     Gauge: equivariant — under ``G → G Q``: ``L`` is invariant, ``R → Qᵀ R Q`` so
     ``(R + λI)^{-1/4} → Qᵀ (R + λI)^{-1/4} Q``, and the update becomes ``L̃ G R̃ Q``.
+
+    Distributed: a sharded DTensor parameter (FSDP2) has its gradient gathered
+    (``full_tensor()``, one all-gather per matrix and step); ``L``, ``R`` and their roots are
+    whole plain matrices, the same on every rank, and each rank applies its block of the update.
 
     Args:
         params: matrices (``batch_dims + 2`` dims each) or param-group dicts.
@@ -59,11 +64,12 @@ class Shampoo(ZooOptimizer):
             if not state:
                 n, k = p.shape[-2], p.shape[-1]
                 batch = p.shape[:-2]
+                block = D.local(p)  # DTensor p: plain full-size statistics on every rank
                 state["step"] = 0
-                state["left_gram"] = p.new_zeros(batch + (n, n))
-                state["right_gram"] = p.new_zeros(batch + (k, k))
-                state["left_inv_root"] = p.new_zeros(batch + (n, n))
-                state["right_inv_root"] = p.new_zeros(batch + (k, k))
+                state["left_gram"] = block.new_zeros(batch + (n, n))
+                state["right_gram"] = block.new_zeros(batch + (k, k))
+                state["left_inv_root"] = block.new_zeros(batch + (n, n))
+                state["right_inv_root"] = block.new_zeros(batch + (k, k))
             state["step"] += 1
             F.shampoo_(
                 p, g, state["left_gram"], state["right_gram"], state["left_inv_root"],

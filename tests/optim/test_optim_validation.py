@@ -42,6 +42,9 @@ BAD_VALUES: dict[str, list] = {
     "side": ["top"],
     "relative_damping": [1],
     "sequential": [None],
+    # EigenAdam (gaugekit/optim/eigen_adam.py)
+    "gram_beta": [1.0, -0.1, torch.tensor(0.9, dtype=DTYPE)],
+    "cluster_tol": [-0.1, 1.0, "0.1", math.nan],
     # FlowAdam (gaugekit/optim/flow_adam.py), when registered
     "weight_decay": [-0.1],
     "precond_power": [1.5, -0.1],

@@ -22,7 +22,7 @@ NUM_RUNS = 3
 #: per-run multipliers of a rule's default lr in the stacked tests
 LR_FACTORS = (1.0, 0.5, 0.25)
 #: per-rule overrides so that a few steps exercise every code path (Shampoo's refresh)
-TEST_OVERRIDES: dict[str, dict] = {"shampoo": {"update_freq": 3}}
+TEST_OVERRIDES: dict[str, dict] = {"shampoo": {"update_freq": 3}, "eigen_adam": {"update_freq": 3}}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,162 @@
+"""Paper-scale records on one GPU in a fixed time: the largest part of the suite that fits.
+
+    python bench/gpu_paper_scale.py OUT [--time-limit 540] [--device cuda] [--dry-run]
+    bash bench/gpu_paper_scale.sh OUT [SECONDS]          # the same, with a hard stop
+
+Runs the ladder (:mod:`gaugekit.experiments.ladder`) part by part, one seed of one size per
+part, big sizes first: seed 42 of n = 384, 256, 192, 128, 96, 64, 40, then seed 123 of each,
+then seed 456, then the rank and m/dof arms at n = 64, seed by seed. Every part goes through the
+sweep engine (``run_sweep``), so it resumes: runs already recorded under
+``OUT/results/ladder/paper`` are skipped (``OUT = .``: the checkout's committed folder), and a
+part's records are appended as soon as its batch ends.
+
+The time limit stops between parts (each part is one batch): after the first part the script
+knows its throughput and starts a part only when its estimate fits in the time left; one that
+does not is skipped and the next, smaller one is tried. The estimate is the larger of two
+extrapolations from the parts done: by the experiment's flop estimate (right when the sensing
+products dominate, as at n = 384) and by the step budget (right when the per-step overhead
+dominates, as at small n), so it errs on the safe side. Nothing is started once the limit has
+passed. The shell wrapper adds a hard stop (``timeout``) a minute after the limit, for a part
+that runs far past its estimate: that part's batch is lost, every earlier one is recorded.
+Exit status 0 when every part that ran finished ``ok``/``diverged``, 1 when some run ended in
+``error``.
+
+Settings printed at the start: device, dtype of the parts (float64, so TF32 does not apply;
+float32 matmul precision is set to ``highest`` anyway), torch version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gaugekit.experiments import ladder
+from gaugekit.experiments.records import finished_run_ids, read_records_dir
+from gaugekit.experiments.sweep import records_dir, run_sweep
+
+SIZES_BIG_FIRST = (384, 256, 192, 128, 96, 64, 40)
+
+
+def default_plan(scale: str = "paper") -> list[str]:
+    """Part names in running order: per seed, the sizes big first; then the arms per seed."""
+    config = ladder.get_config(scale)
+    sizes = sorted((p for p in config.arm("size")), key=lambda p: -p.problem.n)
+    arms = [*config.arm("rank"), *config.arm("mdof")]
+    seeds = config.parts[0].seeds
+    plan = [f"{p.name}_s{s}" for s in seeds for p in sizes]
+    plan += [f"{p.name}_s{s}" for s in seeds for p in arms]
+    return plan
+
+
+@dataclass
+class Outcome:
+    """What happened to one part: ``ran``, ``skipped`` (no time, or nothing left) or ``stopped``
+    (the limit had passed), with its runs, wall time and estimate."""
+
+    part: str
+    action: str
+    runs: int = 0
+    wall_s: float = 0.0
+    estimate_s: float | None = None
+    errors: int = 0
+
+
+def _missing_cost(part: str, scale: str, out: Path) -> tuple[int, float]:
+    """Runs of ``part`` not yet recorded under ``out`` and their estimated cost."""
+    done = finished_run_ids(read_records_dir(out))
+    specs = [s for s in ladder.EXPERIMENT.specs(part, scale) if s.run_id not in done]
+    return len(specs), ladder.EXPERIMENT.batch_cost(specs) if specs else 0.0
+
+
+def run_plan(
+    parts: Sequence[str],
+    out: Path,
+    time_limit_s: float,
+    *,
+    scale: str = "paper",
+    device: str = "cuda",
+    clock: Callable[[], float] = time.monotonic,
+    log: Callable[[str], None] = print,
+    sweep: Callable[..., object] = run_sweep,
+) -> list[Outcome]:
+    """Run ``parts`` of the ladder in order into ``out`` until ``time_limit_s`` (see the module
+    docstring); returns one :class:`Outcome` per part."""
+    start = clock()
+    cost_done = wall_done = steps_done = 0.0
+    outcomes = []
+    for part in parts:
+        left = time_limit_s - (clock() - start)
+        todo, cost = _missing_cost(part, scale, out)
+        if todo == 0:
+            outcomes.append(Outcome(part, "skipped"))
+            log(f"[{clock() - start:6.0f} s] {part}: all runs recorded already")
+            continue
+        if left <= 0:
+            outcomes.append(Outcome(part, "stopped", todo))
+            continue
+        steps = ladder.get_config(scale).part(part).budget.num_steps
+        estimate = (max(cost * wall_done / cost_done, steps * wall_done / steps_done)
+                    if cost_done > 0 else None)
+        if estimate is not None and estimate > left:
+            outcomes.append(Outcome(part, "skipped", todo, estimate_s=estimate))
+            log(f"[{clock() - start:6.0f} s] {part}: skipped, estimated {estimate:.0f} s "
+                f"> {left:.0f} s left")
+            continue
+        guess = "unknown" if estimate is None else f"{estimate:.0f} s"
+        log(f"[{clock() - start:6.0f} s] {part}: {todo} runs, estimated {guess}, "
+            f"{left:.0f} s left")
+        t0 = clock()
+        report = sweep(ladder.EXPERIMENT, out, scale=scale, parts=[part], device=device,
+                       progress=False, workers=1)
+        wall = clock() - t0
+        cost_done, wall_done, steps_done = cost_done + cost, wall_done + wall, steps_done + steps
+        errors = report.statuses.get("error", 0)
+        outcomes.append(Outcome(part, "ran", report.ran, wall, estimate, errors))
+        log(f"[{clock() - start:6.0f} s] {part}: {report}")
+    stopped = [o.part for o in outcomes if o.action == "stopped"]
+    if stopped:
+        log(f"time limit {time_limit_s:.0f} s reached; not started: {', '.join(stopped)}")
+    return outcomes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path,
+                        help="root folder: records go to OUT/results/ladder/paper")
+    parser.add_argument("--time-limit", type=float, default=540.0,
+                        help="seconds after which no part is started (default 540)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--scale", default="paper", choices=("paper", "quick"))
+    parser.add_argument("--part", action="append", default=None,
+                        help="run these parts in this order instead of the default plan")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    args = parser.parse_args(argv)
+
+    out = records_dir(ladder.NAME, args.scale, args.out)
+    plan = args.part or default_plan(args.scale)
+    torch.set_float32_matmul_precision("highest")
+    print(f"torch {torch.__version__}, device {args.device}, float32 matmul precision "
+          f"{torch.get_float32_matmul_precision()}; records -> {out}; time limit "
+          f"{args.time_limit:.0f} s; {len(plan)} parts planned", flush=True)
+    if args.dry_run:
+        for part in plan:
+            todo, cost = _missing_cost(part, args.scale, out)
+            print(f"  {part}: {todo} runs to do, cost estimate {cost:.3g} flop")
+        return 0
+    outcomes = run_plan(plan, out, args.time_limit, scale=args.scale, device=args.device,
+                        log=lambda line: print(line, flush=True))
+    ran = [o for o in outcomes if o.action == "ran"]
+    print(f"done: {len(ran)} parts ran ({sum(o.runs for o in ran)} runs, "
+          f"{sum(o.wall_s for o in ran):.0f} s): {', '.join(o.part for o in ran) or 'none'}",
+          flush=True)
+    return 1 if any(o.errors for o in ran) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""Every benchmark of the project in one run, printed as one table of ratios.
+
+    python bench/run.py                  # CPU, full sizes (a few minutes, on an idle machine)
+    python bench/run.py --quick          # smoke run on small sizes (< 1 min)
+    python bench/run.py --device cuda    # on a GPU (default: cpu)
+    python bench/run.py --book           # also time the quick-scale book build (slow)
+    python -m bench --quick              # the same command
+
+Each row is a measured time and a baseline measured in the same run, on the same machine, with
+the same threads; the ratio is ``time / baseline`` (below 1: faster than the baseline), except
+the speed-up rows (``batched`` against ``alone``), whose ratio is ``alone / batched``.
+Optimizer steps are timed in interleaved rounds (median), so that drifts of a shared machine hit
+every variant alike; only ``step()`` is timed, on fixed gradients.
+
+Rows:
+* ``sweep``: the paper's matrix-sensing zoo runs (first ``--steps`` steps), batched into one stack
+  vs one run at a time (:func:`gaugekit.experiments.matrix_sensing.train_factored_batch`);
+* ``attention``: the attention twins trained as one batch vs one model at a time;
+* ``step <name>``: one step of every optimizer of the registry (and the FlowAdam variants of
+  ``bench/bench_flow_adam.py``) against ``torch.optim.Adam`` with ``foreach=True`` and with
+  ``fused=True``, on ~10M float32 parameters (``--quick``: ~0.2M);
+* ``book`` (``--book``): the wall time of a quick-scale book build (no baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_flow_adam import variants as flow_adam_variants  # noqa: E402
+
+Factory = Callable[[list[Tensor]], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What each benchmark runs; :data:`FULL` and :data:`QUICK` are the two presets."""
+
+    sweep_runs: int | None  # first N runs of the paper zoo (None: all 108)
+    sweep_steps: int
+    attention_steps: int
+    attention_models: int | None
+    step_tensors: int  # optimizer-step benchmarks: tensors of shape (stack, side, side)
+    step_stack: int
+    step_side: int
+    flow_rows: int  # FlowAdam: tensors of shape (flow_rows, flow_rows), as bench_flow_adam
+    rounds: int
+    steps: int
+    warmup: int
+
+
+FULL = Sizes(None, 300, 50, None, 10, 256, 64, 1024, 5, 3, 12)
+QUICK = Sizes(18, 40, 5, 2, 4, 8, 32, 128, 3, 2, 12)
+
+
+@dataclass
+class Row:
+    group: str
+    name: str
+    seconds: float
+    baselines: dict[str, float]  # label -> seconds
+    speedup: bool = False  # ratio = baseline / seconds
+
+    def ratios(self) -> dict[str, float]:
+        if self.speedup:
+            return {k: v / self.seconds for k, v in self.baselines.items()}
+        return {k: self.seconds / v for k, v in self.baselines.items()}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _sync(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
+def _timed(fn: Callable[[], object], device: torch.device) -> float:
+    sync = _sync(device)
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------ batched runs
+def sweep_row(sizes: Sizes, device: torch.device) -> Row:
+    """The paper zoo's runs (step budget cut to ``sweep_steps``) batched vs one at a time."""
+    from gaugekit.experiments import matrix_sensing as ms
+
+    part = ms.get_config("paper").part("zoo")
+    part = dataclasses.replace(
+        part, budget=dataclasses.replace(part.budget, num_steps=sizes.sweep_steps))
+    specs = part.specs()[: sizes.sweep_runs]
+    batched = _timed(lambda: ms.train_factored_batch(specs, device=device), device)
+    alone = _timed(lambda: [ms.train_factored_batch([s], device=device) for s in specs], device)
+    return Row("sweep", f"sensing zoo, {len(specs)} runs x {sizes.sweep_steps} steps: batched",
+               batched, {"alone": alone}, speedup=True)
+
+
+def attention_row(sizes: Sizes, device: torch.device) -> Row:
+    """The attention twins of one family trained as one batch vs one model at a time."""
+    from gaugekit.experiments import attention as att
+
+    family = next(f for f in att.get_config("paper").families("single") if f.method == "adam")
+    family = dataclasses.replace(family, num_steps=sizes.attention_steps,
+                                 checkpoints=(0, sizes.attention_steps))
+    specs = family.specs("bench")[: sizes.attention_models]
+    batched = _timed(lambda: att.train_twin_batch(specs, device=device), device)
+    alone = _timed(lambda: [att.train_twin_batch([s], device=device) for s in specs], device)
+    return Row("attention", f"twins, {len(specs)} models x {sizes.attention_steps} steps: batched",
+               batched, {"alone": alone}, speedup=True)
+
+
+# ---------------------------------------------------------------------------- optimizer steps
+def _median_step_times(
+    factories: dict[str, Factory], shapes: Sequence[tuple[int, ...]], sizes: Sizes,
+    device: torch.device, seed: int = 0,
+) -> dict[str, float]:
+    """Median seconds per ``step()`` of each factory's optimizer on the same parameters."""
+    g = torch.Generator().manual_seed(seed)
+    base = [(torch.randn(*s, generator=g) * 0.02).to(device) for s in shapes]
+    grads = [[(torch.randn(*s, generator=g) * 1e-3).to(device) for s in shapes]
+             for _ in range(2)]
+    sync = _sync(device)
+    runs = {}
+    for label, make in factories.items():
+        params = [p.clone().requires_grad_(True) for p in base]
+        runs[label] = (params, make(params), [0])
+
+    def step(params, opt, counter):
+        for p, gr in zip(params, grads[counter[0] % 2], strict=True):
+            p.grad = gr
+        counter[0] += 1
+        opt.step()
+
+    for params, opt, counter in runs.values():
+        for _ in range(sizes.warmup):
+            step(params, opt, counter)
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    for _ in range(sizes.rounds):
+        for label, (params, opt, counter) in runs.items():
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(sizes.steps):
+                step(params, opt, counter)
+            sync()
+            times[label].append((time.perf_counter() - t0) / sizes.steps)
+    return {label: statistics.median(ts) for label, ts in times.items()}
+
+
+ADAM_BASELINES: dict[str, Factory] = {
+    "Adam foreach": lambda p: torch.optim.Adam(p, lr=1e-3, foreach=True),
+    "Adam fused": lambda p: torch.optim.Adam(p, lr=1e-3, fused=True),
+}
+
+
+def zoo_factories(batch_dims: int) -> dict[str, Factory]:
+    """Every optimizer of the registry at its defaults, on stacks with ``batch_dims``."""
+    from gaugekit.optim.registry import all_specs
+
+    out: dict[str, Factory] = {}
+    for spec in all_specs():
+        def make(p, spec=spec):
+            kwargs = {"batch_dims": batch_dims}
+            if spec.paired:  # ScaledGD: consecutive tensors are the pairs (U, V)
+                pairs = [{"params": [p[i], p[i + 1]]} for i in range(0, len(p) - 1, 2)]
+                return spec.make(pairs, **kwargs)
+            return spec.make(p, **kwargs)
+        out[f"{spec.name}"] = make
+    return out
+
+
+def step_rows(sizes: Sizes, device: torch.device) -> list[Row]:
+    """Each zoo optimizer, then FlowAdam's variants, against torch Adam (foreach, fused)."""
+    rows = []
+    shapes = [(sizes.step_stack, sizes.step_side, sizes.step_side)] * sizes.step_tensors
+    numel = math.prod(shapes[0]) * len(shapes)
+    zoo = zoo_factories(batch_dims=1)
+    medians = _median_step_times({**ADAM_BASELINES, **zoo}, shapes, sizes, device)
+    base = {k: medians[k] for k in ADAM_BASELINES}
+    for name in zoo:
+        rows.append(Row("step", f"{name} ({numel / 1e6:.2f}M, {len(shapes)}x{shapes[0]})",
+                        medians[name], base))
+    flow = {k: v for k, v in flow_adam_variants(lr=1e-3).items() if "FlowAdam" in k}
+    flow_shapes = [(sizes.flow_rows, sizes.flow_rows)] * 10
+    flow_numel = sizes.flow_rows**2 * 10
+    medians = _median_step_times({**ADAM_BASELINES, **flow}, flow_shapes, sizes, device)
+    base = {k: medians[k] for k in ADAM_BASELINES}
+    for name in flow:
+        rows.append(Row("step", f"{name} ({flow_numel / 1e6:.2f}M, 10x{flow_shapes[0]})",
+                        medians[name], base))
+    return rows
+
+
+# ------------------------------------------------------------------------------------ book
+def book_row() -> Row:
+    """Wall time of a quick-scale book build into a temporary folder (no baseline)."""
+    root = Path(__file__).resolve().parent.parent
+    jb = Path(sys.executable).with_name("jupyter-book")
+    env = {**os.environ, "GAUGEKIT_SCALE": "quick"}
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        subprocess.run([str(jb), "build", str(root), "--all", "--path-output", out],
+                       check=True, env=env, stdout=subprocess.DEVNULL)
+        wall = time.perf_counter() - t0
+    return Row("book", "quick-scale book build", wall, {})
+
+
+# ------------------------------------------------------------------------------------ table
+def build_rows(sizes: Sizes, device: torch.device, *, book: bool = False,
+               only: Sequence[str] | None = None) -> list[Row]:
+    """Run the benchmarks (``only``: a subset of sweep, attention, step) and return the rows."""
+    groups = list(only or ("sweep", "attention", "step"))
+    rows: list[Row] = []
+    if "sweep" in groups:
+        rows.append(sweep_row(sizes, device))
+    if "attention" in groups:
+        rows.append(attention_row(sizes, device))
+    if "step" in groups:
+        rows.extend(step_rows(sizes, device))
+    if book:
+        rows.append(book_row())
+    return rows
+
+
+def format_table(rows: Sequence[Row], device: torch.device) -> str:
+    """One table: time, then one ratio column per baseline label (``-`` where none)."""
+    labels: list[str] = []
+    for row in rows:
+        labels.extend(k for k in row.baselines if k not in labels)
+    where = cpu_model() if device.type == "cpu" else torch.cuda.get_device_name(device)
+    head = (f"{where}; torch {torch.__version__}, {torch.get_num_threads()} CPU thread(s), "
+            f"device {device}")
+    width = max([len(r.name) for r in rows] + [20])
+    cols = "".join(f" {('x ' + k):>15}" for k in labels)
+    lines = [head, f"{'group':<10} {'benchmark':<{width}} {'time':>10}{cols}"]
+    for row in rows:
+        ratios = row.ratios()
+        t = f"{row.seconds * 1e3:.2f} ms" if row.seconds < 1 else f"{row.seconds:.2f} s"
+        cells = "".join(f" {ratios[k]:>15.2f}" if k in ratios else f" {'-':>15}"
+                        for k in labels)
+        lines.append(f"{row.group:<10} {row.name:<{width}} {t:>10}{cells}")
+    lines.append("ratio = time / baseline (lower is faster); for 'batched' rows it is the "
+                 "speed-up alone / batched (higher is better)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--book", action="store_true", help="also time a quick book build")
+    parser.add_argument("--only", action="append", choices=["sweep", "attention", "step"],
+                        help="run only this group (repeatable)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    rows = build_rows(QUICK if args.quick else FULL, device, book=args.book, only=args.only)
+    print(format_table(rows, device))
+
+
+if __name__ == "__main__":
+    main()

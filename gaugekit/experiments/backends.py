@@ -1,0 +1,250 @@
+"""Floor 3: where the batches of a sweep run — local processes or a Dask cluster.
+
+:func:`gaugekit.experiments.sweep.run_sweep` plans the batches and asks a backend for a
+stream of ``(batch, results, wall_time_s)``, one item per batch, in the order they finish.
+The driver (the process that called ``run_sweep``) stays the **only writer** of the records:
+workers return results, they never touch the record files, so resuming and the
+no-duplicate guarantee are the same whatever the backend.
+
+``local``
+    The batches run in this process (``workers == 1``) or in ``workers`` spawned processes
+    (:class:`concurrent.futures.ProcessPoolExecutor`), each with ``threads // workers`` torch
+    threads. A process that dies mid-batch turns that batch into ``error`` records.
+
+``dask``
+    The batches are tasks of a `Dask distributed <https://distributed.dask.org>`_ cluster
+    (``pip install gaugekit[cluster]``): either an existing scheduler joined by ``address``
+    (``tcp://host:8786``), or a :class:`distributed.LocalCluster` started for the run with
+    ``workers`` worker processes of one thread each (the same torch threads per batch as
+    ``local``). A worker lost mid-batch (killed process, preempted node) is noticed by the
+    scheduler, which runs the batch again on another worker, up to
+    ``distributed.scheduler.allowed-failures`` times (3 by default); a batch that loses one
+    worker more becomes ``error`` records carrying the ``KilledWorker`` message, which a rerun
+    retries.
+    Since only finished batches come back to the driver, a batch is recorded once, never
+    twice and never lost. The driver keeps only as many batches on the cluster as it runs at
+    once (its worker threads, or GPUs for cuda batches, re-read as workers come and go), so a
+    lost worker costs only the batch it was running; an adaptive cluster therefore sees
+    that many tasks: scale it explicitly (``cluster.scale(n)``). Batches on a CUDA device ask
+    for ``resources={"GPU": 1}``: start GPU workers with ``dask worker ADDRESS --nthreads 1
+    --resources GPU=1`` (one per GPU, each with its own ``CUDA_VISIBLE_DEVICES``).
+
+Why Dask and not Ray: Dask distributed is pure Python and light (no large binary wheel, no
+daemons of its own beyond a scheduler and its workers); it runs on SLURM, PBS, SGE or LSF
+through ``dask-jobqueue`` and on Kubernetes through ``dask-kubernetes``; and its worker
+resources are the GPU-aware scheduling a sweep needs (one batch per GPU).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Protocol
+
+import torch
+
+from gaugekit.experiments.sweep import Experiment, RunResult, RunSpec, _error_results, _execute
+
+__all__ = ["BACKENDS", "Backend", "DaskBackend", "LocalBackend", "MissingExtra", "make_backend"]
+
+#: the backends :func:`make_backend` knows
+BACKENDS = ("local", "dask")
+
+Stream = Iterator[tuple[list[RunSpec], list[RunResult], float]]
+
+
+class MissingExtra(ImportError):
+    """A backend needs an optional dependency that is not installed."""
+
+
+class Backend(Protocol):
+    """What :func:`~gaugekit.experiments.sweep.run_sweep` needs from a backend: a context
+    manager (it holds processes or a cluster connection) with a parallelism and a stream."""
+
+    name: str
+
+    def __enter__(self) -> Backend: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def slots(self) -> int:
+        """How many batches run at once (the sweep cuts batches into that many pieces)."""
+        ...
+
+    def stream(self, experiment: Experiment, batches: Sequence[list[RunSpec]],
+               device: torch.device, progress: bool) -> Stream:
+        """Run every batch once; yield ``(batch, results, wall_time_s)`` as each finishes.
+        Never raises for a failed batch: it comes back as error results."""
+        ...
+
+
+class LocalBackend:
+    """The batches in this process, or in ``workers`` spawned processes."""
+
+    name = "local"
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = workers
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def slots(self) -> int:
+        return self.workers
+
+    def stream(self, experiment: Experiment, batches: Sequence[list[RunSpec]],
+               device: torch.device, progress: bool) -> Stream:
+        if self.workers <= 1:
+            for batch in batches:
+                yield (batch, *_execute(experiment, batch, device, progress))
+            return
+        threads = max(1, torch.get_num_threads() // self.workers)
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=context) as pool:
+            futures = {
+                pool.submit(_execute, experiment, batch, device, False, threads): batch
+                for batch in batches
+            }
+            for future in as_completed(futures):
+                batch = futures[future]
+                try:
+                    results, wall = future.result()
+                except Exception as err:  # noqa: BLE001 - a worker died: record, go on
+                    results, wall = _error_results(len(batch), err), 0.0
+                yield batch, results, wall
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError as err:
+        raise MissingExtra(
+            "the dask backend needs Dask distributed, which is not installed: "
+            "pip install 'gaugekit[cluster]'"
+        ) from err
+    return distributed
+
+
+class DaskBackend:
+    """The batches as tasks of a Dask cluster: joined at ``address``, else a
+    :class:`~distributed.LocalCluster` of ``workers`` one-thread worker processes started
+    for the run and closed after it."""
+
+    name = "dask"
+
+    def __init__(self, workers: int = 1, address: str | None = None,
+                 device: torch.device | None = None) -> None:
+        self.workers = workers
+        self.address = address
+        self.device = device if device is not None else torch.device("cpu")
+        self.client: Any = None
+        self._cluster: Any = None
+        #: torch threads per batch: like ``local`` on a cluster started here; on a joined
+        #: cluster the worker's own setting (``OMP_NUM_THREADS`` / torch's default)
+        self.threads: int | None = None
+
+    def __enter__(self) -> DaskBackend:
+        distributed = _distributed()
+        if self.address is not None:
+            self.client = distributed.Client(self.address)
+            self._check_gpu_workers()
+            return self
+        # No memory limit (the local processes have none); the scheduler's HTTP server
+        # (metrics, no dashboard) on a free local port.
+        self._cluster = distributed.LocalCluster(
+            n_workers=self.workers, threads_per_worker=1, processes=True, memory_limit=0,
+            dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            resources={"GPU": 1} if self.device.type == "cuda" else None,
+        )
+        self.client = distributed.Client(self._cluster)
+        self.threads = max(1, torch.get_num_threads() // self.workers)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+        self.client = self._cluster = None
+
+    def _workers(self) -> dict[str, Any]:
+        return self.client.scheduler_info(n_workers=-1).get("workers", {})
+
+    def _check_gpu_workers(self) -> None:
+        if self.device.type != "cuda":
+            return
+        workers = self._workers()
+        if workers and not any(w.get("resources", {}).get("GPU") for w in workers.values()):
+            raise ValueError(
+                f"Invalid address: {self.address!r}: no worker of this cluster offers a GPU "
+                "resource, so cuda batches would wait forever; start the workers with "
+                f"`dask worker {self.address} --nthreads 1 --resources GPU=1`"
+            )
+
+    def slots(self) -> int:
+        if self.address is None or self.workers > 1:
+            return self.workers
+        workers = self._workers().values()
+        if self.device.type == "cuda":
+            count = sum(w.get("resources", {}).get("GPU", 0) for w in workers)
+        else:
+            count = sum(w.get("nthreads", 1) for w in workers)
+        return max(1, int(count))
+
+    def stream(self, experiment: Experiment, batches: Sequence[list[RunSpec]],
+               device: torch.device, progress: bool) -> Stream:
+        distributed = _distributed()
+        resources = {"GPU": 1} if device.type == "cuda" else None
+        run = uuid.uuid4().hex[:12]  # fresh keys: a killed driver's tasks never answer this one
+        waiting = deque(enumerate(batches))
+        running: dict[Any, list[RunSpec]] = {}
+        done = distributed.as_completed()
+
+        def submit() -> None:
+            # Only as many batches on the cluster as it runs at once (re-read as workers come
+            # and go): no batch waits on a worker behind another, so a lost worker takes only
+            # the batch it was running with it, and a queued batch goes to the first free one.
+            window = max(1, self.slots())
+            while waiting and len(running) < window:
+                i, batch = waiting.popleft()
+                future = self.client.submit(
+                    _execute, experiment, batch, device, False, self.threads,
+                    key=f"gaugekit-{experiment.name}-{run}-{i}", resources=resources,
+                    pure=False)
+                running[future] = batch
+                done.add(future)
+
+        submit()
+        try:
+            for future in done:
+                batch = running.pop(future)
+                try:
+                    results, wall = future.result()
+                except Exception as err:  # noqa: BLE001 - KilledWorker, cancelled: record, go on
+                    results, wall = _error_results(len(batch), err), 0.0
+                future.release()
+                submit()  # keep the cluster busy while this process writes the records
+                yield batch, results, wall
+        finally:
+            if running:  # the driver stopped early: do not leave its batches on the cluster
+                self.client.cancel(list(running))
+
+
+def make_backend(name: str, *, workers: int = 1, address: str | None = None,
+                 device: torch.device | None = None) -> Backend:
+    """The backend ``name`` (one of :data:`BACKENDS`); ``address`` joins a running Dask
+    scheduler and is only meaningful for ``dask``."""
+    if name not in BACKENDS:
+        raise ValueError(f"Invalid backend: {name!r}; expected one of {BACKENDS}")
+    if address is not None and name != "dask":
+        raise ValueError(f"Invalid address: {address!r}; only the dask backend joins a cluster "
+                         "(pass backend='dask')")
+    if name == "local":
+        return LocalBackend(workers)
+    return DaskBackend(workers, address, device)

@@ -1,0 +1,411 @@
+r"""Floor 3: the size ladder of the matrix-sensing zoo (the paper's GPU appendix), and two arms.
+
+The zoo of :mod:`gaugekit.experiments.matrix_sensing` (Table 2's nine optimizers plus ScaledGD),
+trained with the same factor-training loop and sweep engine, at growing sizes
+
+.. math::  n \in \{40, 64, 96, 128, 192, 256, 384\},\quad r = 3,\ k = n,\
+           m = 2\,r(2n - r)\ \text{(twice the degrees of freedom)},
+
+in float64, 40,000 steps (60,000 at n = 384), tolerance 1e-7 checked every 200 steps, 200
+held-out measurements, initial scale 1e-3, seeds 42, 123, 456; and two arms at n = 64: the
+*rank arm* ``r ∈ {2, 5, 8, 12}`` (m = 2·dof) and the *measurement arm*
+``m / dof ∈ {1.25, 1.5, 2, 3, 4}`` (r = 3). The run protocol (divergence, interpolation,
+schedules: cosine decay for Muon, signum, Lion and RMSProp) is the zoo's.
+
+Learning rates. Each method's grid is its base grid at n = 40 (:data:`LADDER_BASE_GRIDS`, the
+registry's ``ladder_lr_grid``, the paper's ladder) times a factor of ``n``
+(:func:`lr_scale`), the paper's rule:
+
+* GD ``× 40/n``: the curvature of the loss in ``U`` is of the order of ``‖X_star‖₂``, which
+  grows like ``n / r`` (the columns of ``U_star`` have norm about ``√(n/r)``), and a stable
+  constant step is below twice its inverse;
+* Muon, Shampoo and ScaledGD ``× √(40/n)``;
+* Adam and the sign methods (signum, Lion) ``× √(n/40)``; we put the other entrywise- or
+  scalar-normalized rules, shared-scale Adam, RMSProp and Adafactor, with Adam (our choice: their
+  step per entry is about ``lr`` as Adam's is).
+
+Scaled values are rounded to three significant digits (the run ids are then readable and
+stable). The arms use the grids of their ``n`` (64), whatever ``r`` or ``m``.
+
+Parts, one per size or arm value, each all seeds, and one per seed of each (``n96_s42``), so a
+slow size can be run seed by seed: ``n40`` … ``n384``, ``rank2`` … ``rank12``,
+``mdof1.25`` … ``mdof4``. Runs shared between parts (``mdof2`` is ``n64``) are computed once.
+Quick scale: n ∈ {8, 12, 16}, r = 2, arms at n = 12 (r ∈ {1, 3}; m / dof ∈ {1.5, 2, 3}),
+1,000 steps, tol 1e-6 checked every 100 steps, 50 held-out measurements, one seed, the same
+grids scaled by the same rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gaugekit.config import get_scale
+from gaugekit.experiments import sweep
+from gaugekit.experiments.matrix_sensing import (
+    PAPER_HPARAMS,
+    TABLE2_COSINE,
+    TABLE2_METHODS,
+    Budget,
+    MatrixSensingZoo,
+    Problem,
+    selection_rows,
+    split_summary,
+)
+from gaugekit.experiments.sweep import Collected, RunSpec
+from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
+
+__all__ = [
+    "CONFIGS",
+    "EXACT_REC",
+    "EXPERIMENT",
+    "LADDER_BASE_GRIDS",
+    "LADDER_HPARAMS",
+    "LADDER_METHODS",
+    "LR_SCALING",
+    "PUBLISHED_LADDER_CLAIMS",
+    "PUBLISHED_LADDER_REC",
+    "LadderConfig",
+    "LadderExperiment",
+    "LadderPart",
+    "claims",
+    "collect",
+    "get_config",
+    "ladder_lr_grid",
+    "lr_scale",
+    "published_expectation",
+    "published_rec",
+    "size_rows",
+]
+
+NAME = "ladder"
+
+#: The ladder's optimizers: Table 2's nine, then ScaledGD.
+LADDER_METHODS: tuple[str, ...] = (*TABLE2_METHODS, "scaled_gd")
+#: Hyperparameters besides ``lr``: the zoo's, and ScaledGD with the paper script's relative
+#: damping 1e-4 and its order (``V``'s Gram from the updated ``U``).
+LADDER_HPARAMS: dict[str, dict[str, Any]] = {
+    **PAPER_HPARAMS,
+    "scaled_gd": {"damping": 1e-4, "relative_damping": True, "sequential": True},
+}
+#: The base grids at ``n = 40``: the registry's ``ladder_lr_grid`` (the paper's ladder), pinned
+#: here so that a change in the registry changes neither the ladder nor its run ids.
+LADDER_BASE_GRIDS: dict[str, tuple[float, ...]] = {
+    "muon": (3e-3, 1e-2, 3e-2, 0.1, 0.3),
+    "gd": (1e-3, 3e-3, 1e-2, 3e-2, 0.1),
+    "scalar_adam": (1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+    "shampoo": (1e-2, 3e-2, 0.1, 0.3),
+    "lion": (1e-4, 3e-4, 1e-3, 3e-3),
+    "signum": (1e-4, 3e-4, 1e-3, 3e-3),
+    "rmsprop": (1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+    "adafactor": (3e-4, 1e-3, 3e-3, 1e-2),
+    "adam": (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2),
+    "scaled_gd": (1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+}
+#: How a method's lr grid scales with ``n`` from ``n0 = 40``: exponent ``p`` of ``(n/n0)^p``.
+LR_SCALING: dict[str, float] = {
+    "gd": -1.0,
+    "muon": -0.5, "shampoo": -0.5, "scaled_gd": -0.5,
+    "adam": 0.5, "scalar_adam": 0.5, "rmsprop": 0.5, "adafactor": 0.5,
+    "signum": 0.5, "lion": 0.5,
+}
+#: The size the base grids belong to.
+BASE_N = 40
+#: A run "recovers exactly" when its mean ``rec`` is below this.
+EXACT_REC = 1e-3
+
+#: The paper's ladder (arXiv 2608.05136, GPU appendix, as quoted in issue 13): mean rec of the
+#: selected lr at the smallest and the largest size.
+PUBLISHED_LADDER_REC: dict[str, dict[int, float]] = {
+    "gd": {40: 0.108, 384: 0.515},
+    "scalar_adam": {40: 0.143, 384: 0.666},
+    "adam": {40: 0.550, 384: 0.805},
+}
+#: The paper's qualitative findings on the ladder, in the words of :func:`claims`.
+PUBLISHED_LADDER_CLAIMS: dict[str, str] = {
+    "muon_exact": "exact up to n = 256, fails at n = 384",
+    "signum_exact": "exact from n = 64 up",
+    "clean_split": "fails at every size",
+    "adam_worst_of_three": "holds at every size",
+}
+
+
+def lr_scale(method: str, n: int, n0: int = BASE_N) -> float:
+    """The factor ``(n / n0)^p`` of ``method``'s lr grid at size ``n`` (:data:`LR_SCALING`)."""
+    if method not in LR_SCALING:
+        raise ValueError(f"Invalid method: {method!r}; expected one of {sorted(LR_SCALING)}")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"Invalid n: {n!r}; expected an integer >= 1")
+    return (n / n0) ** LR_SCALING[method]
+
+
+def ladder_lr_grid(method: str, n: int, n0: int = BASE_N) -> tuple[float, ...]:
+    """``method``'s base grid (:data:`LADDER_BASE_GRIDS`) times :func:`lr_scale`, each value
+    rounded to three significant digits."""
+    factor = lr_scale(method, n, n0)
+    return tuple(float(f"{lr * factor:.3g}") for lr in LADDER_BASE_GRIDS[method])
+
+
+# --------------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LadderPart:
+    """One part: the ladder's zoo on one problem and budget, ``seeds``; ``arm`` is ``"size"``,
+    ``"rank"`` or ``"mdof"`` and ``value`` its coordinate (``n``, ``r`` or ``m / dof``)."""
+
+    name: str
+    description: str
+    arm: str
+    value: float
+    problem: Problem
+    budget: Budget
+    seeds: tuple[int, ...]
+    methods: tuple[str, ...] = LADDER_METHODS
+    dtype: str = "float64"
+
+    def lr_grid(self, method: str) -> tuple[float, ...]:
+        return ladder_lr_grid(method, self.problem.n)
+
+    def schedule(self, method: str) -> str:
+        return "cosine" if method in TABLE2_COSINE else "constant"
+
+    def specs(self) -> list[RunSpec]:
+        """The runs of the part, ordered method, lr, seed (the zoo's config shape)."""
+        problem = self.problem.to_config()
+        out = []
+        for method in self.methods:
+            for lr in self.lr_grid(method):
+                hparams = {**LADDER_HPARAMS[method], "lr": lr}
+                for seed in self.seeds:
+                    config = {
+                        "kind": "factored", "problem": problem, "method": method,
+                        "hparams": hparams, "schedule": self.schedule(method),
+                        "budget": self.budget.to_config(), "seed": seed, "dtype": self.dtype,
+                    }
+                    seeds = {"instance": seed, "init": seed + INIT_SEED_OFFSET}
+                    out.append(RunSpec(NAME, self.name, config, seeds))
+        return out
+
+
+@dataclass(frozen=True)
+class LadderConfig:
+    """The ladder at one scale: ``parts`` (all seeds each) and ``seed_parts`` (one seed each)."""
+
+    scale: str
+    parts: tuple[LadderPart, ...]
+    seed_parts: tuple[LadderPart, ...]
+    persist_records: bool
+
+    def part(self, name: str) -> LadderPart:
+        for part in (*self.parts, *self.seed_parts):
+            if part.name == name:
+                return part
+        raise ValueError(f"Invalid part: {name!r}; expected one of {self.names()}")
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in (*self.parts, *self.seed_parts))
+
+    def arm(self, arm: str) -> tuple[LadderPart, ...]:
+        """The all-seed parts of one arm, in order of their value."""
+        return tuple(p for p in self.parts if p.arm == arm)
+
+
+def _fmt_value(x: float) -> str:
+    return f"{x:g}"
+
+
+def _build(
+    scale: str, sizes: Sequence[int], r: int, arm_n: int, ranks: Sequence[int],
+    mdofs: Sequence[float], budget: Any, seeds: tuple[int, ...], num_val: int, persist: bool,
+) -> LadderConfig:
+    def problem(n: int, rank: int, oversampling: float) -> Problem:
+        return Problem(n, rank, n, default_num_measurements(n, rank, oversampling), num_val,
+                       1e-3)
+
+    parts = []
+    for n in sizes:
+        parts.append(LadderPart(f"n{n}", f"n = {n}, r = {r}, m = 2 dof", "size", n,
+                                problem(n, r, 2.0), budget(n), seeds))
+    for rank in ranks:
+        parts.append(LadderPart(f"rank{rank}", f"n = {arm_n}, r = {rank}, m = 2 dof", "rank",
+                                rank, problem(arm_n, rank, 2.0), budget(arm_n), seeds))
+    for ratio in mdofs:
+        parts.append(LadderPart(f"mdof{_fmt_value(ratio)}",
+                                f"n = {arm_n}, r = {r}, m = {ratio:g} dof", "mdof", ratio,
+                                problem(arm_n, r, ratio), budget(arm_n), seeds))
+    seed_parts = tuple(
+        LadderPart(f"{p.name}_s{s}", f"{p.description}, seed {s}", p.arm, p.value, p.problem,
+                   p.budget, (s,))
+        for p in parts for s in p.seeds
+    )
+    return LadderConfig(scale, tuple(parts), seed_parts, persist)
+
+
+def _paper_config() -> LadderConfig:
+    return _build(
+        "paper", (40, 64, 96, 128, 192, 256, 384), 3, 64, (2, 5, 8, 12),
+        (1.25, 1.5, 2.0, 3.0, 4.0),
+        lambda n: Budget(60_000 if n >= 384 else 40_000), (42, 123, 456), 200, persist=True,
+    )
+
+
+def _quick_config() -> LadderConfig:
+    return _build(
+        "quick", (8, 12, 16), 2, 12, (1, 3), (1.5, 2.0, 3.0),
+        lambda n: Budget(1_000, tol=1e-6, check_every=100), (42,), 50, persist=False,
+    )
+
+
+CONFIGS = {"paper": _paper_config, "quick": _quick_config}
+
+
+def get_config(scale: str | None = None) -> LadderConfig:
+    """The ladder's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
+    return CONFIGS[get_scale(scale)]()
+
+
+# --------------------------------------------------------------------------------------------
+# the experiment object: the zoo's batching and training, the ladder's parts
+# --------------------------------------------------------------------------------------------
+
+
+class LadderExperiment(MatrixSensingZoo):
+    """The ladder as a sweep experiment: the zoo's batch key, training, cost and split."""
+
+    name = NAME
+    description = ("the matrix-sensing zoo at n = 40 ... 384, and rank and m/dof arms at "
+                   "n = 64 (the paper's GPU appendix)")
+
+    def parts(self, scale: str) -> tuple[str, ...]:
+        return get_config(scale).names()
+
+    def specs(self, part: str, scale: str) -> list[RunSpec]:
+        return get_config(scale).part(part).specs()
+
+
+EXPERIMENT = LadderExperiment()
+
+
+def collect(
+    scale: str | None = None,
+    out_dir: str | Path | None = None,
+    *,
+    parts: Sequence[str] | None = None,
+    device: str | torch.device | None = None,
+    progress: bool = False,
+    workers: int = 1,
+    mode: str | None = None,
+) -> Collected:
+    """The records of the all-seed parts (default) at ``scale``
+    (:func:`gaugekit.experiments.sweep.collect` with ``allow_missing``: at paper scale the
+    committed records are read, missing runs are named by :meth:`Collected.note`)."""
+    config = get_config(scale)
+    names = list(parts) if parts is not None else [p.name for p in config.parts]
+    return sweep.collect(EXPERIMENT, config.scale, parts=names, out_dir=out_dir, device=device,
+                         progress=progress, workers=workers, mode=mode,
+                         persist=config.persist_records, allow_missing=True)
+
+
+# --------------------------------------------------------------------------------------------
+# summaries for the chapter (pure functions of records)
+# --------------------------------------------------------------------------------------------
+
+
+def published_rec(part: LadderPart) -> dict[str, float] | None:
+    """The published mean rec per method at ``part``'s size when ``part`` is the paper's own
+    (:data:`PUBLISHED_LADDER_REC`; only n = 40 and n = 384 are published), else ``None``."""
+    paper = _paper_config()
+    if part not in paper.parts or part.arm != "size":
+        return None
+    n = part.problem.n
+    values = {m: v[n] for m, v in PUBLISHED_LADDER_REC.items() if n in v}
+    return values or None
+
+
+def published_expectation(part: LadderPart, claim: str) -> bool | None:
+    """What the paper found for ``claim`` (a key of :data:`PUBLISHED_LADDER_CLAIMS`) at
+    ``part``'s size: Muon exact for n <= 256 and not at 384, signum exact for n >= 64 (n = 40 not
+    stated), the clean split never, Adam worst of the three always. ``None`` when ``part`` is not
+    one of the paper's sizes (or the paper says nothing there)."""
+    if claim not in PUBLISHED_LADDER_CLAIMS:
+        raise ValueError(
+            f"Invalid claim: {claim!r}; expected one of {list(PUBLISHED_LADDER_CLAIMS)}")
+    if part not in _paper_config().parts or part.arm != "size":
+        return None
+    n = part.problem.n
+    return {
+        "muon_exact": n <= 256,
+        "signum_exact": True if n >= 64 else None,
+        "clean_split": False,
+        "adam_worst_of_three": True,
+    }[claim]
+
+
+def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, Any]]],
+              arm: str = "size") -> list[dict[str, Any]]:
+    """One row per part of ``arm``: its value, problem, seeds and runs recorded, and the
+    oracle selection (:func:`~gaugekit.experiments.matrix_sensing.selection_rows`) per method
+    under ``rows``, for the methods whose whole lr grid is recorded at every recorded seed; the
+    others are named under ``incomplete`` (a selection over part of a grid is not the paper's)."""
+    out = []
+    for part in config.arm(arm):
+        recs = [r for r in records.get(part.name, ()) if r.get("status") in ("ok", "diverged")]
+        planned = len(part.specs())
+        seeds = sorted({r["config"]["seed"] for r in recs})
+        by_method: dict[str, list[Mapping[str, Any]]] = {}
+        for r in recs:
+            by_method.setdefault(r["config"]["method"], []).append(r)
+        whole = [m for m in part.methods if m in by_method
+                 and len(by_method[m]) == len(part.lr_grid(m)) * len(seeds)]
+        chosen = [r for m in whole for r in by_method[m]]
+        out.append({
+            "part": part.name, "value": part.value, "n": part.problem.n, "r": part.problem.r,
+            "m": part.problem.m, "steps": part.budget.num_steps, "dtype": part.dtype,
+            "seeds": seeds, "runs": len(recs), "planned": planned,
+            "complete": len(recs) == planned,
+            "incomplete": [m for m in part.methods if m not in whole],
+            "rows": {row["method"]: row for row in selection_rows(chosen)} if chosen else {},
+        })
+    return out
+
+
+def _rec(row: Mapping[str, Any] | None) -> float:
+    if row is None or row.get("rec") is None:
+        return math.nan
+    return float(row["rec"])
+
+
+def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
+           methods: Sequence[str] = LADDER_METHODS) -> dict[str, Any]:
+    """The paper's ladder claims evaluated at one size, from its selection rows:
+    Muon and signum exact (mean rec < :data:`EXACT_REC`), the clean equivariant /
+    coordinate-wise split (:func:`~gaugekit.experiments.matrix_sensing.split_summary`), and
+    "Adam worse than GD and shared-scale Adam". ``None`` where a method has no finite rec, and
+    for a clean split seen on fewer than all ``methods`` (a failed split is seen on any
+    subset: one equivariant method above one coordinate-wise one)."""
+    def exact(method: str) -> bool | None:
+        x = _rec(rows_by_method.get(method))
+        return None if not math.isfinite(x) else bool(x < EXACT_REC)
+
+    adam, gd, sa = (_rec(rows_by_method.get(m)) for m in ("adam", "gd", "scalar_adam"))
+    three = all(math.isfinite(x) for x in (adam, gd, sa))
+    split = split_summary(list(rows_by_method.values())) if rows_by_method else None
+    clean = None if split is None or not math.isfinite(split["gap"]) else split["clean"]
+    if clean and not all(math.isfinite(_rec(rows_by_method.get(m))) for m in methods):
+        clean = None
+    return {
+        "muon_exact": exact("muon"),
+        "signum_exact": exact("signum"),
+        "clean_split": clean,
+        "split": split,
+        "adam_worst_of_three": bool(adam > gd and adam > sa) if three else None,
+    }
+

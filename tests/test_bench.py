@@ -1,0 +1,61 @@
+"""The benchmark command's table (bench/run.py) on tiny sizes: its construction, not its timings."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench_run():
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["bench_run"]
+    sys.path.remove(str(ROOT / "bench"))
+
+
+def test_quick_table_has_every_benchmark_and_finite_ratios(bench_run):
+    from gaugekit.optim.registry import optimizer_names
+
+    tiny = bench_run.Sizes(sweep_runs=2, sweep_steps=3, attention_steps=1, attention_models=1,
+                           step_tensors=2, step_stack=2, step_side=4, flow_rows=8,
+                           rounds=1, steps=1, warmup=12)
+    rows = bench_run.build_rows(tiny, torch.device("cpu"))
+    groups = [r.group for r in rows]
+    assert groups.count("sweep") == 1 and groups.count("attention") == 1
+    names = " ".join(r.name for r in rows)
+    for name in optimizer_names():
+        assert f"{name} (" in names, name
+    assert "FlowAdam invariant, flow on" in names
+    for row in rows:
+        assert row.seconds > 0
+        ratios = row.ratios()
+        expected = {"alone"} if row.speedup else {"Adam foreach", "Adam fused"}
+        assert set(ratios) == expected, row.name
+        assert all(math.isfinite(v) and v > 0 for v in ratios.values())
+    table = bench_run.format_table(rows, torch.device("cpu"))
+    lines = table.splitlines()
+    assert "CPU thread(s)" in lines[0]
+    assert "x Adam fused" in lines[1] and "x alone" in lines[1]
+    assert len(lines) == len(rows) + 3  # header, column names, rows, legend
+    # a speed-up row has no Adam ratio: its cells are '-'
+    sweep_line = next(line for line in lines if line.startswith("sweep"))
+    assert sweep_line.split()[-1] == "-"
+
+
+def test_ratio_direction(bench_run):
+    slow = bench_run.Row("step", "x", 2.0, {"b": 1.0})
+    fast = bench_run.Row("sweep", "y", 1.0, {"alone": 4.0}, speedup=True)
+    assert slow.ratios() == {"b": 2.0}
+    assert fast.ratios() == {"alone": 4.0}
