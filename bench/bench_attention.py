@@ -19,24 +19,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
 import time
 
 import torch
 
+from gaugekit.config import cpu_model
 from gaugekit.experiments import attention as att
 from gaugekit.problems import attention as A
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def timed(fn):

@@ -53,6 +53,33 @@ def make_params(
     return params, grads
 
 
+def median_step_times(runs, grads, *, warmup: int, rounds: int, steps: int, sync) -> dict:
+    """Median seconds per ``step()`` of each ``label -> (params, optimizer, [counter])``; the
+    gradients alternate between the two lists of ``grads``. After ``warmup`` untimed steps each,
+    the optimizers are timed in interleaved rounds of ``steps`` steps, so that drifts of a shared
+    machine hit every variant alike."""
+
+    def step(params, opt, counter):
+        for p, g in zip(params, grads[counter[0] % 2], strict=True):
+            p.grad = g
+        counter[0] += 1
+        opt.step()
+
+    for params, opt, counter in runs.values():
+        for _ in range(warmup):
+            step(params, opt, counter)
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    for _ in range(rounds):
+        for label, (params, opt, counter) in runs.items():
+            sync()
+            start = time.perf_counter()
+            for _ in range(steps):
+                step(params, opt, counter)
+            sync()
+            times[label].append((time.perf_counter() - start) / steps)
+    return {label: statistics.median(ts) for label, ts in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tensors", type=int, default=10)
@@ -79,26 +106,8 @@ def main() -> None:
         params = [p.clone().requires_grad_(True) for p in base]
         runs[label] = (params, make(params), [0])
 
-    def step(params, opt, counter):
-        for p, g in zip(params, grads[counter[0] % 2], strict=True):
-            p.grad = g
-        counter[0] += 1
-        opt.step()
-
-    for params, opt, counter in runs.values():
-        for _ in range(args.warmup):
-            step(params, opt, counter)
-    times: dict[str, list[float]] = {label: [] for label in runs}
-    for _ in range(args.rounds):
-        for label, (params, opt, counter) in runs.items():
-            sync()
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                step(params, opt, counter)
-            sync()
-            times[label].append((time.perf_counter() - start) / args.steps)
-
-    medians = {label: statistics.median(ts) for label, ts in times.items()}
+    medians = median_step_times(runs, grads, warmup=args.warmup, rounds=args.rounds,
+                                steps=args.steps, sync=sync)
     reference = medians["torch Adam (foreach)"]
     fused = medians["torch Adam (fused)"]
     print(f"torch {torch.__version__} on {device}, {torch.get_num_threads()} CPU thread(s), "

@@ -29,8 +29,6 @@ import argparse
 import dataclasses
 import math
 import os
-import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,8 +40,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from gaugekit.config import cpu_model
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_flow_adam import median_step_times  # noqa: E402
 from bench_flow_adam import variants as flow_adam_variants  # noqa: E402
 
 Factory = Callable[[list[Tensor]], torch.optim.Optimizer]
@@ -82,17 +83,6 @@ class Row:
         if self.speedup:
             return {k: v / self.seconds for k, v in self.baselines.items()}
         return {k: self.seconds / v for k, v in self.baselines.items()}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _sync(device: torch.device) -> Callable[[], None]:
@@ -157,25 +147,8 @@ def _median_step_times(
         params = [p.clone().requires_grad_(True) for p in base]
         runs[label] = (params, make(params), [0])
 
-    def step(params, opt, counter):
-        for p, gr in zip(params, grads[counter[0] % 2], strict=True):
-            p.grad = gr
-        counter[0] += 1
-        opt.step()
-
-    for params, opt, counter in runs.values():
-        for _ in range(sizes.warmup):
-            step(params, opt, counter)
-    times: dict[str, list[float]] = {label: [] for label in runs}
-    for _ in range(sizes.rounds):
-        for label, (params, opt, counter) in runs.items():
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(sizes.steps):
-                step(params, opt, counter)
-            sync()
-            times[label].append((time.perf_counter() - t0) / sizes.steps)
-    return {label: statistics.median(ts) for label, ts in times.items()}
+    return median_step_times(runs, grads, warmup=sizes.warmup, rounds=sizes.rounds,
+                             steps=sizes.steps, sync=sync)
 
 
 ADAM_BASELINES: dict[str, Factory] = {

@@ -17,6 +17,7 @@ test can change them without re-importing anything:
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 from typing import Literal
 
@@ -81,3 +82,16 @@ def describe() -> dict[str, str]:
         "records": get_records_mode(),
         "torch": torch.__version__,
     }
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, else :func:`platform.processor`), for benchmark
+    headers: timings only mean something next to the machine that made them."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
