@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -176,8 +177,15 @@ def test_worker_killed_during_a_batch(tmp_path, cluster):
     # killed at every attempt: given up after allowed-failures, an error record
     assert by_x[3.0]["status"] == "error" and by_x[3.0]["message"].startswith("KilledWorker")
     assert all(by_x[x]["status"] == "ok" for x in (0.0, 2.0, 4.0, 5.0))
-    attempts = (tmp_path / "attempts").read_text().split()
-    assert sorted(attempts) == sorted(["0.0", "1.0", "1.0", "2.0", "3.0", "3.0", "4.0", "5.0"])
+    attempts = Counter((tmp_path / "attempts").read_text().split())
+    assert attempts["3.0"] == 2  # the first attempt and one retry (allowed-failures 1)
+    assert attempts["1.0"] >= 2  # killed, then run again
+    assert all(attempts[f"{x:.1f}"] >= 1 for x in range(6)) and set(attempts) <= {
+        f"{x:.1f}" for x in range(6)}
+    # A batch finished on a worker that dies before the driver gathers its result runs
+    # again (the scheduler recomputes lost results): wasted work, never a second record.
+    # Each of the three kills can lose at most the results that worker held: one batch.
+    assert sum(attempts.values()) - (6 + 1 + 1) <= 3
     assert report.statuses["ok"] == 5 and report.statuses["error"] == 1
     # a rerun retries only the error run
     again = run_sweep(Sleepy(str(tmp_path), n=6), tmp_path / "records", scale="quick",
