@@ -22,6 +22,20 @@ run ends when it reaches the deepest one. Otherwise the gradients are taken, the
 run whose pre-update loss was below ``tol`` has *interpolated* and stops; that loss is the
 record's ``train_loss``. The final metrics are taken at the factors after the last update.
 
+Host synchronisation. Reading a device value on the host (``bool(mask.any())``) waits for the
+device; on a GPU that stalls the queue of kernels once per read. The divergence test is
+therefore kept on the device: each row's first diverged step and its loss there are stored as
+tensors, and the host reads them every ``sync_every`` steps (and at step 1, at every
+``check_every`` step, at the last step and before recording a failed optimizer). The record of
+a diverged run (its step, its loss) is the same for any ``sync_every``; until the host reads
+it, the diverged row stays in the stack and is stepped like the others (the zoo's rules carry
+a non-finite value along as NaN, without raising), which can change the other rows' numbers
+only in the last bits, through the BLAS blocking of a product with more columns. The default
+is ``sync_every = 1`` on the CPU, where the read costs nothing and the committed records were
+made, and ``check_every`` on any other device. With ``record_at`` thresholds the host reads
+every step anyway (the matched-loss protocol needs the metrics at the step a threshold is
+crossed), so ``sync_every`` is 1 there.
+
 Stacking. The factors of ``B`` runs are one stack: ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] =
 U``, ``P[:, 1] = V``) when ``U`` and ``V`` have one shape, else two stacks ``(B, n₁, k)`` and
 ``(B, n₂, k)``. Runs of one optimizer (method, schedule, non-lr hyperparameters) form a
@@ -340,7 +354,8 @@ class _Curves:
 class _StackedTraining:
     """The runs of one batch as one stack; see :func:`train_factored_batch`."""
 
-    def __init__(self, specs: Sequence[RunSpec], device: torch.device) -> None:
+    def __init__(self, specs: Sequence[RunSpec], device: torch.device,
+                 sync_every: int | None = None) -> None:
         first = specs[0].config
         for spec in specs:
             c = spec.config
@@ -360,6 +375,11 @@ class _StackedTraining:
         self.stop_at_last = bool(b.get("stop_at_last_threshold", False))
         if self.stop_at_last and not self.thresholds:
             raise ValueError("Invalid stop_at_last_threshold: True; expected record_at thresholds")
+        if sync_every is None:
+            sync_every = 1 if device.type == "cpu" else self.check_every
+        if isinstance(sync_every, bool) or not isinstance(sync_every, int) or sync_every < 1:
+            raise ValueError(f"Invalid sync_every: {sync_every!r}; expected an integer >= 1")
+        self.sync_every = 1 if self.thresholds else sync_every
 
         seeds = sorted({s.config["seed"] for s in specs})
         index = {s: i for i, s in enumerate(seeds)}
@@ -383,6 +403,10 @@ class _StackedTraining:
         self.curves = _Curves(len(specs), self.batch.curve_names)
         self.reached = torch.zeros(len(self.rows), len(self.thresholds), dtype=torch.bool,
                                    device=device)
+        # per row, on the device: the first step whose pre-update loss diverged (0: none yet)
+        # and that loss, read by the host every ``sync_every`` steps
+        self.bad_step = torch.zeros(len(self.rows), dtype=torch.int64, device=device)
+        self.bad_loss = torch.zeros(len(self.rows), dtype=dtype, device=device)
         self._thr = torch.tensor(self.thresholds, dtype=torch.float64, device=device)
 
         self.members: list[_Member] = []
@@ -434,26 +458,29 @@ class _StackedTraining:
         self.reached |= below
         return self.reached[:, -1] if self.stop_at_last else None
 
-    def finish(self, mask: Tensor, step: int, loss: Tensor, status: str) -> None:
-        """Record the runs of ``mask`` (over the current rows) and drop them from the stack."""
+    def finish(self, mask: Tensor, step: int | Tensor, loss: Tensor, status: str) -> None:
+        """Record the runs of ``mask`` (over the current rows) and drop them from the stack;
+        ``step`` is one step for all, or a per-row tensor."""
         sel = torch.nonzero(mask).flatten()
         if sel.numel() == 0:
             return
         sel_list = sel.tolist()
         runs = [self.rows[i] for i in sel_list]
         losses = loss.index_select(0, sel).double().tolist()
+        steps = (step.index_select(0, sel).tolist() if isinstance(step, Tensor)
+                 else [step] * len(sel_list))
         names = self.batch.metric_names
         cols: dict[str, list[float]] = {}
         if status == "ok":
             U, V = self.stack.rows(sel)
             m = self.batch.select(sel_list).metrics(U, V)
-            self.curves.add(runs, step, m)
+            self.curves.add(runs, steps[0], m)
             cols = {k: v.tolist() for k, v in m.items()}
         for j, run in enumerate(runs):
             if self.results[run] is not None:  # already an error
                 continue
             metrics: dict[str, Any] = {
-                "steps": step,
+                "steps": steps[j],
                 "interpolated": bool(status == "ok" and losses[j] < self.tol),
                 "train_loss": losses[j],
             }
@@ -473,6 +500,8 @@ class _StackedTraining:
         self.stack.take(keep)
         self.rows = [self.rows[i] for i in keep_list]
         self.reached = self.reached.index_select(0, keep)
+        self.bad_step = self.bad_step.index_select(0, keep)
+        self.bad_loss = self.bad_loss.index_select(0, keep)
         if keep_list:
             self.batch = self.batch.select(keep_list)
         members, start = [], 0
@@ -484,6 +513,21 @@ class _StackedTraining:
                 start += mem.size
         self.members = members
 
+    def _note_divergence(self, loss: Tensor, t: int) -> None:
+        """Mark, on the device, the rows whose pre-update loss at step ``t`` diverged first."""
+        new = ~(loss <= self.diverge_above) & (self.bad_step == 0)
+        self.bad_step = torch.where(new, t, self.bad_step)
+        self.bad_loss = torch.where(new, loss, self.bad_loss)
+
+    def _finish_diverged(self) -> Tensor | None:
+        """Record and drop the rows marked diverged (a host read); returns the kept rows'
+        indices (over the rows before), or ``None`` when none diverged."""
+        bad = self.bad_step > 0
+        if not bool(bad.any()):
+            return None
+        self.finish(bad, self.bad_step, self.bad_loss, "diverged")
+        return torch.nonzero(~bad).flatten()
+
     def run(self, progress: bool) -> list[RunResult]:
         from tqdm import tqdm
 
@@ -492,13 +536,14 @@ class _StackedTraining:
             if not self.rows:
                 break
             loss, G_U, G_V = self.batch.loss_and_grads(self.stack.U, self.stack.V)
-            bad = ~(loss <= self.diverge_above)
-            if bool(bad.any()):
-                self.finish(bad, t, loss, "diverged")
-                if not self.rows:
-                    break
-                keep = torch.nonzero(~bad).flatten()
-                loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
+            self._note_divergence(loss, t)
+            if t == 1 or t % self.sync_every == 0 or t % self.check_every == 0 or (
+                    t == self.num_steps):
+                keep = self._finish_diverged()
+                if keep is not None:
+                    if not self.rows:
+                        break
+                    loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
             if t == 1:
                 self.curves.add(self.rows, 0, self._curve_values())
             if self.thresholds:
@@ -521,6 +566,13 @@ class _StackedTraining:
                 except Exception as err:  # noqa: BLE001 - recorded per run
                     failed.append((mem, f"{type(err).__name__}: {err}"))
             if failed:
+                keep = self._finish_diverged()  # a diverged row is recorded as diverged
+                if keep is not None:
+                    loss = loss[keep]
+                    if not self.rows:
+                        break
+                    alive = set(id(mem) for mem in self.members)
+                    failed = [(mem, msg) for mem, msg in failed if id(mem) in alive]
                 mask = torch.zeros(len(self.rows), dtype=torch.bool, device=loss.device)
                 for mem, message in failed:
                     mask[mem.start:mem.stop] = True
@@ -542,13 +594,16 @@ class _StackedTraining:
 
 
 def train_factored_batch(
-    specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False
+    specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False,
+    sync_every: int | None = None,
 ) -> list[RunResult]:
     """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
 
     Returns one :class:`~gaugekit.experiments.sweep.RunResult` per spec, in order. An optimizer
     that fails to build or to step marks its own runs ``error`` (the others go on).
+    ``sync_every``: how often the host reads the device-side divergence test (see the module
+    docstring); default 1 on the CPU, ``budget["check_every"]`` elsewhere.
     """
     if not specs:
         return []
-    return _StackedTraining(specs, torch.device(device)).run(progress)
+    return _StackedTraining(specs, torch.device(device), sync_every).run(progress)

@@ -353,13 +353,24 @@ def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, 
               arm: str = "size") -> list[dict[str, Any]]:
     """One row per part of ``arm``: its value, problem, seeds and runs recorded, and the
     oracle selection (:func:`~gaugekit.experiments.matrix_sensing.selection_rows`) per method
-    under ``rows``, for the methods whose whole lr grid is recorded at every recorded seed; the
-    others are named under ``incomplete`` (a selection over part of a grid is not the paper's)."""
+    under ``rows``, for the methods whose whole lr grid is recorded at every seed used; the
+    others are named under ``incomplete`` (a selection over part of a grid is not the paper's).
+
+    The seeds used are those whose every run is recorded (a seed part cut by a time limit
+    leaves its seed out, named under ``partial_seeds``), or every recorded seed when no seed
+    is whole."""
     out = []
     for part in config.arm(arm):
-        recs = [r for r in records.get(part.name, ()) if r.get("status") in ("ok", "diverged")]
+        recorded = [r for r in records.get(part.name, ())
+                    if r.get("status") in ("ok", "diverged")]
         planned = len(part.specs())
-        seeds = sorted({r["config"]["seed"] for r in recs})
+        per_seed = planned // len(part.seeds)
+        counts: dict[int, int] = {}
+        for r in recorded:
+            counts[r["config"]["seed"]] = counts.get(r["config"]["seed"], 0) + 1
+        whole_seeds = sorted(s for s, c in counts.items() if c == per_seed)
+        seeds = whole_seeds or sorted(counts)
+        recs = [r for r in recorded if r["config"]["seed"] in seeds]
         by_method: dict[str, list[Mapping[str, Any]]] = {}
         for r in recs:
             by_method.setdefault(r["config"]["method"], []).append(r)
@@ -369,8 +380,9 @@ def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, 
         out.append({
             "part": part.name, "value": part.value, "n": part.problem.n, "r": part.problem.r,
             "m": part.problem.m, "steps": part.budget.num_steps, "dtype": part.dtype,
-            "seeds": seeds, "runs": len(recs), "planned": planned,
-            "complete": len(recs) == planned,
+            "seeds": seeds, "runs": len(recorded), "planned": planned,
+            "complete": len(recorded) == planned,
+            "partial_seeds": sorted(s for s in counts if s not in seeds),
             "incomplete": [m for m in part.methods if m not in whole],
             "rows": {row["method"]: row for row in selection_rows(chosen)} if chosen else {},
         })

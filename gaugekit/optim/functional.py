@@ -288,10 +288,15 @@ def scaled_gd_damping(gram: Tensor, damping: float, relative: bool) -> Tensor | 
 
 
 def scaled_gd_direction(grad: Tensor, other: Tensor, *, damping: float, relative: bool) -> Tensor:
-    r"""``G (Oᵀ O + λ I)⁻¹`` for the factor paired with ``other`` (``O``), per matrix."""
+    r"""``G (Oᵀ O + λ I)⁻¹`` for the factor paired with ``other`` (``O``), per matrix.
+
+    ``solve_ex`` without its error check: no host sync, and a matrix of the stack that LAPACK
+    cannot factor (a non-finite Gram of a diverged run) gives non-finite directions instead of
+    an exception for the whole stack (with ``λ > 0`` a finite Gram is positive definite)."""
     gram = other.mT @ other
     lam = scaled_gd_damping(gram, damping, relative)
-    return torch.linalg.solve(gram + lam * _eye_like(gram), grad, left=False)
+    direction, _ = torch.linalg.solve_ex(gram + lam * _eye_like(gram), grad, left=False)
+    return direction
 
 
 def scaled_gd_(

@@ -160,6 +160,20 @@ def test_a_tiny_ladder_sweep_records_every_method(tiny, tmp_path):
     again = run_sweep(ladder.EXPERIMENT, tmp_path, scale="quick", parts=["n6_s42"],
                       progress=False)
     assert again.ran == 0 and again.skipped == report.ran
+    # two seeds planned, the second cut short: its runs are left out, not its methods
+    two = ladder._build("quick", (6, 8), 2, 6, (1,), (2.0,),
+                        lambda n: Budget(60, tol=1e-6, check_every=20), (42, 7), 10,
+                        persist=False)
+    cut = [{**r, "config": {**r["config"], "seed": 7}} for r in records[:-3]]
+    row = ladder.size_rows(two, {"n6": records + cut})[0]
+    assert row["seeds"] == [42] and row["partial_seeds"] == [7]
+    assert row["incomplete"] == [] and set(row["rows"]) == set(ladder.LADDER_METHODS)
+    assert row["runs"] == 2 * len(records) - 3 and not row["complete"]
+    assert row["rows"] == ladder.size_rows(tiny, {"n6": records})[0]["rows"]
+    # no seed whole: every recorded seed, and the methods with a partial grid named
+    row = ladder.size_rows(two, {"n6": partial + cut})[0]
+    assert row["seeds"] == [7, 42] and row["partial_seeds"] == []
+    assert "adam" in row["incomplete"]
 
 
 def _row(method, rec):
