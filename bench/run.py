@@ -19,7 +19,9 @@ Rows:
   trained: a twin trained alone trains its base too);
 * ``step <name>``: one step of every optimizer of the registry (and the FlowAdam variants of
   ``bench/bench_flow_adam.py``) against ``torch.optim.Adam`` with ``foreach=True`` and with
-  ``fused=True``, on ~10M float32 parameters (``--quick``: ~0.2M);
+  ``fused=True``, on ~10M float32 parameters (``--quick``: ~0.2M), with two floors that are
+  not optimizers: the bytes of an Adam step moved with no arithmetic, and the one ``pow`` per
+  entry that FlowAdam needs at ``p ∉ {0, 1}``;
 * ``book`` (``--book``): the wall time of a quick-scale book build (no baseline).
 """
 
@@ -184,7 +186,8 @@ def step_rows(sizes: Sizes, device: torch.device) -> list[Row]:
     for name in zoo:
         rows.append(Row("step", f"{name} ({numel / 1e6:.2f}M, {len(shapes)}x{shapes[0]})",
                         medians[name], base))
-    flow = {k: v for k, v in flow_adam_variants(lr=1e-3).items() if "FlowAdam" in k}
+    flow = {k: v for k, v in flow_adam_variants(lr=1e-3).items()
+            if "FlowAdam" in k or k.startswith("floor")}
     flow_shapes = [(sizes.flow_rows, sizes.flow_rows)] * 10
     flow_numel = sizes.flow_rows**2 * 10
     medians = _median_step_times({**ADAM_BASELINES, **flow}, flow_shapes, sizes, device)

@@ -23,7 +23,8 @@ no-duplicate guarantee are the same whatever the backend.
     retries.
     Since only finished batches come back to the driver, a batch is recorded once, never
     twice and never lost. (A batch that finished on a worker lost before the driver
-    gathered its result is run again by the scheduler: wasted work, not a second record.) The driver keeps only as many batches on the cluster as it runs at
+    gathered its result is run again by the scheduler: wasted work, not a second record.)
+    The driver keeps only as many batches on the cluster as it runs at
     once (its worker threads, or GPUs for cuda batches, re-read as workers come and go), so a
     lost worker costs only the batch it was running; an adaptive cluster therefore sees
     that many tasks: scale it explicitly (``cluster.scale(n)``). Batches on a CUDA device ask

@@ -444,26 +444,7 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     return sweep.records_dir(NAME, get_config(scale).scale, root)
 
 
-def collect(
-    scale: str | None = None,
-    out_dir: str | Path | None = None,
-    *,
-    parts: Sequence[str] | None = None,
-    device: str | torch.device | None = None,
-    progress: bool = False,
-    workers: int = 1,
-    mode: str | None = None,
-) -> Collected:
-    """The records of ``parts`` at ``scale`` (:func:`gaugekit.experiments.sweep.collect`).
-
-    Paper scale reads the committed records and trains nothing (a part with missing runs
-    raises :class:`~gaugekit.experiments.sweep.MissingRecords` naming the command that makes
-    them); quick scale computes everything afresh in a temporary folder.
-    """
-    config = get_config(scale)
-    return sweep.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
-                         progress=progress, workers=workers, mode=mode,
-                         persist=config.persist_records)
+collect = sweep.collector(EXPERIMENT, get_config)
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,10 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-import torch
 
 from gaugekit.config import get_scale
 from gaugekit.experiments import sweep
@@ -57,7 +54,7 @@ from gaugekit.experiments.matrix_sensing import (
     selection_rows,
     split_summary,
 )
-from gaugekit.experiments.sweep import Collected, RunSpec
+from gaugekit.experiments.sweep import RunSpec
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
 
 __all__ = [
@@ -294,24 +291,8 @@ class LadderExperiment(MatrixSensingZoo):
 EXPERIMENT = LadderExperiment()
 
 
-def collect(
-    scale: str | None = None,
-    out_dir: str | Path | None = None,
-    *,
-    parts: Sequence[str] | None = None,
-    device: str | torch.device | None = None,
-    progress: bool = False,
-    workers: int = 1,
-    mode: str | None = None,
-) -> Collected:
-    """The records of the all-seed parts (default) at ``scale``
-    (:func:`gaugekit.experiments.sweep.collect` with ``allow_missing``: at paper scale the
-    committed records are read, missing runs are named by :meth:`Collected.note`)."""
-    config = get_config(scale)
-    names = list(parts) if parts is not None else [p.name for p in config.parts]
-    return sweep.collect(EXPERIMENT, config.scale, parts=names, out_dir=out_dir, device=device,
-                         progress=progress, workers=workers, mode=mode,
-                         persist=config.persist_records, allow_missing=True)
+collect = sweep.collector(EXPERIMENT, get_config, allow_missing=True,
+                          default_parts=lambda config: [p.name for p in config.parts])
 
 
 # --------------------------------------------------------------------------------------------

@@ -493,26 +493,7 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
-def collect(
-    scale: str | None = None,
-    out_dir: str | Path | None = None,
-    *,
-    parts: Sequence[str] | None = None,
-    device: str | torch.device | None = None,
-    progress: bool = False,
-    workers: int = 1,
-    mode: str | None = None,
-) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`).
-
-    At paper scale the committed records are read and nothing is recomputed (records mode
-    ``read``; missing runs raise :class:`~gaugekit.experiments.sweep.MissingRecords`); at quick
-    scale everything is computed afresh in a temporary folder, deleted once the records are read.
-    """
-    config = get_config(scale)
-    return sweep.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
-                         progress=progress, workers=workers, mode=mode,
-                         persist=config.persist_records)
+collect = sweep.collector(EXPERIMENT, get_config)
 
 
 def published_table2(part: Part) -> dict[str, tuple[float, float]] | None:

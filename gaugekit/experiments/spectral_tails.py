@@ -454,21 +454,4 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
-def collect(
-    scale: str | None = None,
-    out_dir: str | Path | None = None,
-    *,
-    parts: Sequence[str] | None = None,
-    device: str | torch.device | None = None,
-    progress: bool = False,
-    workers: int = 1,
-    mode: str | None = None,
-) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`):
-    read from the committed folder at paper scale (missing runs raise
-    :class:`~gaugekit.experiments.sweep.MissingRecords` in records mode ``read``), computed
-    afresh in a temporary folder at quick scale."""
-    config = get_config(scale)
-    return sweep.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
-                         progress=progress, workers=workers, mode=mode,
-                         persist=config.persist_records)
+collect = sweep.collector(EXPERIMENT, get_config)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,6 +57,7 @@ __all__ = [
     "SweepReport",
     "balanced_bins",
     "collect",
+    "collector",
     "load_part",
     "plan_batches",
     "project_root",
@@ -524,3 +525,54 @@ def collect(
         collected = gather(Path(folder), True)
     collected.folder = None
     return collected
+
+
+def collector(
+    experiment: Experiment,
+    get_config: Callable[[str | None], Any],
+    *,
+    allow_missing: bool = False,
+    default_parts: Callable[[Any], Sequence[str]] | None = None,
+) -> Callable[..., Collected]:
+    """The ``collect`` function of an experiment module: :func:`collect` with the scale's
+    settings filled in from ``get_config(scale)`` (its ``scale`` name and ``persist_records``).
+
+    The function returned takes ``(scale=None, out_dir=None, *, parts=None, device=None,
+    progress=False, workers=1, mode=None)``: at a scale that persists its records (paper) they
+    are read and nothing is trained (a part with missing runs raises :class:`MissingRecords`
+    naming the command that makes them, or, with ``allow_missing``, is returned with
+    :meth:`Collected.note` naming them); at quick scale everything is computed afresh in a
+    temporary folder. ``parts`` defaults to ``default_parts(config)``, else every part.
+    """
+
+    def collect_records(
+        scale: str | None = None,
+        out_dir: str | Path | None = None,
+        *,
+        parts: Sequence[str] | None = None,
+        device: str | torch.device | None = None,
+        progress: bool = False,
+        workers: int = 1,
+        mode: str | None = None,
+    ) -> Collected:
+        config = get_config(scale)
+        if parts is None and default_parts is not None:
+            parts = list(default_parts(config))
+        return collect(experiment, config.scale, parts=parts, out_dir=out_dir, device=device,
+                       progress=progress, workers=workers, mode=mode,
+                       persist=config.persist_records, allow_missing=allow_missing)
+
+    missing = ("a part with missing runs is returned as far as it is recorded, and "
+               ":meth:`~gaugekit.experiments.sweep.Collected.note` names the missing runs and "
+               "the command that makes them" if allow_missing else
+               "a part with missing runs raises "
+               ":class:`~gaugekit.experiments.sweep.MissingRecords` naming the command that "
+               "makes them")
+    collect_records.__name__ = collect_records.__qualname__ = "collect"
+    collect_records.__doc__ = (
+        f"The records of the ``{experiment.name}`` parts at ``scale`` "
+        "(:func:`gaugekit.experiments.sweep.collect`).\n\n"
+        "At a scale that keeps committed records (paper) they are read and nothing is "
+        f"trained; {missing}. At quick scale everything is computed afresh in a temporary "
+        "folder. ``out_dir`` reads and completes the records of that folder instead.")
+    return collect_records

@@ -83,3 +83,27 @@ def test_quick_scale_recomputes_in_a_temporary_folder(root, monkeypatch):
 def test_bad_records_mode_is_refused(root):
     with pytest.raises(ValueError, match="Invalid records mode"):
         sweep.collect(Squares(), "paper", mode="sometimes")
+
+
+def test_an_experiment_module_collect_is_collect_with_its_scale_settings(root):
+    from types import SimpleNamespace
+
+    def get_config(scale):  # the shape of every experiment module's get_config
+        scale = scale or "paper"
+        return SimpleNamespace(scale=scale, persist_records=scale == "paper")
+
+    exp = Squares()
+    strict = sweep.collector(exp, get_config)
+    lenient = sweep.collector(exp, get_config, allow_missing=True,
+                              default_parts=lambda config: ["b"])
+    assert strict.__name__ == "collect" and "squares" in strict.__doc__
+    assert "MissingRecords" in strict.__doc__ and "note" in lenient.__doc__
+    with pytest.raises(MissingRecords, match="--part a --part b"):
+        strict()  # paper by default: committed records, none yet
+    got = lenient()  # only part b by default, and missing runs are named, not raised
+    assert list(got.records) == ["b"] and got.records["b"] == [] and exp.computed == 0
+    assert "python -m gaugekit run squares --scale paper --part b" in got.note()
+    strict(mode="make", parts=["a"])
+    assert exp.computed == 2 and len(strict(parts=["a"]).records["a"]) == 2
+    quick = strict("quick")  # not persisted: computed afresh in a temporary folder
+    assert exp.computed == 5 and quick.folder is None
