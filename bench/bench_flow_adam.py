@@ -12,10 +12,9 @@ test fires under the paper's settings).
 Target (issues 4, 13): FlowAdam at any p, flow on or off, at most 1.2× Adam, against both
 ``foreach=True`` and ``fused=True``.
 
-Two rows are floors, not optimizers: ``floor: fused Adam's bytes`` moves the bytes of an Adam
-step (4 reads, 3 writes per entry) with no arithmetic, so ``fused`` near it is bound by memory;
-``floor: one pow per entry`` is the ``v^{p/2}`` that FlowAdam needs at ``p ∉ {0, 1}`` and Adam does
-not. The flow path also reads and writes ``g_{t−1}`` (two more streams than Adam).
+One row is a floor, not an optimizer: ``floor: one pow per entry`` times the ``v^{p/2}`` that
+FlowAdam needs at ``p ∉ {0, 1}`` and Adam does not, alone; FlowAdam at such ``p`` cannot be faster
+than it. (The flow path also reads and writes ``g_{t−1}``, two more streams than Adam.)
 """
 
 from __future__ import annotations
@@ -33,24 +32,6 @@ from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS, FlowAdam
 Factory = Callable[[list[Tensor]], torch.optim.Optimizer]
 
 
-class MemoryFloor:
-    """Not an optimizer: a ``step()`` that moves the bytes torch's fused Adam must move, 4 reads
-    (``θ, g, m, v``) and 3 writes (``θ, m, v``) per entry, with no arithmetic: three copies and
-    one sum over buffers the size of the parameters. Its time is the memory floor of any
-    Adam-like step on this machine."""
-
-    def __init__(self, params: list[Tensor]) -> None:
-        self.buffers = [[torch.zeros_like(p) for _ in range(6)] for p in params]
-        self.sink = torch.zeros((), dtype=params[0].dtype, device=params[0].device)
-
-    def step(self) -> None:
-        for a, b, c, d, e, f in self.buffers:
-            a.copy_(b)
-            c.copy_(d)
-            e.copy_(f)
-            self.sink += a.sum()
-
-
 class PowFloor:
     """Not an optimizer: the one operation FlowAdam needs at ``p ∉ {0, 1}`` that Adam does not,
     ``(v/(1-β₂ᵗ))^{p/2}``, timed alone (``torch.pow`` with ``p = 0.5``, into a buffer)."""
@@ -64,8 +45,8 @@ class PowFloor:
 
 
 def variants(lr: float) -> dict[str, Factory]:
-    """The optimizers timed, by label; the first is the reference. The two ``floor`` rows are
-    not optimizers (:class:`MemoryFloor`, :class:`PowFloor`)."""
+    """The optimizers timed, by label; the first is the reference. The ``floor`` row is not an
+    optimizer (:class:`PowFloor`)."""
     invariant = FLOW_ADAM_PRESETS["invariant"]
     return {
         "torch Adam (foreach)": lambda p: torch.optim.Adam(p, lr=lr, foreach=True),
@@ -75,7 +56,6 @@ def variants(lr: float) -> dict[str, Factory]:
         "FlowAdam p=0, flow off": lambda p: FlowAdam(p, lr=lr, precond_power=0.0, flow=False),
         "FlowAdam p=0.5, flow off": lambda p: FlowAdam(p, lr=lr, precond_power=0.5, flow=False),
         "FlowAdam invariant, flow on": lambda p: FlowAdam(p, lr=lr, **invariant),
-        "floor: fused Adam's bytes": MemoryFloor,
         "floor: one pow per entry": PowFloor,
     }
 

@@ -19,9 +19,8 @@ Rows:
   trained: a twin trained alone trains its base too);
 * ``step <name>``: one step of every optimizer of the registry (and the FlowAdam variants of
   ``bench/bench_flow_adam.py``) against ``torch.optim.Adam`` with ``foreach=True`` and with
-  ``fused=True``, on ~10M float32 parameters (``--quick``: ~0.2M), with two floors that are
-  not optimizers: the bytes of an Adam step moved with no arithmetic, and the one ``pow`` per
-  entry that FlowAdam needs at ``p ∉ {0, 1}``;
+  ``fused=True``, on ~10M float32 parameters (``--quick``: ~0.2M), with one floor that is not
+  an optimizer: the one ``pow`` per entry that FlowAdam needs at ``p ∉ {0, 1}``;
 * ``book`` (``--book``): the wall time of a quick-scale book build (no baseline).
 """
 
