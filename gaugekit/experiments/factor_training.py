@@ -32,9 +32,14 @@ it, the diverged row stays in the stack and is stepped like the others (the zoo'
 a non-finite value along as NaN, without raising), which can change the other rows' numbers
 only in the last bits, through the BLAS blocking of a product with more columns. The default
 is ``sync_every = 1`` on the CPU, where the read costs nothing and the committed records were
-made, and ``check_every`` on any other device. With ``record_at`` thresholds the host reads
-every step anyway (the matched-loss protocol needs the metrics at the step a threshold is
-crossed), so ``sync_every`` is 1 there.
+made, and ``check_every`` on any other device. With ``record_at`` thresholds and
+``sync_every > 1`` the first crossings stay on the device too: the factors, loss and step of each
+row at its first crossing of each threshold are kept (one copy of the stack per threshold), and
+their metrics are taken from those copies when the host reads; a run that stops at the deepest
+threshold is recorded from its copy there, whatever it did after. The steps, statuses and
+crossing steps are then the same as with a read every step, the values equal to round-off
+(tested). On the CPU the copies cost more than the reads they save, one more reason for the
+CPU default.
 
 Stacking. The factors of ``B`` runs are one stack: ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] =
 U``, ``P[:, 1] = V``) when ``U`` and ``V`` have one shape, else two stacks ``(B, n₁, k)`` and
@@ -325,15 +330,17 @@ class _Curves:
         self.names = ("step", *names)
         self.data = [{k: [] for k in self.names} for _ in range(num_runs)]
 
-    def add(self, runs: Sequence[int], step: int, values: Mapping[str, Tensor]) -> None:
-        """Append a point at ``step`` (the number of updates applied) to each run of ``runs``;
-        a run whose last point already has this step keeps it."""
+    def add(self, runs: Sequence[int], step: int | Sequence[int],
+            values: Mapping[str, Tensor]) -> None:
+        """Append a point at ``step`` (the number of updates applied; one for all, or one per
+        run) to each run of ``runs``; a run whose last point already has this step keeps it."""
         columns = {k: values[k].tolist() for k in self.names[1:]}
+        steps = [step] * len(runs) if isinstance(step, int) else list(step)
         for i, run in enumerate(runs):
             entry = self.data[run]
-            if entry["step"] and entry["step"][-1] == step:
+            if entry["step"] and entry["step"][-1] == steps[i]:
                 continue
-            entry["step"].append(step)
+            entry["step"].append(steps[i])
             for k, col in columns.items():
                 entry[k].append(col[i])
 
@@ -379,7 +386,8 @@ class _StackedTraining:
             sync_every = 1 if device.type == "cpu" else self.check_every
         if isinstance(sync_every, bool) or not isinstance(sync_every, int) or sync_every < 1:
             raise ValueError(f"Invalid sync_every: {sync_every!r}; expected an integer >= 1")
-        self.sync_every = 1 if self.thresholds else sync_every
+        self.sync_every = sync_every
+        self.deferred = bool(self.thresholds) and sync_every > 1
 
         seeds = sorted({s.config["seed"] for s in specs})
         index = {s: i for i, s in enumerate(seeds)}
@@ -407,6 +415,17 @@ class _StackedTraining:
         # and that loss, read by the host every ``sync_every`` steps
         self.bad_step = torch.zeros(len(self.rows), dtype=torch.int64, device=device)
         self.bad_loss = torch.zeros(len(self.rows), dtype=dtype, device=device)
+        if self.deferred:
+            # per threshold and row, on the device: the factors, loss and step at the first
+            # crossing; ``reported``: crossings already turned into ``at_loss`` entries;
+            # ``stopped``: rows past the deepest threshold (with stop_at_last), to be recorded
+            T, B = len(self.thresholds), len(self.rows)
+            self.snap_U = self.stack.U.unsqueeze(0).repeat(T, *([1] * self.stack.U.ndim))
+            self.snap_V = self.stack.V.unsqueeze(0).repeat(T, *([1] * self.stack.V.ndim))
+            self.snap_loss = torch.zeros(T, B, dtype=dtype, device=device)
+            self.snap_step = torch.zeros(T, B, dtype=torch.int64, device=device)
+            self.reported = torch.zeros(B, T, dtype=torch.bool, device=device)
+        self.stopped = torch.zeros(len(self.rows), dtype=torch.bool, device=device)
         self._thr = torch.tensor(self.thresholds, dtype=torch.float64, device=device)
 
         self.members: list[_Member] = []
@@ -458,9 +477,11 @@ class _StackedTraining:
         self.reached |= below
         return self.reached[:, -1] if self.stop_at_last else None
 
-    def finish(self, mask: Tensor, step: int | Tensor, loss: Tensor, status: str) -> None:
+    def finish(self, mask: Tensor, step: int | Tensor, loss: Tensor, status: str,
+               factors: tuple[Tensor, Tensor] | None = None) -> None:
         """Record the runs of ``mask`` (over the current rows) and drop them from the stack;
-        ``step`` is one step for all, or a per-row tensor."""
+        ``step`` is one step for all, or a per-row tensor; ``factors``: the ``(U, V)`` of every
+        current row to take the metrics from (default: the stack's)."""
         sel = torch.nonzero(mask).flatten()
         if sel.numel() == 0:
             return
@@ -472,9 +493,12 @@ class _StackedTraining:
         names = self.batch.metric_names
         cols: dict[str, list[float]] = {}
         if status == "ok":
-            U, V = self.stack.rows(sel)
+            if factors is None:
+                U, V = self.stack.rows(sel)
+            else:
+                U, V = factors[0].index_select(0, sel), factors[1].index_select(0, sel)
             m = self.batch.select(sel_list).metrics(U, V)
-            self.curves.add(runs, steps[0], m)
+            self.curves.add(runs, steps, m)
             cols = {k: v.tolist() for k, v in m.items()}
         for j, run in enumerate(runs):
             if self.results[run] is not None:  # already an error
@@ -502,6 +526,13 @@ class _StackedTraining:
         self.reached = self.reached.index_select(0, keep)
         self.bad_step = self.bad_step.index_select(0, keep)
         self.bad_loss = self.bad_loss.index_select(0, keep)
+        self.stopped = self.stopped.index_select(0, keep)
+        if self.deferred:
+            self.snap_U = self.snap_U.index_select(1, keep)
+            self.snap_V = self.snap_V.index_select(1, keep)
+            self.snap_loss = self.snap_loss.index_select(1, keep)
+            self.snap_step = self.snap_step.index_select(1, keep)
+            self.reported = self.reported.index_select(0, keep)
         if keep_list:
             self.batch = self.batch.select(keep_list)
         members, start = [], 0
@@ -515,7 +546,7 @@ class _StackedTraining:
 
     def _note_divergence(self, loss: Tensor, t: int) -> None:
         """Mark, on the device, the rows whose pre-update loss at step ``t`` diverged first."""
-        new = ~(loss <= self.diverge_above) & (self.bad_step == 0)
+        new = ~(loss <= self.diverge_above) & (self.bad_step == 0) & ~self.stopped
         self.bad_step = torch.where(new, t, self.bad_step)
         self.bad_loss = torch.where(new, loss, self.bad_loss)
 
@@ -528,6 +559,56 @@ class _StackedTraining:
         self.finish(bad, self.bad_step, self.bad_loss, "diverged")
         return torch.nonzero(~bad).flatten()
 
+    def _snapshot_thresholds(self, loss: Tensor, step: int) -> None:
+        """Deferred matched-loss protocol, on the device: keep the factors, loss and ``step`` of
+        rows whose pre-update loss first fell below a threshold (rows not diverged or stopped)."""
+        alive = (self.bad_step == 0) & ~self.stopped
+        below = (loss.double()[:, None] < self._thr[None, :]) & alive[:, None]
+        new = below & ~self.reached
+        U, V = self.stack.U, self.stack.V
+        for j in range(len(self.thresholds)):
+            hit = new[:, j]
+            self.snap_U[j] = torch.where(hit.view(-1, *([1] * (U.ndim - 1))), U, self.snap_U[j])
+            self.snap_V[j] = torch.where(hit.view(-1, *([1] * (V.ndim - 1))), V, self.snap_V[j])
+            self.snap_loss[j] = torch.where(hit, loss, self.snap_loss[j])
+            self.snap_step[j] = torch.where(hit, step, self.snap_step[j])
+        self.reached |= below
+        if self.stop_at_last:
+            self.stopped |= self.reached[:, -1]
+
+    def _flush_thresholds(self) -> Tensor | None:
+        """Turn the kept first crossings into ``at_loss`` entries and record the rows stopped
+        at the deepest threshold (a host read); returns the kept rows' indices, or ``None``."""
+        pending = self.reached & ~self.reported
+        if not bool(pending.any()):
+            return None
+        rows = torch.nonzero(pending.any(dim=1)).flatten()
+        row_list, flags = rows.tolist(), pending.index_select(0, rows).tolist()
+        batch = self.batch.select(row_list)
+        entries: dict[int, list[dict[str, Any]]] = {row: [] for row in row_list}
+        for j, threshold in enumerate(self.thresholds):
+            if not any(f[j] for f in flags):
+                continue
+            m = batch.metrics(self.snap_U[j].index_select(0, rows),
+                              self.snap_V[j].index_select(0, rows))
+            cols = {k: v.tolist() for k, v in m.items()}
+            steps = self.snap_step[j].index_select(0, rows).tolist()
+            losses = self.snap_loss[j].index_select(0, rows).double().tolist()
+            for i, row in enumerate(row_list):
+                if flags[i][j]:
+                    entry = {"threshold": threshold, "step": steps[i], "train_loss": losses[i]}
+                    entry.update({k: cols[k][i] for k in cols if k != "train_loss"})
+                    entries[row].append(entry)
+        for row in row_list:
+            self.at_loss[self.rows[row]].extend(entries[row])
+        self.reported |= pending
+        if not (self.stop_at_last and bool(self.stopped.any())):
+            return None
+        done = self.stopped.clone()
+        self.finish(done, self.snap_step[-1], self.snap_loss[-1], "ok",
+                    factors=(self.snap_U[-1], self.snap_V[-1]))
+        return torch.nonzero(~done).flatten()
+
     def run(self, progress: bool) -> list[RunResult]:
         from tqdm import tqdm
 
@@ -537,8 +618,9 @@ class _StackedTraining:
                 break
             loss, G_U, G_V = self.batch.loss_and_grads(self.stack.U, self.stack.V)
             self._note_divergence(loss, t)
-            if t == 1 or t % self.sync_every == 0 or t % self.check_every == 0 or (
-                    t == self.num_steps):
+            sync = t == 1 or t % self.sync_every == 0 or t % self.check_every == 0 or (
+                t == self.num_steps)
+            if sync:
                 keep = self._finish_diverged()
                 if keep is not None:
                     if not self.rows:
@@ -546,7 +628,15 @@ class _StackedTraining:
                     loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
             if t == 1:
                 self.curves.add(self.rows, 0, self._curve_values())
-            if self.thresholds:
+            if self.deferred:
+                self._snapshot_thresholds(loss, t - 1)
+                if sync:
+                    keep = self._flush_thresholds()
+                    if keep is not None:
+                        if not self.rows:
+                            break
+                        loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
+            elif self.thresholds:
                 done = self._record_thresholds(loss, t - 1)
                 if done is not None and bool(done.any()):
                     self.finish(done, t - 1, loss, "ok")
@@ -566,13 +656,16 @@ class _StackedTraining:
                 except Exception as err:  # noqa: BLE001 - recorded per run
                     failed.append((mem, f"{type(err).__name__}: {err}"))
             if failed:
-                keep = self._finish_diverged()  # a diverged row is recorded as diverged
-                if keep is not None:
-                    loss = loss[keep]
-                    if not self.rows:
-                        break
-                    alive = set(id(mem) for mem in self.members)
-                    failed = [(mem, msg) for mem, msg in failed if id(mem) in alive]
+                # a diverged or stopped row is recorded as such, not as an error
+                for flush in ((self._flush_thresholds,) if self.deferred else ()) + (
+                        self._finish_diverged,):
+                    keep = flush()
+                    if keep is not None:
+                        loss = loss[keep]
+                if not self.rows:
+                    break
+                alive = set(id(mem) for mem in self.members)
+                failed = [(mem, msg) for mem, msg in failed if id(mem) in alive]
                 mask = torch.zeros(len(self.rows), dtype=torch.bool, device=loss.device)
                 for mem, message in failed:
                     mask[mem.start:mem.stop] = True

@@ -190,3 +190,42 @@ def test_the_host_reads_divergence_every_k_steps_and_records_the_same(sync_every
             assert a.curves == b.curves
     with pytest.raises(ValueError, match="sync_every"):
         ft.train_factored_batch(specs, sync_every=0)
+
+
+def _same_results(a, b):
+    assert (a.status, a.metrics["steps"]) == (b.status, b.metrics["steps"])
+    assert [(e["threshold"], e["step"]) for e in a.metrics.get("at_loss", [])] == [
+        (e["threshold"], e["step"]) for e in b.metrics.get("at_loss", [])]
+    for ea, eb in zip(a.metrics.get("at_loss", []), b.metrics.get("at_loss", []), strict=True):
+        assert ea["train_loss"] == eb["train_loss"]
+        assert_close(torch.tensor(eb["err"]), torch.tensor(ea["err"]), rtol=1e-10, atol=1e-14)
+    if a.status == "ok":
+        assert_close(torch.tensor(b.metrics["err"]), torch.tensor(a.metrics["err"]),
+                     rtol=1e-10, atol=1e-14)
+        assert a.metrics["train_loss"] == b.metrics["train_loss"]
+        assert a.curves["step"] == b.curves["step"]
+    else:
+        assert a.metrics["train_loss"] == b.metrics["train_loss"]
+
+
+@pytest.mark.parametrize("sync_every", [7, 50])
+@pytest.mark.parametrize("stop", [False, True])
+def test_first_crossings_kept_on_the_device_give_the_same_records(sync_every, stop):
+    # thresholds crossed between host reads, runs stopped there, runs that never reach the
+    # deepest threshold and runs that diverge: the same records as a read every step
+    specs = [_spec("gd", 0.3, 1, 400, stop), _spec("gd", 0.1, 2, 400, stop),
+             _spec("adam", 0.02, 1, 400, stop), _spec("gd", 40.0, 2, 400, stop),
+             _spec("muon", 0.01, 1, 400, stop), _spec("scaled_gd", 0.3, 2, 400, stop),
+             _spec("gd", 0.003, 1, 400, stop)]
+    every = ft.train_factored_batch(specs, sync_every=1)
+    later = ft.train_factored_batch(specs, sync_every=sync_every)
+    crossings = [e["step"] for r in every for e in r.metrics.get("at_loss", [])]
+    assert len(crossings) >= 8 and any(s % sync_every for s in crossings)  # the test bites
+    assert {r.status for r in every} == {"ok", "diverged"}
+    assert any(len(r.metrics.get("at_loss", [])) < len(THRESHOLDS) for r in every
+               if r.status == "ok")
+    if stop:
+        assert any(r.metrics["steps"] < 400 and r.metrics["steps"] % sync_every
+                   for r in every if r.status == "ok")
+    for a, b in zip(every, later, strict=True):
+        _same_results(a, b)
