@@ -182,30 +182,30 @@ def test_the_host_reads_divergence_every_k_steps_and_records_the_same(sync_every
     assert len(diverged) >= 3 and any(s % sync_every for s in diverged)  # the test bites
     assert any(a.status == "ok" for a in every)
     for a, b in zip(every, later, strict=True):
-        assert (a.status, a.metrics["steps"]) == (b.status, b.metrics["steps"])
-        assert a.metrics["train_loss"] == b.metrics["train_loss"] or a.status == "ok"
-        if a.status == "ok":
-            assert_close(torch.tensor(b.metrics["err"]), torch.tensor(a.metrics["err"]),
-                         rtol=1e-10, atol=1e-14)
-            assert a.curves == b.curves
+        _same_results(a, b)
     with pytest.raises(ValueError, match="sync_every"):
         ft.train_factored_batch(specs, sync_every=0)
 
 
+def _close(x, y):
+    assert_close(torch.tensor(y), torch.tensor(x), rtol=1e-10, atol=1e-14, equal_nan=True)
+
+
 def _same_results(a, b):
+    """Same statuses and steps; values to round-off (a row kept longer in the stack may change
+    the others' last bits on some BLAS, see the module docstring)."""
     assert (a.status, a.metrics["steps"]) == (b.status, b.metrics["steps"])
     assert [(e["threshold"], e["step"]) for e in a.metrics.get("at_loss", [])] == [
         (e["threshold"], e["step"]) for e in b.metrics.get("at_loss", [])]
     for ea, eb in zip(a.metrics.get("at_loss", []), b.metrics.get("at_loss", []), strict=True):
-        assert ea["train_loss"] == eb["train_loss"]
-        assert_close(torch.tensor(eb["err"]), torch.tensor(ea["err"]), rtol=1e-10, atol=1e-14)
+        _close(ea["train_loss"], eb["train_loss"])
+        _close(ea["err"], eb["err"])
+    _close(a.metrics["train_loss"], b.metrics["train_loss"])
     if a.status == "ok":
-        assert_close(torch.tensor(b.metrics["err"]), torch.tensor(a.metrics["err"]),
-                     rtol=1e-10, atol=1e-14)
-        assert a.metrics["train_loss"] == b.metrics["train_loss"]
+        _close(a.metrics["err"], b.metrics["err"])
         assert a.curves["step"] == b.curves["step"]
-    else:
-        assert a.metrics["train_loss"] == b.metrics["train_loss"]
+        for k in a.curves:
+            _close(a.curves[k], b.curves[k])
 
 
 @pytest.mark.parametrize("sync_every", [7, 50])
