@@ -5,6 +5,7 @@
     python bench/run.py --device cuda    # on a GPU (default: cpu)
     python bench/run.py --book           # also time the quick-scale book build (slow)
     python -m bench --quick              # the same command
+    python bench/run.py --only zoo --reference ../loss-basis-adam   # the zoo vs the paper's script
 
 Each row is a measured time and a baseline measured in the same run, on the same machine, with
 the same threads; the ratio is ``time / baseline`` (below 1: faster than the baseline), except
@@ -20,7 +21,12 @@ Rows:
 * ``step <name>``: one step of every optimizer of the registry (and the FlowAdam variants of
   ``bench/bench_flow_adam.py``) against ``torch.optim.Adam`` with ``foreach=True`` and with
   ``fused=True``, on ~10M float32 parameters (``--quick``: ~0.2M), with one floor that is not
-  an optimizer: the one ``pow`` per entry that FlowAdam needs at ``p ∉ {0, 1}``;
+  an optimizer: the one ``log`` and one ``exp`` per entry that FlowAdam needs at ``p ∉ {0, 1}``;
+* ``zoo``: the whole matrix-sensing zoo part (108 runs at paper scale, ``--quick``: quick scale)
+  through the sweep CLI with ``--workers`` processes, into a temporary folder; with
+  ``--reference DIR`` (a checkout of the paper's code, ``idevender/loss-basis-adam``) also the
+  paper's own script ``experiments/optimizer_zoo_bias.py``, timed in the same run (the speed-up
+  is script / ours);
 * ``book`` (``--book``): the wall time of a quick-scale book build (no baseline).
 """
 
@@ -66,10 +72,11 @@ class Sizes:
     rounds: int
     steps: int
     warmup: int
+    zoo_scale: str  # scale of the whole-zoo row
 
 
-FULL = Sizes(None, 300, 50, None, 10, 256, 64, 1024, 5, 3, 12)
-QUICK = Sizes(18, 40, 5, 2, 4, 8, 32, 128, 3, 2, 12)
+FULL = Sizes(None, 300, 50, None, 10, 256, 64, 1024, 5, 3, 12, "paper")
+QUICK = Sizes(18, 40, 5, 2, 4, 8, 32, 128, 3, 2, 12, "quick")
 
 
 @dataclass
@@ -197,6 +204,40 @@ def step_rows(sizes: Sizes, device: torch.device) -> list[Row]:
     return rows
 
 
+# ----------------------------------------------------------------------------- whole zoo
+REFERENCE_ZOO_SCRIPT = Path("experiments") / "optimizer_zoo_bias.py"
+
+
+def _timed_command(command: Sequence[str], cwd: Path | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(list(command), check=True, cwd=cwd, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def zoo_row(sizes: Sizes, device: torch.device, workers: int,
+            reference: Path | None = None) -> Row:
+    """The zoo part through the sweep CLI (fresh records folder), and the paper's script."""
+    baselines: dict[str, float] = {}
+    if reference is not None:
+        script = Path(reference) / REFERENCE_ZOO_SCRIPT
+        if not script.is_file():
+            raise SystemExit(
+                f"--reference {reference}: no {REFERENCE_ZOO_SCRIPT} there; expected a checkout "
+                "of https://github.com/idevender/loss-basis-adam")
+        if sizes.zoo_scale != "paper":
+            raise SystemExit("--reference needs the full sizes (drop --quick): the paper's "
+                             "script runs the paper-scale zoo")
+        baselines["paper script"] = _timed_command([sys.executable, str(script)],
+                                                   cwd=Path(reference))
+    with tempfile.TemporaryDirectory() as out:
+        ours = _timed_command([
+            sys.executable, "-m", "gaugekit", "run", "matrix_sensing", "--scale",
+            sizes.zoo_scale, "--part", "zoo", "--workers", str(workers), "--out", out,
+            "--device", str(device), "--quiet"])
+    return Row("zoo", f"{sizes.zoo_scale}-scale zoo, {workers} worker(s): the sweep",
+               ours, baselines, speedup=True)
+
+
 # ------------------------------------------------------------------------------------ book
 def book_row() -> Row:
     """Wall time of a quick-scale book build into a temporary folder (no baseline)."""
@@ -212,10 +253,14 @@ def book_row() -> Row:
 
 
 # ------------------------------------------------------------------------------------ table
+GROUPS = ("sweep", "attention", "step", "zoo")
+
+
 def build_rows(sizes: Sizes, device: torch.device, *, book: bool = False,
-               only: Sequence[str] | None = None) -> list[Row]:
-    """Run the benchmarks (``only``: a subset of sweep, attention, step) and return the rows."""
-    groups = list(only or ("sweep", "attention", "step"))
+               only: Sequence[str] | None = None, workers: int = 2,
+               reference: Path | None = None) -> list[Row]:
+    """Run the benchmarks (``only``: a subset of :data:`GROUPS`) and return the rows."""
+    groups = list(only or GROUPS)
     rows: list[Row] = []
     if "sweep" in groups:
         rows.append(sweep_row(sizes, device))
@@ -223,6 +268,8 @@ def build_rows(sizes: Sizes, device: torch.device, *, book: bool = False,
         rows.append(attention_row(sizes, device))
     if "step" in groups:
         rows.extend(step_rows(sizes, device))
+    if "zoo" in groups:
+        rows.append(zoo_row(sizes, device, workers, reference))
     if book:
         rows.append(book_row())
     return rows
@@ -255,8 +302,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--book", action="store_true", help="also time a quick book build")
-    parser.add_argument("--only", action="append", choices=["sweep", "attention", "step"],
+    parser.add_argument("--only", action="append", choices=GROUPS,
                         help="run only this group (repeatable)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes of the zoo row")
+    parser.add_argument("--reference", type=Path, default=None,
+                        help="a checkout of idevender/loss-basis-adam: time the paper's zoo "
+                        "script too, in the same run")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = parser.parse_args(argv)
     if args.threads is not None:
@@ -264,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available")
-    rows = build_rows(QUICK if args.quick else FULL, device, book=args.book, only=args.only)
+    rows = build_rows(QUICK if args.quick else FULL, device, book=args.book, only=args.only,
+                      workers=args.workers, reference=args.reference)
     print(format_table(rows, device))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import sys
@@ -30,8 +31,8 @@ def test_quick_table_has_every_benchmark_and_finite_ratios(bench_run):
 
     tiny = bench_run.Sizes(sweep_runs=2, sweep_steps=3, attention_steps=1, attention_models=1,
                            step_tensors=2, step_stack=2, step_side=4, flow_rows=8,
-                           rounds=1, steps=1, warmup=12)
-    rows = bench_run.build_rows(tiny, torch.device("cpu"))
+                           rounds=1, steps=1, warmup=12, zoo_scale="quick")
+    rows = bench_run.build_rows(tiny, torch.device("cpu"), only=("sweep", "attention", "step"))
     groups = [r.group for r in rows]
     assert groups.count("sweep") == 1 and groups.count("attention") == 1
     names = " ".join(r.name for r in rows)
@@ -59,3 +60,33 @@ def test_ratio_direction(bench_run):
     fast = bench_run.Row("sweep", "y", 1.0, {"alone": 4.0}, speedup=True)
     assert slow.ratios() == {"b": 2.0}
     assert fast.ratios() == {"alone": 4.0}
+
+
+def test_zoo_row_times_the_sweep_and_the_reference_script(bench_run, tmp_path):
+    # a stand-in for a checkout of the paper's code: its zoo script only has to run
+    script = tmp_path / "ref" / bench_run.REFERENCE_ZOO_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.write_text("import pathlib; pathlib.Path('ran').write_text('yes')\n")
+    paper = dataclasses.replace(_tiny(bench_run), zoo_scale="paper")
+    with pytest.raises(SystemExit, match="no experiments/optimizer_zoo_bias.py there"):
+        bench_run.zoo_row(paper, torch.device("cpu"), 1, reference=tmp_path)
+    with pytest.raises(SystemExit, match="needs the full sizes"):
+        bench_run.zoo_row(_tiny(bench_run), torch.device("cpu"), 1, reference=script.parents[1])
+    row = bench_run.zoo_row(_tiny(bench_run), torch.device("cpu"), 2)
+    assert row.group == "zoo" and row.seconds > 0 and row.baselines == {}
+    assert "quick-scale zoo, 2 worker(s)" in row.name
+
+
+def test_reference_script_runs_in_its_checkout(bench_run, tmp_path):
+    ref = tmp_path / "ref"
+    script = ref / bench_run.REFERENCE_ZOO_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.write_text("import pathlib; pathlib.Path('ran').write_text('yes')\n")
+    seconds = bench_run._timed_command([sys.executable, str(script)], cwd=ref)
+    assert seconds > 0 and (ref / "ran").read_text() == "yes"
+
+
+def _tiny(bench_run):
+    return bench_run.Sizes(sweep_runs=2, sweep_steps=3, attention_steps=1, attention_models=1,
+                           step_tensors=2, step_stack=2, step_side=4, flow_rows=8,
+                           rounds=1, steps=1, warmup=12, zoo_scale="quick")

@@ -202,6 +202,43 @@ def test_dial_matches_the_reference_at_every_p(scalar):
         assert_close(got[1], want[1], atol=1e-13, rtol=1e-11)
 
 
+def _pow_coefficient(v, *, step, lr, beta1, beta2, eps, power, shared):
+    """``−lr / ((1 − β₁ᵗ)(v̂^{p/2} s̄^{1−p} + ε))`` by ``torch.pow`` (``x⁰ = 1``), in float64."""
+    v_hat = v.double() / (1 - beta2**step)
+    blend = v_hat.pow(power / 2) * torch.as_tensor(shared, dtype=DTYPE).pow(1 - power)
+    return -lr / ((1 - beta1**step) * (blend + eps))
+
+
+@pytest.mark.parametrize("dtype, rtol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
+def test_dial_coefficient_in_the_log_domain_equals_pow(dtype, rtol):
+    """The blend ``exp((p/2) log v + (1−p) log s̄ − …)`` against ``pow``, zeros included."""
+    gen = generator(7)
+    v = torch.rand(3, 4, 5, generator=gen, dtype=DTYPE).pow(4).mul(1e-6).to(dtype)
+    v[:, 0, 0] = 0.0  # a zero second moment: s^p = 0, the coefficient is −lr/((1−β₁ᵗ) ε)
+    shared = torch.tensor([2e-4, 0.0, 3e-5], dtype=dtype).view(3, 1, 1)  # s̄ = 0 for run 1
+    kw = {"step": 3, "lr": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
+    for power in (0.25, 0.5, 0.75):
+        got = flow_adam_module.dial_coefficient(v, power=power, shared=shared, **kw)
+        assert_close(got.double(), _pow_coefficient(v, power=power, shared=shared, **kw),
+                     rtol=rtol, atol=0)
+        eps_only = torch.div(-1e-2 / (1 - 0.9**3), torch.tensor(1e-8, dtype=dtype))
+        assert (got[:, 0, 0] == eps_only).all()
+    # a per-run dial with the exact ends in the stack: x⁰ = 1 (no 0 · log 0 = NaN)
+    powers = torch.tensor([0.0, 0.5, 1.0], dtype=dtype).view(3, 1, 1)
+    got = flow_adam_module.dial_coefficient(v, power=powers, shared=shared, **kw)
+    assert torch.isfinite(got).all()
+    assert_close(got.double(), _pow_coefficient(v, power=powers.double(), shared=shared, **kw),
+                 rtol=rtol, atol=0)
+    # negative control: the blend's exponents swapped is another coefficient
+    swapped = _pow_coefficient(v, power=1 - powers.double(), shared=shared, **kw)
+    assert not torch.allclose(got.double(), swapped, rtol=1e-3, atol=0)
+    # a diverged run stays diverged: NaN in, NaN out
+    v_bad = v.clone()
+    v_bad[2, 1, 1] = float("nan")
+    got = flow_adam_module.dial_coefficient(v_bad, power=0.5, shared=shared, **kw)
+    assert got[2, 1, 1].isnan() and torch.isfinite(got[:2]).all()
+
+
 def test_dial_is_continuous_at_both_ends():
     """One ε, added after the blend: p → 1 tends to Adam and p → 0 to shared-scale Adam."""
     loss, U0, V0 = _problem()
