@@ -11,7 +11,9 @@ Each row is a measured time and a baseline measured in the same run, on the same
 the same threads; the ratio is ``time / baseline`` (below 1: faster than the baseline), except
 the speed-up rows (``batched`` against ``alone``), whose ratio is ``alone / batched``.
 Optimizer steps are timed in interleaved rounds (median), so that drifts of a shared machine hit
-every variant alike; only ``step()`` is timed, on fixed gradients.
+every variant alike; only ``step()`` is timed, on fixed gradients. glibc is asked to keep freed
+memory in the process (:func:`bench_flow_adam.keep_freed_memory`): otherwise the temporaries of a
+step fault in fresh pages, and step times move by 2-3x with the order of the variants.
 
 Rows:
 * ``sweep``: the paper's matrix-sensing zoo runs (first ``--steps`` steps), batched into one stack
@@ -51,7 +53,7 @@ from gaugekit.config import cpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_flow_adam import median_step_times  # noqa: E402
+from bench_flow_adam import keep_freed_memory, median_step_times  # noqa: E402
 from bench_flow_adam import variants as flow_adam_variants  # noqa: E402
 
 Factory = Callable[[list[Tensor]], torch.optim.Optimizer]
@@ -312,12 +314,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    warm = keep_freed_memory()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available")
     rows = build_rows(QUICK if args.quick else FULL, device, book=args.book, only=args.only,
                       workers=args.workers, reference=args.reference)
     print(format_table(rows, device))
+    print(f"freed memory kept in the process (glibc mallopt): {'yes' if warm else 'no'}")
 
 
 if __name__ == "__main__":

@@ -290,6 +290,27 @@ def cap_velocity(velocity: Tensor, exp_avg: Tensor, cap: float, batch_dims: int)
     return velocity * _run_view(factor, velocity, batch_dims)
 
 
+def _paths_taken(fire: Tensor) -> tuple[bool, bool]:
+    r"""``(some run takes the dial step, some run takes the flow step)`` for the per-run mask
+    ``fire``, read on the host when ``fire`` lives on the CPU (where the read costs nothing);
+    ``(True, True)`` on any other device, where a read would stall the queue of kernels.
+
+    The Euler step skips a term whose weight is 0 for every run: ``(1 − f)·r·m`` when every run
+    fires, the flow terms when none does. Each would have added an exact zero (``0 · x = ±0``
+    for finite ``x``), so every finite value is unchanged, up to the sign of an exact zero; on
+    10M float32 entries this saves about 3 of the 27 streams over memory on a flow step and 9
+    on a dial step.
+    """
+    if not _host_reads_are_free(fire.device):
+        return True, True
+    return not bool(fire.all()), bool(fire.any())
+
+
+def _host_reads_are_free(device: torch.device) -> bool:
+    """Whether reading a value of ``device`` on the host costs no stall: the CPU only."""
+    return device.type == "cpu"
+
+
 def _odeint() -> Callable[..., Any]:
     """``torchdiffeq.odeint``, imported on first use (the package is optional)."""
     from torchdiffeq import odeint
@@ -326,8 +347,10 @@ class FlowAdam(ZooOptimizer):
     ``prev_grad``. Optimizer-wide state ``state["flow"]``: ``step`` (int), ``grad_norm_avg``,
     ``grad_change_avg`` (per run), the counters ``flow_steps``, ``plateau_triggers``,
     ``stiff_triggers`` (int64 per run), ``failures`` and ``extra_grad_evals`` (ints); read them
-    with :meth:`flow_counters`. Nothing on the hot path synchronises with the host (Euler); a
-    multi-stage method reads the trigger once per step after the warm-up.
+    with :meth:`flow_counters`. Off the CPU nothing on the hot path synchronises with the host
+    (Euler); on the CPU, where a read is free, the Euler step reads the trigger to skip the terms
+    that every run weights by 0. A multi-stage method reads the trigger once per step after the
+    warm-up.
 
     Deviations from the paper's prototype: listed in the module docstring.
 
@@ -674,13 +697,23 @@ class FlowAdam(ZooOptimizer):
         With ``f ∈ {0, 1}`` per run, ``θ += (1 − f)·r·m + f·(−lr T κ)·d`` and
         ``m ← (1 − γf) m + γf·T κ φ·d``, where ``d`` is ``g`` (global-norm clip, factor ``κ``)
         or the clamped ``g`` (``κ = 1``) and ``φ`` the velocity cap: fused in-place updates,
-        exact (a zero weight adds nothing) for the runs that take the dial step.
+        exact (a zero weight adds nothing) for the runs that take the dial step. Terms whose
+        weight is 0 for every run are skipped when the trigger can be read for free
+        (:func:`_paths_taken`); a skipped term would have added an exact zero.
         """
         opts = self.defaults
         batch_dims = opts["batch_dims"]
+        dial_terms, flow_terms = _paths_taken(fire)
         fired = fire.to(norm.dtype)
         time_scale = opts["flow_time_scale"]
         weight = opts["flow_blend"] * fired
+        if not flow_terms:  # no run fires: the dial step, with the flow-step code's numbers
+            for group, p, _, state in entries:
+                lr = self._hyper(group, "lr", p)
+                f = _run_view(fired, p, batch_dims)
+                p.addcmul_(state["exp_avg"], self._coefficient(group, p, state, shared,
+                                                               lr * (1 - f)))
+            return
         if opts["flow_clip_mode"] == "globalnorm":
             kappa = global_clip_factor(opts["flow_clip"], norm)
             directions = [g for _, _, g, _ in entries]
@@ -702,7 +735,8 @@ class FlowAdam(ZooOptimizer):
             if m_norm is None:
                 m_norm = _run_norm(exp_avg, batch_dims)
             phi = velocity_cap_factor(speed, m_norm, cap)
-            p.addcmul_(exp_avg, self._coefficient(group, p, state, shared, lr * (1 - f)))
+            if dial_terms:
+                p.addcmul_(exp_avg, self._coefficient(group, p, state, shared, lr * (1 - f)))
             p.addcmul_(direction, -(lr * time_scale) * _run_view(kappa, p, batch_dims) * f)
             exp_avg.mul_(_run_view(1 - weight, p, batch_dims))
             exp_avg.addcmul_(direction, _run_view(weight * time_scale * kappa * phi, p, batch_dims))

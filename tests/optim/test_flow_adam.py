@@ -485,9 +485,11 @@ def forbid_host_sync(monkeypatch):
 
 @pytest.mark.parametrize("flow", [False, True], ids=["flow-off", "euler-flow-on"])
 def test_hot_path_never_synchronises(flow, forbid_host_sync, monkeypatch):
+    """Off the CPU (simulated here: host reads declared not free) no step reads a value."""
     loss, U0, V0 = _problem()
     U, V = leaves(U0, V0)
     opt = FlowAdam([U, V], lr=2e-2, flow=flow, **ALWAYS)
+    monkeypatch.setattr(flow_adam_module, "_host_reads_are_free", lambda device: False)
     forbid_host_sync()
     for _ in range(15):
         opt.zero_grad()
@@ -497,6 +499,36 @@ def test_hot_path_never_synchronises(flow, forbid_host_sync, monkeypatch):
     monkeypatch.undo()  # conversions allowed again, to read the result
     assert int(flows) == (4 if flow else 0)
     assert torch.isfinite(U).all()
+
+
+def test_euler_step_on_the_cpu_reads_its_trigger_and_skips_zero_terms(forbid_host_sync):
+    """On the CPU the Euler step reads the trigger (free there) to skip the terms that every
+    run weights by 0; the trajectory is the one that computes them (an exact zero each)."""
+    loss, U0, V0 = _problem()
+    with pytest.raises(_HostSync):
+        _train(lambda p: (FlowAdam(p, lr=2e-2, **ALWAYS), forbid_host_sync())[0],
+               loss, U0, V0, 13)
+
+
+def test_skipped_zero_terms_leave_the_trajectory_unchanged(monkeypatch):
+    """Skipping (host reads free) and computing the zero-weight terms give the same bits."""
+
+    def with_reads(free, train):
+        monkeypatch.setattr(flow_adam_module, "_host_reads_are_free", lambda device: free)
+        return train()
+
+    lrs = torch.tensor([3e-2, 2e-2, 1e-2], dtype=DTYPE)
+    stacked = lambda: _stacked_vs_loop(25, lr=lrs, **MIXED)  # noqa: E731
+    skipped, computed = with_reads(True, stacked), with_reads(False, stacked)
+    assert len(set(skipped[3])) > 1  # the runs took different paths
+    for a, b in zip(skipped[0] + skipped[1], computed[0] + computed[1], strict=True):
+        assert torch.equal(a, b)
+    loss, U0, V0 = _problem()
+    for kw in ({}, {"flow_clip_mode": "percoord", "flow_clip": 1e-3, "precond_power": 0.5}):
+        single = lambda kw=kw: _train(  # noqa: E731
+            lambda p: FlowAdam(p, lr=2e-2, **kw), loss, U0, V0, 30)
+        a, b = with_reads(True, single), with_reads(False, single)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
 @needs_torchdiffeq
