@@ -269,7 +269,9 @@ def table_html(
     formats: Mapping[str, str | Callable[[Any], str]] | None = None,
 ) -> str:
     """An HTML table of ``rows`` (``columns`` in order); ``formats[col]`` is a format spec or a
-    function; ``None`` and non-finite numbers show as an em dash."""
+    function; ``None`` and non-finite numbers show as an em dash. The table is set a little
+    smaller than the text, in a box that scrolls sideways when it is still wider than the text
+    column, instead of running over the page's margin."""
     headers = headers or {}
     formats = formats or {}
 
@@ -283,13 +285,14 @@ def table_html(
             return html.escape(format(value, fmt))
         return html.escape(str(value))
 
-    pad = 'style="padding: 2px 10px"'
+    pad = 'style="padding: 2px 6px"'
     head = "".join(f"<th {pad}>{html.escape(headers.get(c, c))}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(f"<td {pad}>{cell(c, r.get(c))}</td>" for c in columns) + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (f'<div style="overflow-x: auto"><table style="font-size: 0.85em"><thead><tr>{head}'
+            f"</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 _MARKERS = "osD^vP*Xp<>h"
