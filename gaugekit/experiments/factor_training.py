@@ -609,6 +609,35 @@ class _StackedTraining:
                     factors=(self.snap_U[-1], self.snap_V[-1]))
         return torch.nonzero(~done).flatten()
 
+    def _before_update(self, t: int, sync: bool, loss: Tensor, G_U: Tensor,
+                       G_V: Tensor) -> tuple[Tensor, Tensor, Tensor] | None:
+        """Record what ends before step ``t``'s update: the diverged rows (when ``sync``), the
+        curves' step-0 point (``t = 1``), the matched-loss thresholds. Returns ``(loss, G_U,
+        G_V)`` of the rows that go on to the update, or ``None`` when no row is left."""
+        current = (loss, G_U, G_V)
+
+        def keep_rows(keep: Tensor | None) -> bool:
+            nonlocal current
+            if keep is not None and self.rows:
+                current = tuple(x[keep] for x in current)
+            return bool(self.rows)
+
+        if sync and not keep_rows(self._finish_diverged()):
+            return None
+        if t == 1:
+            self.curves.add(self.rows, 0, self._curve_values())
+        if self.deferred:
+            self._snapshot_thresholds(current[0], t - 1)
+            if sync and not keep_rows(self._flush_thresholds()):
+                return None
+        elif self.thresholds:
+            done = self._record_thresholds(current[0], t - 1)
+            if done is not None and bool(done.any()):
+                self.finish(done, t - 1, current[0], "ok")
+                if not keep_rows(torch.nonzero(~done).flatten()):
+                    return None
+        return current
+
     def run(self, progress: bool) -> list[RunResult]:
         from tqdm import tqdm
 
@@ -620,30 +649,10 @@ class _StackedTraining:
             self._note_divergence(loss, t)
             sync = t == 1 or t % self.sync_every == 0 or t % self.check_every == 0 or (
                 t == self.num_steps)
-            if sync:
-                keep = self._finish_diverged()
-                if keep is not None:
-                    if not self.rows:
-                        break
-                    loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
-            if t == 1:
-                self.curves.add(self.rows, 0, self._curve_values())
-            if self.deferred:
-                self._snapshot_thresholds(loss, t - 1)
-                if sync:
-                    keep = self._flush_thresholds()
-                    if keep is not None:
-                        if not self.rows:
-                            break
-                        loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
-            elif self.thresholds:
-                done = self._record_thresholds(loss, t - 1)
-                if done is not None and bool(done.any()):
-                    self.finish(done, t - 1, loss, "ok")
-                    if not self.rows:
-                        break
-                    keep = torch.nonzero(~done).flatten()
-                    loss, G_U, G_V = loss[keep], G_U[keep], G_V[keep]
+            going_on = self._before_update(t, sync, loss, G_U, G_V)
+            if going_on is None:
+                break
+            loss, G_U, G_V = going_on
             G = self.stack.grads(G_U, G_V)
             failed = []
             for mem in self.members:
