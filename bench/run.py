@@ -216,19 +216,25 @@ def _timed_command(command: Sequence[str], cwd: Path | None = None) -> float:
     return time.perf_counter() - t0
 
 
+def reference_script(reference: Path, sizes: Sizes) -> Path:
+    """The paper's zoo script in the checkout ``reference``; exits with what is wrong."""
+    script = Path(reference) / REFERENCE_ZOO_SCRIPT
+    if not script.is_file():
+        raise SystemExit(
+            f"--reference {reference}: no {REFERENCE_ZOO_SCRIPT} there; expected a checkout "
+            "of https://github.com/idevender/loss-basis-adam")
+    if sizes.zoo_scale != "paper":
+        raise SystemExit("--reference needs the full sizes (drop --quick): the paper's "
+                         "script runs the paper-scale zoo")
+    return script
+
+
 def zoo_row(sizes: Sizes, device: torch.device, workers: int,
             reference: Path | None = None) -> Row:
     """The zoo part through the sweep CLI (fresh records folder), and the paper's script."""
     baselines: dict[str, float] = {}
     if reference is not None:
-        script = Path(reference) / REFERENCE_ZOO_SCRIPT
-        if not script.is_file():
-            raise SystemExit(
-                f"--reference {reference}: no {REFERENCE_ZOO_SCRIPT} there; expected a checkout "
-                "of https://github.com/idevender/loss-basis-adam")
-        if sizes.zoo_scale != "paper":
-            raise SystemExit("--reference needs the full sizes (drop --quick): the paper's "
-                             "script runs the paper-scale zoo")
+        script = reference_script(reference, sizes)
         baselines["paper script"] = _timed_command([sys.executable, str(script)],
                                                    cwd=Path(reference))
     with tempfile.TemporaryDirectory() as out:
@@ -318,7 +324,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available")
-    rows = build_rows(QUICK if args.quick else FULL, device, book=args.book, only=args.only,
+    sizes = QUICK if args.quick else FULL
+    if args.reference is not None:  # before minutes of other benchmarks, not after
+        reference_script(args.reference, sizes)
+    rows = build_rows(sizes, device, book=args.book, only=args.only,
                       workers=args.workers, reference=args.reference)
     print(format_table(rows, device))
     print(f"freed memory kept in the process (glibc mallopt): {'yes' if warm else 'no'}")
