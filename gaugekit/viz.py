@@ -271,7 +271,8 @@ def table_html(
     """An HTML table of ``rows`` (``columns`` in order); ``formats[col]`` is a format spec or a
     function; ``None`` and non-finite numbers show as an em dash. The table is set a little
     smaller than the text, in a box that scrolls sideways when it is still wider than the text
-    column, instead of running over the page's margin."""
+    column, instead of running over the page's margin. A cell with no space in it is one word and
+    is never broken (a browser would otherwise break ``5.3e-6`` at its hyphen)."""
     headers = headers or {}
     formats = formats or {}
 
@@ -286,10 +287,14 @@ def table_html(
         return html.escape(str(value))
 
     pad = 'style="padding: 2px 6px"'
+    one_word = 'style="padding: 2px 6px; white-space: nowrap"'
+
+    def td(text: str) -> str:
+        return f"<td {pad if any(ch.isspace() for ch in text) else one_word}>{text}</td>"
+
     head = "".join(f"<th {pad}>{html.escape(headers.get(c, c))}</th>" for c in columns)
     body = "".join(
-        "<tr>" + "".join(f"<td {pad}>{cell(c, r.get(c))}</td>" for c in columns) + "</tr>"
-        for r in rows
+        "<tr>" + "".join(td(cell(c, r.get(c))) for c in columns) + "</tr>" for r in rows
     )
     return (f'<div style="overflow-x: auto"><table style="font-size: 0.85em"><thead><tr>{head}'
             f"</tr></thead><tbody>{body}</tbody></table></div>")

@@ -1,0 +1,27 @@
+"""The book's HTML tables (:func:`gaugekit.viz.table_html`)."""
+
+import re
+
+import pytest
+
+viz = pytest.importorskip("gaugekit.viz")
+
+
+def _cells(html_text: str) -> list[tuple[str, str]]:
+    return re.findall(r'<td style="([^"]*)">(.*?)</td>', html_text)
+
+
+def test_one_word_cells_do_not_break_and_text_cells_do():
+    rows = [{"n": 40, "rec": 5.3e-6, "note": "grid not fully recorded"}]
+    cells = dict(
+        (text, style) for style, text in _cells(viz.table_html(
+            rows, ["n", "rec", "note"], formats={"rec": lambda x: f"{x:.1e}"})))
+    assert set(cells) == {"40", "5.3e-06", "grid not fully recorded"}
+    assert "white-space: nowrap" in cells["5.3e-06"] and "white-space: nowrap" in cells["40"]
+    assert "nowrap" not in cells["grid not fully recorded"]
+
+
+def test_missing_and_non_finite_values_show_as_a_dash():
+    out = viz.table_html([{"a": None, "b": float("nan"), "c": 1.5}], ["a", "b", "c"],
+                         formats={"c": ".2f"})
+    assert [text for _, text in _cells(out)] == ["—", "—", "1.50"]
