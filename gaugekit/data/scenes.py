@@ -76,13 +76,16 @@ SCENES: dict[str, SceneInfo] = {
         SceneInfo(
             "indian_pines", "Indian Pines", "hyperspectral/Indian_pines_corrected.mat",
             "indian_pines_corrected", "cube", (145, 145, 200), GIC_PAGE,
-            "http://www.ehu.eus/ccwintco/uploads/6/67/Indian_pines_corrected.mat", None, None,
+            "http://www.ehu.eus/ccwintco/uploads/6/67/Indian_pines_corrected.mat",
+            "ec2f8808710919d566f70f0d4aa885aae1ddfd42b734aba71c5e12ca65450939", "uint16",
             (29, 19, 9), "AVIRIS, NW Indiana 1992 (Baumgardner, Biehl, Landgrebe; PURR)",
         ),
         SceneInfo(
             "pavia_u", "Pavia University", "hyperspectral/PaviaU.mat", "paviaU", "cube",
             (610, 340, 103), GIC_PAGE, "http://www.ehu.eus/ccwintco/uploads/e/ee/PaviaU.mat",
-            None, None, (55, 41, 12), "ROSIS, Pavia (GIC collection)",
+            # the GIC file: 34,806,917 bytes (git blob 6eecc933bedec1130bb046483dd12e25cf091b24)
+            "28447fa87f7a5797845e9a189c0da85e23b1d06a4ba7361e5ff44efbf834d2fb", None,
+            (55, 41, 12), "ROSIS, Pavia (GIC collection)",
         ),
         SceneInfo(
             "salinas_a", "Salinas-A", "hyperspectral/SalinasA_corrected.mat",

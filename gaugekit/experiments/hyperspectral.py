@@ -146,6 +146,18 @@ LR_GRIDS: dict[str, tuple[float, ...]] = {
     "scalar_adam": (3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1),
     "muon": (0.01, 0.03, 0.1, 0.3),
 }
+#: The paper's learning-rate grids for Table 5 (its GPU script ``experiments/nibi/pavia.py``,
+#: shared-scale Adam as ``adam_p0rms``); its CPU script used the same with GD {1, 3, 10}.
+PAPER_LR_GRIDS: dict[str, tuple[float, ...]] = {
+    "gd": (0.3, 1.0, 3.0, 10.0, 30.0),
+    "adam": (1e-3, 3e-3, 1e-2),
+    "scalar_adam": (3e-3, 1e-2, 3e-2),
+    "muon": (0.01, 0.03, 0.1),
+}
+PAPER_CPU_LR_GRIDS: dict[str, tuple[float, ...]] = {**PAPER_LR_GRIDS, "gd": (1.0, 3.0, 10.0)}
+#: One rate above the top of each paper grid (half a decade up), run beside it to see whether a
+#: selection at the top of the paper's grid is an edge of the grid.
+EXTENDED_LR: dict[str, float] = {"gd": 100.0, "adam": 3e-2, "scalar_adam": 0.1, "muon": 0.3}
 #: Paper-scale step budget. The paper's is 30,000; here 10,000 (measured: every run that reaches
 #: 1e-5 does so long before, and the runs that do not sit on the plateau of a constant-rate
 #: update, so the extra steps would change no selection and no matched comparison; the chapter
@@ -248,16 +260,18 @@ def load_scene_config(config: Mapping[str, Any]) -> SceneData:
 
 
 @functools.lru_cache(maxsize=8)
-def _matrix_cached(scene_json: str, num_rows: int, row_seed: int) -> torch.Tensor:
+def _matrix_cached(scene_json: str, num_rows: int, row_seed: int,
+                   data_dtype: str) -> torch.Tensor:
     scene = load_scene_config(json.loads(scene_json))
-    return scene_matrix(scene.cube, num_rows, row_seed)
+    return scene_matrix(scene.cube, num_rows, row_seed, data_dtype=data_dtype)
 
 
 def scene_matrix_from_config(
-    scene: Mapping[str, Any], num_rows: int = NUM_ROWS, row_seed: int = MATRIX_SEED
+    scene: Mapping[str, Any], num_rows: int = NUM_ROWS, row_seed: int = MATRIX_SEED,
+    data_dtype: str = "float64",
 ) -> torch.Tensor:
-    """The float64 ``n × B`` matrix of a scene config (cached per process)."""
-    return _matrix_cached(canonical_json(scene), num_rows, row_seed)
+    """The ``n × B`` matrix of a scene config, in ``data_dtype`` (cached per process)."""
+    return _matrix_cached(canonical_json(scene), num_rows, row_seed, data_dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,9 +307,11 @@ class CompletionFamily:
         self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
         device: torch.device,
     ) -> _Instances:
-        Y = scene_matrix_from_config(problem["scene"], problem["num_rows"], problem["row_seed"])
+        data_dtype = problem.get("data_dtype", "float64")
+        Y = scene_matrix_from_config(problem["scene"], problem["num_rows"], problem["row_seed"],
+                                     data_dtype)
         insts = [make_instance(Y, problem["density"], s, problem["centring"], dtype=dtype,
-                               device=device) for s in seeds]
+                               device=device, data_dtype=data_dtype) for s in seeds]
         return _Instances(insts, list(seeds), int(problem["rank"]), float(problem["init_scale"]))
 
 
@@ -310,14 +326,17 @@ register_factor_problem("hyperspectral", COMPLETION_FAMILY, replace=True)
 
 @dataclass(frozen=True)
 class MatrixProtocol:
-    """Rows kept (``None``: all), their generator seed, factor rank, initial scale, and the rank
-    whose degrees of freedom set the densities (24 in the paper)."""
+    """Rows kept (``None``: all), their generator seed, factor rank, initial scale, the rank
+    whose degrees of freedom set the densities (24 in the paper), and the arithmetic of the
+    data steps (``data_dtype``: ``"float32"`` is the paper's script, see
+    :mod:`gaugekit.problems.hyperspectral`)."""
 
     num_rows: int | None = NUM_ROWS
     row_seed: int = MATRIX_SEED
     rank: int = FACTOR_RANK
     init_scale: float = INIT_SCALE
     dof_rank: int = DOF_RANK
+    data_dtype: str = "float64"
 
     def rows_for(self, scene: SceneRef) -> int:
         return scene.pixels if self.num_rows is None else min(self.num_rows, scene.pixels)
@@ -366,13 +385,23 @@ class Part:
         """``m / dof₂₄`` of this density (expected observed entries over degrees of freedom)."""
         return sample_ratio(self.density, self.num_rows, self.scene.bands, self.matrix.dof_rank)
 
+    @property
+    def paper_protocol(self) -> bool:
+        """Whether the part follows the paper's script step by step (leaky centring, float64
+        dynamics, float32 data steps): the part compared with the published table."""
+        return (self.centring == "all" and self.dtype == "float64"
+                and self.matrix.data_dtype == "float32")
+
     def problem(self) -> dict[str, Any]:
-        return {
+        out = {
             "kind": "hyperspectral", "scene": dict(self.scene.config),
             "num_rows": self.num_rows, "row_seed": self.matrix.row_seed,
             "density": self.density, "centring": self.centring, "rank": self.matrix.rank,
             "init_scale": self.matrix.init_scale,
         }
+        if self.matrix.data_dtype != "float64":  # absent in the records made before the key
+            out["data_dtype"] = self.matrix.data_dtype
+        return out
 
     def specs(self) -> list[RunSpec]:
         """The runs of the part, ordered method, lr, seed."""
@@ -394,12 +423,39 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Arm:
+    """One family of parts of a scene: the part-name ``suffix`` (``""``: the main part), band
+    centring, run dtype, and the methods, seeds and density labels it runs (``None``: all of
+    the config's)."""
+
+    suffix: str
+    centring: str = "observed"
+    dtype: str = "float32"
+    methods: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] | None = None
+    densities: tuple[str, ...] | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ScenePlan:
+    """A scene's own protocol where it differs from the config's: its arms, lr grids, step
+    budget and matrix protocol (``None``: the config's)."""
+
+    arms: tuple[Arm, ...]
+    lr_grids: Mapping[str, tuple[float, ...]] | None = None
+    budget: Budget | None = None
+    matrix: MatrixProtocol | None = None
+
+
+@dataclass(frozen=True)
 class ScaleConfig:
     """The experiment at one scale. ``scenes``: the candidates (registered ones count only when
     their file is present); ``matrices``: a :class:`MatrixProtocol` per scene name (default
-    ``matrix``); ``f64_seeds``: seeds of the float64 spot check on the low density of the first
-    scene present here (``()``: none); ``persist_records``: keep records under ``results/``
-    (paper) or recompute them in a temporary folder (quick)."""
+    ``matrix``); ``plans``: a :class:`ScenePlan` per scene name whose protocol differs;
+    ``f64_scene``/``f64_seeds``: the float64 spot check on that scene's low density (default
+    scene: the first of ``scenes``; ``f64_seeds=()``: none); ``persist_records``: keep records
+    under ``results/`` (paper) or recompute them in a temporary folder (quick)."""
 
     scale: str
     scenes: tuple[SceneRef, ...]
@@ -414,6 +470,8 @@ class ScaleConfig:
     matrices: Mapping[str, MatrixProtocol] = field(default_factory=dict)
     f64_seeds: tuple[int, ...] = ()
     only_present: bool = True
+    plans: Mapping[str, ScenePlan] = field(default_factory=dict)
+    f64_scene: str | None = None
 
     def present_scenes(self) -> tuple[SceneRef, ...]:
         """The scenes that can run here: synthetic and file scenes, and registered scenes
@@ -424,32 +482,47 @@ class ScaleConfig:
         return tuple(s for s in self.scenes
                      if s.config.get("source") != "registry" or s.name in have)
 
+    def _arms(self, scene: SceneRef) -> tuple[Arm, ...]:
+        if scene.name in self.plans:
+            return self.plans[scene.name].arms
+        arms = [Arm("")]
+        if self.leak_methods:
+            arms.append(Arm("_leak", centring="all", methods=self.leak_methods,
+                            label="leaky centring"))
+        f64_scene = self.f64_scene or (self.scenes[0].name if self.scenes else None)
+        if scene.name == f64_scene and self.f64_seeds:
+            arms.append(Arm("_f64", dtype="float64", seeds=self.f64_seeds,
+                            densities=DENSITY_LABELS[:1], label="float64 spot check"))
+        return tuple(arms)
+
+    def scene_parts(self, scene: SceneRef) -> tuple[Part, ...]:
+        """The parts of one scene, arm by arm within each density."""
+        plan = self.plans.get(scene.name)
+        matrix = (plan.matrix if plan and plan.matrix else None) or self.matrices.get(
+            scene.name, self.matrix)
+        grids = (plan.lr_grids if plan and plan.lr_grids else None) or self.lr_grids
+        budget = (plan.budget if plan and plan.budget else None) or self.budget
+        seeds = tuple(dict.fromkeys((*self.selection_seeds, *self.eval_seeds)))
+        n = matrix.rows_for(scene)
+        out: list[Part] = []
+        for label in scene.densities:
+            ratio = DENSITY_RATIOS[DENSITY_LABELS.index(label)]
+            rho = density_for_ratio(ratio, n, scene.bands, matrix.dof_rank)
+            base = f"{scene.label}, density {rho:g} (m/dof ≈ {ratio:g})"
+            for arm in self._arms(scene):
+                if arm.densities is not None and label not in arm.densities:
+                    continue
+                out.append(Part(
+                    f"{scene.name}_{label}{arm.suffix}",
+                    base + (f", {arm.label}" if arm.label else ""), scene, label, rho,
+                    arm.centring, arm.methods or self.methods, grids, arm.seeds or seeds,
+                    matrix, budget, arm.dtype))
+        return tuple(out)
+
     def parts(self, present_only: bool = True) -> tuple[Part, ...]:
         """The parts of the scenes that can run here (``present_only``) or of every scene."""
-        out: list[Part] = []
-        seeds = tuple(dict.fromkeys((*self.selection_seeds, *self.eval_seeds)))
-        present = self.present_scenes()
-        f64_scene = present[0].name if present else None
-        for scene in present if present_only else self.scenes:
-            matrix = self.matrices.get(scene.name, self.matrix)
-            n = matrix.rows_for(scene)
-            for label in scene.densities:
-                ratio = DENSITY_RATIOS[DENSITY_LABELS.index(label)]
-                rho = density_for_ratio(ratio, n, scene.bands, matrix.dof_rank)
-                base = Part(f"{scene.name}_{label}",
-                            f"{scene.label}, density {rho:g} (m/dof ≈ {ratio:g})", scene,
-                            label, rho, "observed", self.methods, self.lr_grids, seeds, matrix,
-                            self.budget)
-                out.append(base)
-                if self.leak_methods:
-                    out.append(replace(base, name=f"{base.name}_leak", centring="all",
-                                       methods=self.leak_methods,
-                                       description=base.description + ", leaky centring"))
-                if scene.name == f64_scene and label == DENSITY_LABELS[0] and self.f64_seeds:
-                    out.append(replace(base, name=f"{base.name}_f64", seeds=self.f64_seeds,
-                                       dtype="float64",
-                                       description=base.description + ", float64 spot check"))
-        return tuple(out)
+        scenes = self.present_scenes() if present_only else self.scenes
+        return tuple(p for scene in scenes for p in self.scene_parts(scene))
 
     def part(self, name: str) -> Part:
         """The part called ``name``, whether or not its scene's file is here."""
@@ -460,12 +533,30 @@ class ScaleConfig:
         raise ValueError(f"Invalid part: {name!r}; expected one of {names}")
 
 
+#: The paper's own scenes run the paper's script step by step: its GPU grid plus one rate
+#: above the top of each (every published selection sits at the top of its grid), 30,000 steps,
+#: the float32 data steps; arms: the paper's protocol exactly (float64, leaky centring), and on
+#: the CPU in float32 with the observed-only centring and with the leaky one.
+PAPER_SCENE_PLAN = ScenePlan(
+    arms=(
+        Arm("_paper", centring="all", dtype="float64",
+            label="the paper's protocol (float64, leaky centring)"),
+        Arm("", label="float32, observed-only centring"),
+        Arm("_leak", centring="all", label="float32, leaky centring"),
+    ),
+    lr_grids={m: (*PAPER_LR_GRIDS[m], EXTENDED_LR[m]) for m in METHODS},
+    budget=Budget(num_steps=30_000),
+    matrix=MatrixProtocol(data_dtype="float32"),
+)
+
+
 def _paper_config() -> ScaleConfig:
     return ScaleConfig(
         "paper", tuple(registered_scene(n) for n in SCENES), MatrixProtocol(),
         Budget(num_steps=PAPER_NUM_STEPS),
         METHODS, LR_GRIDS, SELECTION_SEEDS, EVAL_SEEDS, ("gd", "adam"), persist_records=True,
-        f64_seeds=(42,),
+        f64_seeds=(42,), f64_scene="salinas_a",
+        plans={"indian_pines": PAPER_SCENE_PLAN, "pavia_u": PAPER_SCENE_PLAN},
     )
 
 

@@ -33,6 +33,14 @@ observed entries ``m = ρ n B`` to the degrees of freedom of a rank-24 ``n × B`
 ``dof_{24} = 24 (n + B − 24)``: ratios ≈ 1.15 and ≈ 1.9 give the paper's Indian Pines 0.15 / 0.25
 (``B`` = 200) and Pavia 0.28 / 0.46 (``B`` = 103) after rounding to two decimals.
 
+The paper's arithmetic (``data_dtype="float32"``). The paper's scripts load the cube as float32,
+divide by ``max + 10⁻¹²``, drop the pixels whose row norm is ≤ 10⁻⁸, centre in float32 and draw
+the mask's uniforms in float32 (``torch.rand`` with the default dtype) before casting to the run
+dtype. The float32 uniforms are another random stream, so they give *another mask* than the
+float64 draw; ``data_dtype="float32"`` follows those steps exactly (the Indian Pines and Pavia U
+parts, which are compared with the published values run by run), ``"float64"`` (the default,
+kept by the records of the other scenes) does the same steps in float64.
+
 Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``R`` runs;
 :class:`CompletionBatch` stacks runs on several instances (several masks).
 """
@@ -51,6 +59,7 @@ from gaugekit.linalg import effective_rank
 
 __all__ = [
     "CENTRINGS",
+    "DATA_DTYPES",
     "DENSITY_RATIOS",
     "DOF_RANK",
     "FACTOR_RANK",
@@ -83,24 +92,39 @@ INIT_SEED_OFFSET = 1000
 DOF_RANK = 24
 DENSITY_RATIOS: tuple[float, float] = (1.15, 1.9)
 CENTRINGS: tuple[str, ...] = ("observed", "all")
+DATA_DTYPES: tuple[str, ...] = ("float64", "float32")
+
+
+def _data_dtype(name: str) -> torch.dtype:
+    if name not in DATA_DTYPES:
+        raise ValueError(f"Invalid data_dtype: {name!r}; expected one of {DATA_DTYPES}")
+    return torch.float64 if name == "float64" else torch.float32
 
 
 def scene_matrix(
-    cube: np.ndarray | Tensor, num_rows: int | None = NUM_ROWS, seed: int = MATRIX_SEED
+    cube: np.ndarray | Tensor, num_rows: int | None = NUM_ROWS, seed: int = MATRIX_SEED,
+    *, data_dtype: str = "float64",
 ) -> Tensor:
-    """The pixels × bands matrix ``Y`` of a cube (float64, CPU; see the module docstring).
+    """The pixels × bands matrix ``Y`` of a cube (CPU; see the module docstring), in
+    ``data_dtype``: ``"float64"`` divides by the maximum and drops all-zero pixels,
+    ``"float32"`` follows the paper's script (``max + 10⁻¹²``, row norm > 10⁻⁸, float32).
 
-    ``num_rows=None`` keeps every non-zero pixel (in pixel order) instead of a random subset.
+    ``num_rows=None`` keeps every kept pixel (in pixel order) instead of a random subset.
     """
-    X = torch.as_tensor(np.asarray(cube), dtype=torch.float64)
+    dtype = _data_dtype(data_dtype)
+    X = torch.as_tensor(np.asarray(cube), dtype=dtype)
     if X.ndim != 3:
         raise ValueError(f"Invalid cube shape: {tuple(X.shape)}; expected (rows, cols, bands)")
     Y = X.reshape(-1, X.shape[-1])
     top = Y.max()
     if not top > 0:
         raise ValueError(f"Invalid cube: its maximum is {float(top)!r}; expected > 0")
-    Y = Y / top
-    Y = Y[(Y != 0).any(dim=1)]
+    if dtype == torch.float64:
+        Y = Y / top
+        Y = Y[(Y != 0).any(dim=1)]
+    else:
+        Y = Y / (top + 1e-12)
+        Y = Y[Y.norm(dim=1) > 1e-8]
     if num_rows is None:
         return Y.contiguous()
     if not 1 <= num_rows <= Y.shape[0]:
@@ -137,13 +161,16 @@ def density_for_ratio(
     return float(rho)
 
 
-def observation_mask(n: int, bands: int, density: float, seed: int) -> Tensor:
+def observation_mask(
+    n: int, bands: int, density: float, seed: int, *, data_dtype: str = "float64"
+) -> Tensor:
     """Boolean ``(n, bands)`` mask, each entry observed with probability ``density``, from a
-    CPU generator seeded ``seed + MASK_SEED_OFFSET`` (uniforms drawn in float64)."""
+    CPU generator seeded ``seed + MASK_SEED_OFFSET`` (uniforms drawn in ``data_dtype``: the
+    two dtypes give different masks)."""
     if not 0 < density <= 1:
         raise ValueError(f"Invalid density: {density!r}; expected a value in (0, 1]")
     g = torch.Generator().manual_seed(seed + MASK_SEED_OFFSET)
-    return torch.rand(n, bands, generator=g, dtype=torch.float64) < density
+    return torch.rand(n, bands, generator=g, dtype=_data_dtype(data_dtype)) < density
 
 
 def centre_bands(Y: Tensor, mask: Tensor, centring: str = "observed") -> tuple[Tensor, Tensor]:
@@ -206,16 +233,18 @@ def make_instance(
     *,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
+    data_dtype: str = "float64",
 ) -> CompletionInstance:
-    """The instance of run seed ``seed`` on matrix ``Y``: mask, centring (in float64), cast."""
-    Y64 = Y.detach().to(device="cpu", dtype=torch.float64)
-    mask = observation_mask(Y64.shape[0], Y64.shape[1], density, seed)
+    """The instance of run seed ``seed`` on matrix ``Y``: mask and centring (in
+    ``data_dtype``, see the module docstring), then cast to ``dtype``."""
+    Yd = Y.detach().to(device="cpu", dtype=_data_dtype(data_dtype))
+    mask = observation_mask(Yd.shape[0], Yd.shape[1], density, seed, data_dtype=data_dtype)
     if not mask.any() or mask.all():
         raise ValueError(
             f"Invalid density: {density!r}; the mask of seed {seed} observes "
             f"{int(mask.sum())} of {mask.numel()} entries (need some observed and some held out)"
         )
-    Yc, mu = centre_bands(Y64, mask, centring)
+    Yc, mu = centre_bands(Yd, mask, centring)
     return CompletionInstance(Yc.to(dtype=dtype, device=device), mask.to(device),
                               mu.to(dtype=dtype, device=device), float(density), int(seed),
                               centring)
