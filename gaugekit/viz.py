@@ -22,8 +22,10 @@ from matplotlib.patches import Patch
 __all__ = [
     "COORDINATEWISE_COLOR",
     "EQUIVARIANT_COLOR",
+    "METHOD_COLORS",
     "class_color",
     "class_legend",
+    "method_color",
     "lr_sensitivity",
     "protocol_comparison",
     "recovery_bars",
@@ -60,6 +62,21 @@ def class_color(method: str) -> str:
     """Blue for a gauge-equivariant optimizer, orange for a coordinate-wise one, grey else."""
     eq = _equivariant(method)
     return "0.5" if eq is None else (EQUIVARIANT_COLOR if eq else COORDINATEWISE_COLOR)
+
+
+#: One colour per optimizer across the book (registry names; colour-blind-friendly: Okabe–Ito
+#: first, then Tableau). Equivariant rules get the cool colours, coordinate-wise the warm ones.
+METHOD_COLORS: dict[str, str] = {
+    "gd": "#0072B2", "momentum": "#56B4E9", "scalar_adam": "#009E73", "muon": "#332288",
+    "shampoo": "#44AA99", "scaled_gd": "#88CCEE", "gram": "#117733", "eigen_adam": "#999933",
+    "adam": "#D55E00", "rmsprop": "#E69F00", "lion": "#CC79A7", "signum": "#882255",
+    "adafactor": "#AA4499", "flow_adam": "#661100",
+}
+
+
+def method_color(method: str) -> str:
+    """The book's colour of optimizer ``method`` (a registry name); grey for an unknown one."""
+    return METHOD_COLORS.get(method, "0.5")
 
 
 def class_legend(ax: Axes, extra: Sequence[Any] = (), **kwargs: Any) -> None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -60,7 +59,23 @@ from gaugekit.data.scenes import (
 from gaugekit.data.synthetic import make_synthetic_scene
 from gaugekit.experiments import sweep
 from gaugekit.experiments.factor_training import register_factor_problem, train_factored_batch
-from gaugekit.experiments.records import canonical_json
+from gaugekit.experiments.matched_loss import (
+    THRESHOLDS,
+    LrSelection,
+    Record,
+    at_level,
+    best_at_level,
+    deepest_common_level,
+    fixed_lr_gaps,
+    gap,
+    headline_gap,
+    leak_effect,
+    level_table,
+    matched_comparison,
+    select_lr,
+    summarize,
+)
+from gaugekit.experiments.records import canonical_json, finished_run_ids, read_records_dir
 from gaugekit.experiments.sweep import RunResult, RunSpec, SweepReport, load_part
 from gaugekit.problems.hyperspectral import (
     DENSITY_RATIOS,
@@ -88,8 +103,12 @@ __all__ = [
     "METHODS",
     "PAPER_NUM_STEPS",
     "PAPER_HPARAMS",
-    "PUBLISHED_FIXED_LR_GAP",
+    "PAPER_CPU_LR_GRIDS",
+    "PAPER_LR_GRIDS",
+    "PUBLISHED_FIXED_LR_GAPS",
+    "PUBLISHED_HEADLINE",
     "PUBLISHED_TABLE5",
+    "Record",
     "SELECTION_SEEDS",
     "THRESHOLDS",
     "Budget",
@@ -108,6 +127,8 @@ __all__ = [
     "fixed_lr_gaps",
     "gap",
     "get_config",
+    "headline_gap",
+    "level_table",
     "leak_effect",
     "load_scene_config",
     "matched_comparison",
@@ -126,8 +147,6 @@ NAME = "hyperspectral"
 
 #: The methods of Table 5, through the optimizer registry: GD, Adam, shared-scale Adam, Muon.
 METHODS: tuple[str, ...] = ("gd", "adam", "scalar_adam", "muon")
-#: Matched-loss thresholds on the pre-update train MSE (descending).
-THRESHOLDS: tuple[float, ...] = (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)
 SELECTION_SEEDS: tuple[int, ...] = (42, 123)
 EVAL_SEEDS: tuple[int, ...] = (42, 123, 456, 789)
 #: Hyperparameters besides ``lr`` (pinned, so that a registry default cannot change run ids).
@@ -163,16 +182,45 @@ EXTENDED_LR: dict[str, float] = {"gd": 100.0, "adam": 3e-2, "scalar_adam": 0.1, 
 #: update, so the extra steps would change no selection and no matched comparison; the chapter
 #: reports the slowest run that reached the deepest threshold).
 PAPER_NUM_STEPS = 10_000
-#: Published Table 5 (arXiv 2608.05136; GPU, float64, leaky centring, 4 seeds):
-#: (scene, density) → held-out RMSE of GD and Adam at matched loss and GD's gap below Adam.
-PUBLISHED_TABLE5: dict[tuple[str, float], dict[str, float | None]] = {
-    ("indian_pines", 0.15): {"gd": 0.01481, "adam": 0.02600, "gap": 0.430},
-    ("indian_pines", 0.25): {"gd": None, "adam": None, "gap": 0.276},
-    ("pavia_u", 0.28): {"gd": 0.00819, "adam": 0.01458, "gap": 0.438},
-    ("pavia_u", 0.46): {"gd": None, "adam": None, "gap": 0.229},
+#: Published Table 5 (arXiv 2608.05136; GPU, float64, leaky centring, the GPU grid, 4 seeds),
+#: Indian Pines at density 0.15: per method the selected rate and, per matched level, the held-out
+#: RMSE and effective rank (mean over the seeds that reached the level).
+PUBLISHED_TABLE5: dict[tuple[str, float], dict[str, dict[str, Any]]] = {
+    ("indian_pines", 0.15): {
+        "adam": {"lr": 1e-2, "levels": dict(zip(THRESHOLDS, (
+            (0.04670, 46), (0.03782, 21), (0.02508, 22), (0.02822, 28), (0.02682, 28),
+            (0.02600, 27)), strict=True))},
+        "scalar_adam": {"lr": 3e-2, "levels": dict(zip(THRESHOLDS, (
+            (0.04670, 46), (0.03362, 24), (0.04158, 34), (0.03965, 36), (0.03753, 35),
+            (0.03598, 34)), strict=True))},
+        "gd": {"lr": 30.0, "levels": dict(zip(THRESHOLDS, (
+            (0.04670, 46), (0.03486, 7), (0.02207, 6), (0.01528, 7), (0.01496, 11),
+            (0.01481, 13)), strict=True))},
+        "muon": {"lr": 0.1, "levels": dict(zip(THRESHOLDS, (
+            (0.04670, 46), (0.04810, 47), (0.05059, 47), (0.04917, 46), (0.04359, 43),
+            (0.03397, 36)), strict=True))},
+    },
 }
-#: Found in the paper's records (issue 10): against Adam at lr 1e-3 the gap is only 8–13 %.
-PUBLISHED_FIXED_LR_GAP: tuple[float, float, float] = (1e-3, 0.08, 0.13)
+#: The paper's headline per scene and density (same protocol): held-out RMSE of the selected GD
+#: and Adam at the deepest level all four seeds of both reached (``level``, ``None``: not
+#: stated), GD's gap below Adam ``(Adam − GD)/Adam`` and the seeds on which GD is below
+#: (``wins`` of 4; ``None``: not stated); Indian Pines at 0.25 also the other two methods.
+PUBLISHED_HEADLINE: dict[tuple[str, float], dict[str, Any]] = {
+    ("indian_pines", 0.15): {"level": 1e-5, "gd": 0.01481, "adam": 0.02600, "gap": 0.430,
+                             "wins": 4, "scalar_adam": 0.03598, "muon": 0.03397},
+    ("indian_pines", 0.25): {"level": 1e-5, "gd": 0.01244, "adam": 0.01718, "gap": 0.276,
+                             "wins": 4, "scalar_adam": 0.02619, "muon": 0.03210},
+    ("pavia_u", 0.28): {"level": None, "gd": 0.00819, "adam": 0.01458, "gap": 0.438,
+                        "wins": None},
+    ("pavia_u", 0.46): {"level": None, "gd": 0.00615, "adam": 0.00798, "gap": 0.229,
+                        "wins": None},
+}
+#: GD (at its selected rate) below Adam at each fixed Adam rate of the paper's grid, from the
+#: paper's own records (the deepest level both reach on every seed).
+PUBLISHED_FIXED_LR_GAPS: dict[tuple[str, float], dict[float, float]] = {
+    ("indian_pines", 0.15): {1e-3: 0.134, 3e-3: 0.252, 1e-2: 0.430},
+    ("indian_pines", 0.25): {1e-3: 0.084, 3e-3: 0.141, 1e-2: 0.276},
+}
 
 DENSITY_LABELS: tuple[str, ...] = ("low", "high")
 
@@ -375,6 +423,10 @@ class Part:
     matrix: MatrixProtocol
     budget: Budget
     dtype: str = "float32"
+    #: how records are read for selection and comparison (:mod:`~gaugekit.experiments.matched_loss`)
+    rule: str = "ours"
+    #: the rates a selection may choose per method (``None``: every rate run)
+    selection_grids: Mapping[str, tuple[float, ...]] | None = None
 
     @property
     def num_rows(self) -> int:
@@ -440,12 +492,15 @@ class Arm:
 @dataclass(frozen=True)
 class ScenePlan:
     """A scene's own protocol where it differs from the config's: its arms, lr grids, step
-    budget and matrix protocol (``None``: the config's)."""
+    budget and matrix protocol (``None``: the config's), and how its records are read: the
+    reading ``rule`` and the rates a selection may choose (``selection_grids``)."""
 
     arms: tuple[Arm, ...]
     lr_grids: Mapping[str, tuple[float, ...]] | None = None
     budget: Budget | None = None
     matrix: MatrixProtocol | None = None
+    rule: str = "ours"
+    selection_grids: Mapping[str, tuple[float, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -516,7 +571,8 @@ class ScaleConfig:
                     f"{scene.name}_{label}{arm.suffix}",
                     base + (f", {arm.label}" if arm.label else ""), scene, label, rho,
                     arm.centring, arm.methods or self.methods, grids, arm.seeds or seeds,
-                    matrix, budget, arm.dtype))
+                    matrix, budget, arm.dtype, plan.rule if plan else "ours",
+                    plan.selection_grids if plan else None))
         return tuple(out)
 
     def parts(self, present_only: bool = True) -> tuple[Part, ...]:
@@ -547,6 +603,8 @@ PAPER_SCENE_PLAN = ScenePlan(
     lr_grids={m: (*PAPER_LR_GRIDS[m], EXTENDED_LR[m]) for m in METHODS},
     budget=Budget(num_steps=30_000),
     matrix=MatrixProtocol(data_dtype="float32"),
+    rule="paper",
+    selection_grids=PAPER_LR_GRIDS,
 )
 
 
@@ -634,266 +692,6 @@ EXPERIMENT = HyperspectralCompletion()
 
 
 # --------------------------------------------------------------------------------------------
-# matched-loss bookkeeping, selection, comparison
-# --------------------------------------------------------------------------------------------
-
-Record = Mapping[str, Any]
-
-
-def at_level(record: Record, threshold: float) -> dict[str, Any] | None:
-    """The ``at_loss`` entry of ``record`` for ``threshold`` (``None``: not reached, or the run
-    did not finish ``ok``)."""
-    if record.get("status") != "ok":
-        return None
-    for entry in (record.get("metrics") or {}).get("at_loss") or []:
-        if entry["threshold"] == threshold:
-            return dict(entry)
-    return None
-
-
-def _deepest(record: Record, thresholds: Sequence[float]) -> int:
-    """Index of the deepest threshold ``record`` reached (-1: none)."""
-    return max((i for i, t in enumerate(thresholds) if at_level(record, t) is not None),
-               default=-1)
-
-
-def deepest_common_level(
-    groups: Sequence[Sequence[Record]], thresholds: Sequence[float] = THRESHOLDS
-) -> float | None:
-    """The deepest threshold that every record of every group reached (``None``: none did, or
-    a group is empty)."""
-    records = [r for g in groups for r in g]
-    if not records or any(not g for g in groups):
-        return None
-    index = min(_deepest(r, thresholds) for r in records)
-    return thresholds[index] if index >= 0 else None
-
-
-def _by_lr(records: Sequence[Record], method: str, seeds: Sequence[int]) -> dict[float, list]:
-    out: dict[float, list[Record]] = {}
-    for r in records:
-        c = r["config"]
-        if c["method"] == method and c["seed"] in seeds:
-            out.setdefault(float(c["hparams"]["lr"]), []).append(r)
-    return dict(sorted(out.items()))
-
-
-@dataclass(frozen=True)
-class LrSelection:
-    """A method's selected rate (train-only), the deepest level its selection seeds reached,
-    the mean steps to it, the grid and whether the choice sits at an edge of the grid."""
-
-    method: str
-    lr: float | None
-    level: float | None
-    steps: float
-    grid: tuple[float, ...]
-
-    @property
-    def at_top(self) -> bool:
-        return self.lr is not None and self.lr == max(self.grid)
-
-    @property
-    def at_bottom(self) -> bool:
-        return self.lr is not None and self.lr == min(self.grid)
-
-
-def select_lr(
-    records: Sequence[Record],
-    method: str,
-    seeds: Sequence[int] = SELECTION_SEEDS,
-    thresholds: Sequence[float] = THRESHOLDS,
-) -> LrSelection:
-    """Train-only selection: the rate whose runs on ``seeds`` (all present, all ``ok``) reach
-    the deepest threshold; ties: fewest mean steps to it, then the smaller rate."""
-    by_lr = _by_lr(records, method, seeds)
-    grid = tuple(by_lr)
-    best: tuple[int, float, float] | None = None
-    for lr, runs in by_lr.items():
-        if len({r["config"]["seed"] for r in runs}) < len(set(seeds)):
-            continue
-        if any(r["status"] != "ok" for r in runs):
-            continue
-        level = min(_deepest(r, thresholds) for r in runs)
-        if level < 0:
-            continue
-        steps = statistics.fmean(at_level(r, thresholds[level])["step"] for r in runs)
-        key = (-level, steps, lr)
-        if best is None or key < best:
-            best = key
-    if best is None:
-        return LrSelection(method, None, None, math.nan, grid)
-    return LrSelection(method, best[2], thresholds[-best[0]], best[1], grid)
-
-
-def gap(ours: Sequence[float], theirs: Sequence[float]) -> dict[str, Any]:
-    """How far ``ours`` is below ``theirs``: ``1 − mean(ours)/mean(theirs)`` and the per-seed
-    ``1 − ours_s/theirs_s`` (paired by position) with their min, max and standard deviation."""
-    if not ours or len(ours) != len(theirs):
-        return {"gap": math.nan, "seeds": [], "min": math.nan, "max": math.nan, "std": math.nan}
-    per_seed = [1.0 - a / b for a, b in zip(ours, theirs, strict=True)]
-    return {
-        "gap": 1.0 - statistics.fmean(ours) / statistics.fmean(theirs),
-        "seeds": per_seed, "min": min(per_seed), "max": max(per_seed),
-        "std": statistics.stdev(per_seed) if len(per_seed) > 1 else 0.0,
-    }
-
-
-def _runs_at(records: Sequence[Record], method: str, lr: float | None,
-             seeds: Sequence[int]) -> list[Record]:
-    if lr is None:
-        return []
-    runs = {r["config"]["seed"]: r for r in records
-            if r["config"]["method"] == method and float(r["config"]["hparams"]["lr"]) == lr
-            and r["config"]["seed"] in seeds}
-    return [runs[s] for s in seeds if s in runs]
-
-
-def _values(runs: Sequence[Record], level: float | None, metric: str) -> list[float]:
-    if level is None:
-        return []
-    out = []
-    for r in runs:
-        entry = at_level(r, level)
-        if entry is None or entry.get(metric) is None:
-            return []
-        out.append(float(entry[metric]))
-    return out
-
-
-def matched_comparison(
-    records: Sequence[Record],
-    selections: Mapping[str, LrSelection],
-    seeds: Sequence[int] = EVAL_SEEDS,
-    thresholds: Sequence[float] = THRESHOLDS,
-) -> dict[str, Any]:
-    """The selected rates on ``seeds``, compared at the deepest threshold all of them reach on
-    every seed: per method the held-out RMSE (mean and per seed), effective rank and steps."""
-    runs = {m: _runs_at(records, m, s.lr, seeds) for m, s in selections.items()}
-    complete = all(len(v) == len(seeds) for v in runs.values())
-    level = deepest_common_level(list(runs.values()), thresholds) if complete else None
-    rows = {}
-    for m, s in selections.items():
-        rmse = _values(runs[m], level, "heldout_rmse")
-        rows[m] = {
-            "method": m, "lr": s.lr, "at_top": s.at_top, "at_bottom": s.at_bottom,
-            "selected_level": s.level, "rmse": statistics.fmean(rmse) if rmse else math.nan,
-            "rmse_seeds": rmse,
-            "effective_rank": _mean(_values(runs[m], level, "effective_rank")),
-            "steps": _mean(_values(runs[m], level, "step")),
-            "seeds": len(runs[m]),
-        }
-    return {"level": level, "complete": complete, "methods": rows}
-
-
-def _mean(values: Sequence[float]) -> float:
-    return statistics.fmean(values) if values else math.nan
-
-
-def fixed_lr_gaps(
-    records: Sequence[Record],
-    reference: str,
-    reference_lr: float | None,
-    other: str = "adam",
-    seeds: Sequence[int] = EVAL_SEEDS,
-    thresholds: Sequence[float] = THRESHOLDS,
-) -> list[dict[str, Any]]:
-    """For every rate of ``other``: ``reference`` (at its selected rate) against ``other`` at that
-    fixed rate, at the deepest threshold both reach on every seed (one row per rate)."""
-    ref = _runs_at(records, reference, reference_lr, seeds)
-    rows = []
-    for lr in _by_lr(records, other, seeds):
-        runs = _runs_at(records, other, lr, seeds)
-        ok = len(runs) == len(seeds) == len(ref)
-        level = deepest_common_level([ref, runs], thresholds) if ok else None
-        a, b = _values(ref, level, "heldout_rmse"), _values(runs, level, "heldout_rmse")
-        g = gap(a, b) if a and b else gap([], [])
-        rows.append({"lr": lr, "level": level, "reference_rmse": _mean(a),
-                     "other_rmse": _mean(b), **g})
-    return rows
-
-
-def best_at_level(
-    records: Sequence[Record], method: str, level: float | None,
-    seeds: Sequence[int] = EVAL_SEEDS,
-) -> dict[str, Any] | None:
-    """An oracle, for scale only: the rate of ``method`` with the lowest mean held-out RMSE at
-    ``level`` among the rates whose runs reach it on every seed (reads held-out entries)."""
-    best = None
-    grid = list(_by_lr(records, method, seeds))
-    for lr in grid:
-        runs = _runs_at(records, method, lr, seeds)
-        vals = _values(runs, level, "heldout_rmse") if len(runs) == len(seeds) else []
-        if vals and (best is None or statistics.fmean(vals) < best["rmse"]):
-            best = {"method": method, "lr": lr, "rmse": statistics.fmean(vals),
-                    "rmse_seeds": vals, "at_bottom": lr == min(grid), "at_top": lr == max(grid)}
-    return best
-
-
-def leak_effect(
-    observed: Sequence[Record],
-    leaky: Sequence[Record],
-    selections: Mapping[str, LrSelection],
-    seeds: Sequence[int] = EVAL_SEEDS,
-    thresholds: Sequence[float] = THRESHOLDS,
-) -> dict[str, Any]:
-    """The same runs (method, selected rate, seed) centred with observed entries and with all
-    entries, compared at the deepest threshold all of them reach: held-out RMSE of each and the
-    relative change ``leaky/observed − 1``; and GD's gap below Adam under each centring."""
-    methods = [m for m in selections if _runs_at(leaky, m, selections[m].lr, seeds)]
-    obs = {m: _runs_at(observed, m, selections[m].lr, seeds) for m in methods}
-    leak = {m: _runs_at(leaky, m, selections[m].lr, seeds) for m in methods}
-    groups = [*obs.values(), *leak.values()]
-    complete = bool(methods) and all(len(g) == len(seeds) for g in groups)
-    level = deepest_common_level(groups, thresholds) if complete else None
-    rows = {}
-    for m in methods:
-        a, b = _values(obs[m], level, "heldout_rmse"), _values(leak[m], level, "heldout_rmse")
-        rows[m] = {"method": m, "lr": selections[m].lr, "observed": _mean(a), "leaky": _mean(b),
-                   "change": _mean(b) / _mean(a) - 1.0 if a and b else math.nan}
-    out: dict[str, Any] = {"level": level, "methods": rows}
-    if "gd" in rows and "adam" in rows and level is not None:
-        for name, src in (("observed", obs), ("leaky", leak)):
-            out[f"gap_{name}"] = gap(_values(src["gd"], level, "heldout_rmse"),
-                                     _values(src["adam"], level, "heldout_rmse"))
-    return out
-
-
-def summarize(
-    records: Sequence[Record],
-    leak_records: Sequence[Record] = (),
-    *,
-    methods: Sequence[str] = METHODS,
-    selection_seeds: Sequence[int] = SELECTION_SEEDS,
-    eval_seeds: Sequence[int] = EVAL_SEEDS,
-    thresholds: Sequence[float] = THRESHOLDS,
-) -> dict[str, Any]:
-    """Everything the chapter shows for one scene and density: selections, the matched
-    comparison, GD's gap below Adam, the gaps at every fixed Adam rate (and the best one), the
-    leak, and the runs that diverged or never reached the first threshold."""
-    sel = {m: select_lr(records, m, selection_seeds, thresholds) for m in methods}
-    comp = matched_comparison(records, sel, eval_seeds, thresholds)
-    rows = comp["methods"]
-    out: dict[str, Any] = {"selections": sel, "comparison": comp}
-    if "gd" in rows and "adam" in rows:
-        out["gap"] = gap(rows["gd"]["rmse_seeds"], rows["adam"]["rmse_seeds"])
-        fixed = fixed_lr_gaps(records, "gd", sel["gd"].lr, "adam", eval_seeds, thresholds)
-        out["fixed_lr"] = fixed
-        finite = [r for r in fixed if math.isfinite(r["gap"])]
-        out["best_fixed"] = min(finite, key=lambda r: r["gap"]) if finite else None
-        level = comp["level"]
-        best = {m: best_at_level(records, m, level, eval_seeds) for m in ("gd", "adam")}
-        out["oracle_best"] = best
-        if best["gd"] and best["adam"]:
-            out["oracle_gap"] = gap(best["gd"]["rmse_seeds"], best["adam"]["rmse_seeds"])
-    if leak_records:
-        out["leak"] = leak_effect(records, leak_records, sel, eval_seeds, thresholds)
-    out["diverged"] = sum(r["status"] == "diverged" for r in records)
-    out["errors"] = sum(r["status"] == "error" for r in records)
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # for the chapter, the CLI and a user's scene
 # --------------------------------------------------------------------------------------------
 
@@ -908,8 +706,8 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
 @dataclass
 class Collected:
     """What :func:`collect` returns: the config and the sweep engine's
-    :class:`~gaugekit.experiments.sweep.Collected` (records per part, their source), with the
-    views the chapter needs."""
+    :class:`~gaugekit.experiments.sweep.Collected` (records per part, their source, the runs
+    still missing), with the views a page needs."""
 
     config: ScaleConfig
     collected: sweep.Collected
@@ -923,19 +721,48 @@ class Collected:
         return self.collected.report
 
     def parts(self) -> list[Part]:
-        """The parts that have records, in the config's order."""
-        return [p for p in self.config.parts(present_only=False) if p.name in self.records]
+        """The parts whose records are complete, in the config's order (a page shows these)."""
+        missing = self.collected.missing
+        return [p for p in self.config.parts(present_only=False)
+                if self.records.get(p.name) and p.name not in missing]
+
+    def waiting(self) -> list[tuple[Part, int, int]]:
+        """The parts whose scene file is here but whose records are not complete: ``(part,
+        runs recorded, runs planned)``; their runs are made by :meth:`command`."""
+        present = {p.name for p in self.config.parts()}
+        out = []
+        for part in self.config.parts(present_only=False):
+            left = self.collected.missing.get(part.name, 0)
+            if part.name in present and left:
+                planned = len({s.run_id for s in part.specs()})
+                out.append((part, planned - left, planned))
+        return out
+
+    def command(self, parts: Sequence[Part] = ()) -> str:
+        """The command that makes (or resumes) the records of ``parts`` (default: every part
+        of :meth:`waiting`)."""
+        names = [p.name for p in parts] or [p.name for p, _, _ in self.waiting()]
+        return sweep.run_command(NAME, self.config.scale, names, workers=2) + (
+            " --max-batch-size 1" if self.config.scale == "paper" else "")
 
     def main_parts(self) -> list[Part]:
-        """The observed-centring float32 parts (one per scene and density) that have records."""
-        return [p for p in self.parts() if p.centring == "observed" and p.dtype == "float32"
-                and self.records.get(p.name)]
+        """The observed-centring float32 parts (one per scene and density) shown complete."""
+        return [p for p in self.parts() if p.centring == "observed" and p.dtype == "float32"]
 
-    def summary(self, part: Part) -> dict[str, Any]:
-        leak = self.records.get(f"{part.name}_leak", [])
+    def paper_parts(self) -> list[Part]:
+        """The parts that follow the paper's protocol step by step, shown complete."""
+        return [p for p in self.parts() if p.paper_protocol]
+
+    def summary(self, part: Part, *, grid: Mapping[str, Sequence[float]] | None = None,
+                rule: str | None = None) -> dict[str, Any]:
+        """:func:`~gaugekit.experiments.matched_loss.summarize` of one part, with the part's
+        selection grid and reading rule unless given (and its leak arm when recorded)."""
+        leak = self.records.get(f"{part.name}_leak", []) if part.centring == "observed" else []
         return summarize(self.records[part.name], leak, methods=part.methods,
                          selection_seeds=self.config.selection_seeds,
-                         eval_seeds=self.config.eval_seeds, thresholds=part.budget.thresholds)
+                         eval_seeds=self.config.eval_seeds, thresholds=part.budget.thresholds,
+                         grid=part.selection_grids if grid is None else grid,
+                         rule=rule or part.rule)
 
     def note(self) -> str:
         return self.collected.note()
@@ -954,20 +781,32 @@ def collect(
 ) -> Collected:
     """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`).
 
-    At paper scale the committed records are read and nothing is computed (missing runs raise
-    :class:`~gaugekit.experiments.sweep.MissingRecords` in records mode ``read``); at quick
-    scale everything is computed afresh in a temporary folder. The parts are those of the
-    scenes whose file is here; records of other scenes' parts found in the folder are read too.
+    At paper scale the committed records of every part are read, whether or not its scene's
+    file is here, and nothing is computed: a part with missing runs is left out of
+    :meth:`Collected.parts` and, when its scene's file is here, listed by
+    :meth:`Collected.waiting` with the command that makes it (records mode ``make`` computes
+    the missing runs of the scenes present instead). At quick scale everything is computed
+    afresh in a temporary folder, for the scenes present.
     """
+    from gaugekit.config import get_records_mode
+
     exp = experiment or EXPERIMENT
     config = exp.config(scale)
+    persist = config.persist_records or out_dir is not None
+    reading = persist and out_dir is None and get_records_mode(mode) == "read"
+    if parts is None:
+        parts = [p.name for p in config.parts(present_only=not reading)]
     got = sweep.collect(exp, config.scale, parts=parts, out_dir=out_dir, device=device,
-                        progress=progress, workers=workers, mode=mode,
-                        persist=config.persist_records or out_dir is not None)
-    if parts is None and got.folder is not None:
+                        progress=progress, workers=workers, mode=mode, persist=persist,
+                        allow_missing=reading)
+    if got.folder is not None:  # records of scenes not here that the folder holds: read them
+        done = finished_run_ids(read_records_dir(got.folder))
         for p in config.parts(present_only=False):
             if p.name not in got.records and (got.folder / f"{p.name}.jsonl").is_file():
                 got.records[p.name] = load_part(exp, p.name, got.folder, scale=config.scale)
+                left = len({s.run_id for s in p.specs()} - done)
+                if left:
+                    got.missing[p.name] = left
     return Collected(config, got)
 
 
@@ -1021,29 +860,36 @@ def report_lines(collected: Collected) -> list[str]:
     return lines
 
 
+def published_headline(part: Part) -> dict[str, Any] | None:
+    """The paper's headline numbers for the scene and density of ``part`` when the paper ran
+    them (:data:`PUBLISHED_HEADLINE`), else ``None``."""
+    return PUBLISHED_HEADLINE.get((part.scene.name, part.density))
+
+
 def readme_headline() -> list[Any]:
     """README rows (:mod:`gaugekit.experiments.headline`): GD's held-out error below Adam's at
-    matched training loss (train-only lr selection) on every scene recorded at paper scale, with
-    the published gap of the paper's own scenes (other scenes: not comparable one to one)."""
+    matched training loss, read from the committed records (whatever data is present): first
+    the paper's scenes in the paper's protocol beside the paper's number for the same scene and
+    density, then the other scenes, marked as not in the paper."""
     from gaugekit.experiments.headline import HeadlineRow
 
     got = collect("paper")
-    by_scene: dict[str, list[tuple[float, float]]] = {}
-    for (scene, rho), v in PUBLISHED_TABLE5.items():
-        by_scene.setdefault(scene, []).append((rho, float(v["gap"])))
-
-    def published(label: str) -> str:
-        i = DENSITY_LABELS.index(label)
-        return ", ".join(f"{sorted(v)[i][1]:.1%} ({scene.replace('_', ' ')} {sorted(v)[i][0]:g})"
-                         for scene, v in by_scene.items())
-
     rows = []
-    for part in got.main_parts():
-        s = got.summary(part)
-        gap = s.get("gap", {}).get("gap")
-        ours = "—" if gap is None or not math.isfinite(gap) else f"{gap:+.1%}"
+    for part in [*got.paper_parts(), *(p for p in got.main_parts()
+                                       if published_headline(p) is None)]:
+        h = got.summary(part)["headline"]
+        ours = "—" if not math.isfinite(h["gap"]) else (
+            f"{h['gap']:+.1%} ({h['wins']}/{len(h['seeds'])} seeds)")
+        pub = published_headline(part)
+        if pub is not None:
+            wins = "" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)"
+            published = f"{pub['gap']:+.1%}{wins}"
+            setting = "the paper's protocol"
+        else:
+            published = "not in the paper"
+            setting = "observed-only centring, float32; a scene the paper did not run"
+        level = "—" if h["level"] is None else f"{h['level']:g}"
         rows.append(HeadlineRow(
-            NAME, f"hyperspectral {part.name.replace('_', ' ')} (density {part.density:.2f}): "
-            "GD's held-out error below Adam's", ours, published(part.name.rsplit("_", 1)[1]),
-            "7"))
+            NAME, f"hyperspectral {part.scene.label}, density {part.density:g} ({setting}): "
+            f"GD's held-out error below Adam's at training MSE {level}", ours, published, "7"))
     return rows

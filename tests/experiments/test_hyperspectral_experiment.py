@@ -249,13 +249,24 @@ def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
         num_rows=2000, rank=6, dof_rank=24)}})
     exp = HyperspectralCompletion({"quick": cfg})
     assert "salinas_a_low" not in exp.parts("quick")        # its file is not here
-    spec = cfg.part("salinas_a_low").specs()[0]             # but the part is known
+    specs = cfg.part("salinas_a_low").specs()               # but the part is known
     folder = tmp_path / "records"
-    append_records(folder / "salinas_a_low.jsonl", [make_record(
-        run_id=spec.run_id, experiment="hyperspectral", part="salinas_a_low",
-        config=spec.config, seeds=spec.seeds, scale="quick", dtype="float32", device="cpu",
-        status="ok", metrics={"steps": 1, "at_loss": []})])
+
+    def record(spec):
+        return make_record(
+            run_id=spec.run_id, experiment="hyperspectral", part="salinas_a_low",
+            config=spec.config, seeds=spec.seeds, scale="quick", dtype="float32",
+            device="cpu", status="ok", metrics={"steps": 1, "at_loss": []})
+
+    append_records(folder / "salinas_a_low.jsonl", [record(specs[0])])
     got = collect("quick", folder, experiment=exp)
     assert len(got.records["salinas_a_low"]) == 1
     assert got.report.ran == 8 + 4                           # synthetic runs only
+    # an incomplete part of a scene that is not here is neither shown nor announced
+    assert "salinas_a_low" not in [p.name for p in got.parts()]
+    assert got.collected.missing["salinas_a_low"] == len(specs) - 1
+    assert got.waiting() == []
+    append_records(folder / "salinas_a_low.jsonl", [record(s) for s in specs[1:]])
+    got = collect("quick", folder, experiment=exp)
+    assert got.report.ran == 0
     assert [p.name for p in got.parts()][-1] == "salinas_a_low"

@@ -57,6 +57,28 @@ def test_mask_reproducible_from_seed_plus_7():
         observation_mask(4, 4, 0.0, seed=0)
 
 
+def test_the_papers_arithmetic_float32_data_steps_and_mask():
+    """``data_dtype="float32"``: the paper's script (float32 cube, ``max + 1e-12``, row norm
+    > 1e-8, float32 uniforms for the mask); the float32 uniforms are another random stream, so
+    the mask differs from the float64 draw (the negative control)."""
+    cube = _cube()
+    cube[5, 5] = 1e-12                      # a pixel the paper drops (norm ≤ 1e-8) but not ours
+    Y32 = scene_matrix(cube, num_rows=None, data_dtype="float32")
+    x = torch.tensor(cube, dtype=torch.float32).reshape(-1, 7)
+    x = x / (x.max() + 1e-12)
+    assert Y32.dtype == torch.float32
+    assert torch.equal(Y32, x[x.norm(dim=1) > 1e-8])
+    assert len(Y32) == len(scene_matrix(cube, num_rows=None)) - 1
+    m32 = observation_mask(40, 30, 0.3, seed=42, data_dtype="float32")
+    assert torch.equal(m32, torch.rand(40, 30, generator=torch.Generator().manual_seed(49)) < 0.3)
+    assert not torch.equal(m32, observation_mask(40, 30, 0.3, seed=42))
+    Y50 = Y32[:50]
+    inst = make_instance(Y50, 0.3, 42, "all", dtype=F64, data_dtype="float32")
+    assert torch.equal(inst.target, (Y50 - Y50.mean(dim=0, keepdim=True)).double())
+    with pytest.raises(ValueError, match="Invalid data_dtype"):
+        observation_mask(4, 4, 0.5, seed=0, data_dtype="float16")
+
+
 def test_observed_only_centring_does_not_see_held_out_entries():
     Y = scene_matrix(_cube(1), num_rows=None)
     mask = observation_mask(*Y.shape, 0.4, seed=5)

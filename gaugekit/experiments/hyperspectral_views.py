@@ -1,0 +1,213 @@
+r"""What the hyperspectral chapter shows, computed from the records of
+:func:`gaugekit.experiments.hyperspectral.collect`: tables as rows for
+:func:`gaugekit.viz.table_html`, verdicts, and figures.
+
+Nothing here is typed in: our numbers come from the records through the matched-loss protocol
+(:mod:`gaugekit.experiments.matched_loss`), the published ones from the constants of
+:mod:`gaugekit.experiments.hyperspectral` (``PUBLISHED_TABLE5``, ``PUBLISHED_HEADLINE``,
+``PUBLISHED_FIXED_LR_GAPS``), each in its own column.
+
+The three grids of a paper-protocol part (:func:`grid_variants`): the paper's GPU grid (its
+Table 5), its CPU grid (GD only up to 10) and the GPU grid with one more rate above the top of
+each method's (``EXTENDED_LR``), to see whether a selection at the top of the paper's grid is an
+edge of the grid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gaugekit.experiments import hyperspectral as hs
+from gaugekit.experiments import matched_loss as ml
+
+__all__ = [
+    "arm_rows",
+    "fmt_pct",
+    "gd_rate_rows",
+    "grid_rows",
+    "grid_variants",
+    "headline_rows",
+    "label",
+    "level_curves",
+    "lr_sensitivity_rows",
+    "table5_rows",
+]
+
+_LABELS = {"gd": "GD", "adam": "Adam", "scalar_adam": "Shared-scale Adam", "muon": "Muon"}
+
+
+def label(method: str) -> str:
+    """The display name of a method of Table 5."""
+    return _LABELS.get(method, method)
+
+
+def grid_variants(part: hs.Part) -> dict[str, Mapping[str, Sequence[float]] | None]:
+    """Name → selection grid per method: the paper's GPU grid, its CPU grid and the extended
+    grid (every rate the part ran)."""
+    return {"GPU grid (the paper's Table 5)": hs.PAPER_LR_GRIDS,
+            "CPU grid (the paper's CPU script)": hs.PAPER_CPU_LR_GRIDS,
+            "extended grid (one rate above each)": part.lr_grids}
+
+
+def table5_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
+    """The paper's Table 5 for ``part``, cell by cell beside the published one: per method and
+    level, our held-out RMSE and effective rank (means over the seeds that reached the level,
+    ``n`` of them) and the published ones, at the selected rates of each."""
+    s = c.summary(part)
+    published = hs.PUBLISHED_TABLE5.get((part.scene.name, part.density), {})
+    rows = []
+    for m in part.methods:
+        sel = s["selections"][m]
+        pub = published.get(m, {})
+        cells = ml.level_table(c.records[part.name], m, sel.lr, c.config.eval_seeds,
+                               part.budget.thresholds, part.rule)
+        for cell in cells:
+            p = pub.get("levels", {}).get(cell["level"], (None, None))
+            rows.append({
+                "method": label(m), "lr": sel.lr, "lr_pub": pub.get("lr"),
+                "level": cell["level"], "n": cell["n"], "rmse": cell["rmse"],
+                "erank": cell["effective_rank"], "rmse_pub": p[0], "erank_pub": p[1],
+                "diff": (cell["rmse"] - p[0]) if p[0] is not None and cell["n"] else None,
+            })
+    return rows
+
+
+def _headline(c: hs.Collected, part: hs.Part,
+              grid: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
+    return c.summary(part, grid=grid)["headline"]
+
+
+def headline_rows(c: hs.Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
+    """GD against Adam at the deepest level every seed of both reached, per part, with the
+    paper's number for the same scene and density beside ours (``—`` when it did not run it)."""
+    rows = []
+    for part in parts:
+        h = _headline(c, part)
+        pub = hs.published_headline(part) or {}
+        rows.append({
+            "setting": f"{part.scene.label}, ρ = {part.density:g}", "level": h["level"],
+            "gd": h["gd"], "adam": h["adam"], "gap": h["gap"],
+            "wins": f"{h['wins']}/{len(h['seeds'])}" if h["seeds"] else None,
+            "gd_pub": pub.get("gd"), "adam_pub": pub.get("adam"), "gap_pub": pub.get("gap"),
+            "wins_pub": None if pub.get("wins") is None else f"{pub['wins']}/4",
+        })
+    return rows
+
+
+def grid_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
+    """The selected rate of every method under each grid of :func:`grid_variants` (a star: at
+    the top of that grid), the published selection, and the headline each grid gives."""
+    published = hs.PUBLISHED_TABLE5.get((part.scene.name, part.density), {})
+    rows = []
+    for name, grid in grid_variants(part).items():
+        s = c.summary(part, grid=grid)
+        row: dict[str, Any] = {"grid": name}
+        for m in part.methods:
+            sel = s["selections"][m]
+            row[m] = None if sel.lr is None else f"{sel.lr:g}" + ("*" if sel.at_top else "")
+        h = s["headline"]
+        row.update(level=h["level"], gap=h["gap"],
+                   wins=f"{h['wins']}/{len(h['seeds'])}" if h["seeds"] else None)
+        rows.append(row)
+    if published:
+        row = {"grid": "published (GPU grid)", "level": 1e-5}
+        for m in part.methods:
+            lr = published.get(m, {}).get("lr")
+            row[m] = None if lr is None else f"{lr:g}*"
+        pub = hs.published_headline(part) or {}
+        row.update(gap=pub.get("gap"), wins=f"{pub['wins']}/4" if pub.get("wins") else None)
+        rows.append(row)
+    return rows
+
+
+def lr_sensitivity_rows(c: hs.Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
+    """GD at its selected rate against Adam at every fixed rate Adam ran, per part (one column
+    per part, ours and the published gap for the same scene and density)."""
+    by_lr: dict[float, dict[str, Any]] = {}
+    for part in parts:
+        s = c.summary(part)
+        pub = hs.PUBLISHED_FIXED_LR_GAPS.get((part.scene.name, part.density), {})
+        for r in s.get("fixed_lr", []):
+            row = by_lr.setdefault(r["lr"], {"lr": r["lr"]})
+            row[f"{part.name}:gap"] = r["gap"]
+            row[f"{part.name}:level"] = r["level"]
+            row[f"{part.name}:pub"] = pub.get(r["lr"])
+    return [by_lr[k] for k in sorted(by_lr)]
+
+
+def arm_rows(c: hs.Collected, scene: str) -> list[dict[str, Any]]:
+    """The headline of every complete arm of ``scene`` (dtype and centring) per density: what
+    the float32 arithmetic and the observed-only centring change."""
+    rows = []
+    for part in c.parts():
+        if part.scene.name != scene:
+            continue
+        h = _headline(c, part)
+        rows.append({
+            "density": part.density, "dtype": part.dtype,
+            "centring": "observed only" if part.centring == "observed" else "all entries",
+            "level": h["level"], "gd": h["gd"], "adam": h["adam"], "gap": h["gap"],
+            "wins": f"{h['wins']}/{len(h['seeds'])}" if h["seeds"] else None,
+        })
+    return sorted(rows, key=lambda r: (r["density"], r["dtype"] == "float32",
+                                       r["centring"] != "all entries"))
+
+
+def gd_rate_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
+    """Every GD rate of ``part``: runs that diverged, and at the part's matched level (the
+    level of its Table 5 comparison) the mean held-out RMSE and effective rank of the rates
+    whose four seeds reached it; ``selected`` marks the train-only choice."""
+    s = c.summary(part)
+    level = s["comparison"]["level"]
+    chosen = s["selections"]["gd"].lr
+    rows = []
+    for lr in part.lr_grids["gd"]:
+        runs = ml.runs_at(c.records[part.name], "gd", float(lr), c.config.eval_seeds)
+        hits = [e for r in runs if level is not None
+                and (e := ml.at_level(r, level, part.rule)) is not None]
+        full = len(hits) == len(runs) == len(c.config.eval_seeds)
+        rows.append({
+            "lr": float(lr), "selected": "selected" if lr == chosen else "",
+            "diverged": sum(r["status"] == "diverged" for r in runs),
+            "rmse": sum(e["heldout_rmse"] for e in hits) / len(hits) if full else None,
+            "erank": sum(e["effective_rank"] for e in hits) / len(hits) if full else None,
+        })
+    return rows
+
+
+def level_curves(c: hs.Collected, parts: Sequence[hs.Part]) -> Any:
+    """Held-out RMSE against the matched training-MSE level, one panel per part, one line per
+    method at its selected rate (mean over the seeds that reached the level); the published
+    Table 5 values as open markers where the paper has them."""
+    import matplotlib.pyplot as plt
+
+    from gaugekit import viz
+
+    fig, axes = plt.subplots(1, len(parts), figsize=(3.4 * len(parts), 3.1), squeeze=False,
+                             layout="constrained", sharey=True)
+    for ax, part in zip(axes[0], parts, strict=True):
+        rows = table5_rows(c, part)
+        for m in part.methods:
+            mine = [r for r in rows if r["method"] == label(m) and r["n"]]
+            color = viz.method_color(m)
+            ax.plot([r["level"] for r in mine], [r["rmse"] for r in mine], "-o", ms=3.5,
+                    color=color, label=label(m))
+            pub = [r for r in rows if r["method"] == label(m) and r["rmse_pub"] is not None]
+            if pub:
+                ax.plot([r["level"] for r in pub], [r["rmse_pub"] for r in pub], "o", ms=7,
+                        mfc="none", color=color)
+        ax.set_xscale("log")
+        ax.invert_xaxis()
+        ax.set_xlabel("training MSE level")
+        ax.set_title(f"{part.scene.label}, ρ = {part.density:g}")
+    axes[0, 0].set_ylabel("held-out RMSE")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    return fig
+
+
+def fmt_pct(x: float | None) -> str:
+    """A fraction as a signed percentage (``—`` when missing)."""
+    return "—" if x is None or not math.isfinite(x) else f"{100 * x:+.1f} %"
