@@ -4,6 +4,7 @@ records, and tiny sweeps through the one factor-training loop (float64)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,3 +271,40 @@ def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
     got = collect("quick", folder, experiment=exp)
     assert got.report.ran == 0
     assert [p.name for p in got.parts()][-1] == "salinas_a_low"
+
+
+def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypatch):
+    """At paper scale a page shows every part with complete committed records, with or without
+    the scenes' files; a part whose file is here but whose records are not is announced with
+    the command that makes it, and nothing raises."""
+    import shutil
+
+    from gaugekit.experiments import hyperspectral as hs
+    from gaugekit.experiments import sweep
+
+    ROOT = Path(__file__).resolve().parents[2]
+    src = ROOT / "results" / "hyperspectral" / "paper"
+    dst = tmp_path / "results" / "hyperspectral" / "paper"
+    dst.mkdir(parents=True)
+    for name in ("salinas_a_low.jsonl", "salinas_a_low_leak.jsonl"):
+        shutil.copy(src / name, dst / name)
+    monkeypatch.setattr(sweep, "project_root", lambda experiment: tmp_path)
+    monkeypatch.setenv("GAUGEKIT_RECORDS", "read")
+    shown = {}
+    for data in ("empty", "real"):
+        folder = tmp_path / "empty" if data == "empty" else ROOT.parent / "shared" / "data"
+        monkeypatch.setenv("GAUGEKIT_DATA", str(folder))
+        got = hs.collect("paper")
+        shown[data] = [p.name for p in got.parts()]
+        assert "indian_pines_low_paper" not in shown[data]
+        waiting = [p.name for p, _, _ in got.waiting()]
+        if data == "real" and "indian_pines" in hs.available_scenes():
+            assert "indian_pines_low_paper" in waiting
+            assert "--part indian_pines_low_paper" in got.command()
+            assert "not complete yet" in got.absent("indian_pines")
+        if data == "empty":
+            assert waiting == []
+            assert "not in the data folder" in got.absent("indian_pines")
+        rows = hs.readme_headline()
+        assert [r.claim for r in rows] and all("Salinas-A, density 0.15" in r.claim for r in rows)
+    assert shown["empty"] == shown["real"] == ["salinas_a_low", "salinas_a_low_leak"]
