@@ -23,8 +23,13 @@ from gaugekit.experiments import hyperspectral as hs
 from gaugekit.experiments import matched_loss as ml
 
 __all__ = [
+    "equivariant_text",
+    "arms_text",
+    "sensitivity_text",
+    "levels_text",
     "arm_rows",
     "fmt_pct",
+    "gd_edge_text",
     "gd_rate_rows",
     "grid_rows",
     "grid_variants",
@@ -178,6 +183,27 @@ def gd_rate_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
     return rows
 
 
+def gd_edge_text(rows: Sequence[Mapping[str, Any]], seeds: int = 4) -> str:
+    """What :func:`gd_rate_rows` says about GD's selected rate: how far it sits from the first
+    rate at which every seed diverged, and its effective rank beside the slower rates'."""
+    chosen = next((i for i, r in enumerate(rows) if r["selected"]), None)
+    if chosen is None:
+        return "no GD rate was selected"
+    sel = rows[chosen]
+    text = f"GD's selected rate is {sel['lr']:g}"
+    above = rows[chosen + 1] if chosen + 1 < len(rows) else None
+    if above is not None and above["diverged"] == seeds:
+        text += f", one grid step below {above['lr']:g}, where every seed diverged"
+    elif above is None:
+        text += ", the top of its grid"
+    slower = [r for r in rows[:chosen] if r["erank"] is not None]
+    if sel["erank"] is not None and slower:
+        ranks = ", ".join(f"{r['erank']:.0f}" for r in slower)
+        text += (f"; there the effective rank of W is {sel['erank']:.0f}, against "
+                 f"{ranks} at the slower rates")
+    return text
+
+
 def level_curves(c: hs.Collected, parts: Sequence[hs.Part]) -> Any:
     """Held-out RMSE against the matched training-MSE level, one panel per part, one line per
     method at its selected rate (mean over the seeds that reached the level); the published
@@ -230,6 +256,65 @@ def table5_verdict(rows: Sequence[Mapping[str, Any]]) -> str:
             f"with the published held-out RMSE to the five decimals printed (the largest "
             f"difference is {worst:.1e}) and {len(ranks)} have the published effective rank "
             "after rounding.")
+
+
+def levels_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What :func:`table5_rows` says along the levels, per method: whether its held-out error
+    falls at every level, or where it is lowest and what it is at the deepest level."""
+    out = []
+    for m in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == m and r["n"]]
+        if len(mine) < 2:
+            continue
+        name = m.split(" (")[0]
+        values = [r["rmse"] for r in mine]
+        best = min(range(len(values)), key=values.__getitem__)
+        if all(b <= a for a, b in zip(values, values[1:], strict=False)):
+            out.append(f"{name}'s falls at every level, to {values[-1]:.4f} at "
+                       f"{mine[-1]['level']:g}")
+        else:
+            out.append(f"{name}'s is lowest at {mine[best]['level']:g} ({values[best]:.4f}) and "
+                       f"{values[-1]:.4f} at {mine[-1]['level']:g}")
+    return "; ".join(out) or "no levels to compare"
+
+
+def sensitivity_text(rows: Sequence[Mapping[str, Any]], parts: Sequence[hs.Part]) -> str:
+    """What :func:`lr_sensitivity_rows` says: per part, GD's gap below Adam at Adam's slowest
+    and at its selected rate, and whether GD is below Adam at every fixed rate."""
+    out = []
+    for part in parts:
+        gaps = [(r["lr"], r.get(f"{part.name}:gap")) for r in rows]
+        gaps = [(lr, g) for lr, g in gaps if g is not None and math.isfinite(g)]
+        if not gaps:
+            continue
+        low, high = gaps[0], max(gaps, key=lambda x: x[1])
+        every = all(g > 0 for _, g in gaps)
+        out.append(f"at ρ = {part.density:g}, {fmt_pct(low[1])} against Adam at {low[0]:g} and "
+                   f"up to {fmt_pct(high[1])} at {high[0]:g}; GD is below Adam at "
+                   + ("every rate" if every else "some rates only"))
+    return "; ".join(out) or "no fixed-rate comparison at this scale"
+
+
+def arms_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What :func:`arm_rows` says: per density, the headline gap of each arm."""
+    out = []
+    for density in dict.fromkeys(r["density"] for r in rows):
+        mine = [r for r in rows if r["density"] == density]
+        parts = ", ".join(f"{r['dtype']} with {r['centring']} centring {fmt_pct(r['gap'])}"
+                          for r in mine)
+        out.append(f"at ρ = {density:g}: {parts}")
+    return "; ".join(out) or "no Indian Pines arms at this scale"
+
+
+def equivariant_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """At the deepest level of :func:`table5_rows`: the held-out error of every method, best
+    first."""
+    deepest: dict[str, Any] = {}
+    for r in rows:
+        if r["n"]:
+            deepest[r["method"].split(" (")[0]] = r
+    order = sorted(deepest.items(), key=lambda kv: kv[1]["rmse"])
+    return " < ".join(f"{m} {r['rmse']:.4f}" for m, r in order) or "—"
 
 
 def fmt_pct(x: float | None) -> str:
