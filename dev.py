@@ -10,6 +10,7 @@ Everything else is optional:
     python3 dev.py book --scale quick        # recompute everything small (what CI runs)
     python3 dev.py book --make-records --device cuda   # recompute missing paper records
     python3 dev.py check                      # check the built HTML for what a reader sees broken
+    python3 dev.py layout                     # tables and code wider than their box (Chromium)
     python3 dev.py screenshots                # screenshot every built page (headless Chromium)
     python3 dev.py test -k gauge -x          # extra arguments go to pytest
     python3 dev.py chapter chapters/04_matrix_sensing.md   # execute one chapter to .ipynb
@@ -130,6 +131,11 @@ def cmd_check(args: argparse.Namespace) -> None:
     _run([_bin("python"), ROOT / ".ci" / "check_html.py", ROOT / "_build" / "html"])
 
 
+def cmd_layout(args: argparse.Namespace) -> None:
+    """Check every built page's layout in headless Chromium (see .ci/check_layout.py)."""
+    _run([_bin("python"), ROOT / ".ci" / "check_layout.py", ROOT / "_build" / "html"])
+
+
 def cmd_screenshots(args: argparse.Namespace) -> None:
     """Screenshot every built chapter with headless Chromium (Debian: apt-get install chromium)
     into _build/screenshots, to look at the pages as a reader does."""
@@ -182,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--device", default=None)
     book.add_argument("--clean", action="store_true", help="remove _build first")
     sub.add_parser("check", help="check the built HTML book (_build/html) for broken output")
+    sub.add_parser("layout", help="check the built book's layout in headless Chromium: tables "
+                   "wider than their box, code blocks that scroll sideways")
     shots = sub.add_parser("screenshots", help="screenshot every built chapter (headless Chromium)")
     shots.add_argument("--height", type=int, default=6000, help="page height in pixels")
     sub.add_parser("test", help="install if needed, then run pytest (extra args go to pytest)")
@@ -201,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "check":
             ensure_env()
             cmd_check(args)
+        elif args.command == "layout":
+            ensure_env()
+            cmd_layout(args)
         elif args.command == "screenshots":
             cmd_screenshots(args)
         else:
