@@ -855,20 +855,21 @@ _FLOW_LR_GRID = (1e-3, 3e-3, 1e-2, 3e-2)  # experiments/flowadam_upgrade.py
 
 register_optimizer(
     OptimizerSpec(
-        "flow_adam", FlowAdam, {"lr": 1e-3, **FLOW_ADAM_PRESETS["invariant"]}, True,
-        "p = 0 with the RMS scale, Frobenius-norm triggers and global-norm clip: every step is a "
-        "covariant gradient or moment times gauge-invariant scalars",
-        False, "constant", _FLOW_LR_GRID, "FlowAdam (invariant)",
+        name="flow_adam", cls=FlowAdam, equivariant=True,
+        reason="p = 0 with the RMS scale, Frobenius-norm triggers and global-norm clip: every "
+        "step is a covariant gradient or moment times gauge-invariant scalars",
+        lr_schedule="constant", label="FlowAdam (invariant)", paper_lr_grid=_FLOW_LR_GRID,
         ladder_lr_grid=(1e-3, 3e-3),
     ),
     replace=True,
 )
 register_optimizer(
     OptimizerSpec(
-        "flow_adam_prototype", FlowAdam, {"lr": 1e-3, **FLOW_ADAM_PRESETS["prototype"]}, False,
-        "Adam's per-entry denominator (p = 1) and the per-coordinate clip do not commute with "
-        "rotations of the entries",
-        False, "constant", _FLOW_LR_GRID, "FlowAdam (prototype)",
+        name="flow_adam_prototype", cls=FlowAdam, equivariant=False,
+        reason="Adam's per-entry denominator (p = 1) and the per-coordinate clip do not commute "
+        "with rotations of the entries",
+        lr_schedule="constant", label="FlowAdam (prototype)", paper_lr_grid=_FLOW_LR_GRID,
+        options=FLOW_ADAM_PRESETS["prototype"],
     ),
     replace=True,
 )
