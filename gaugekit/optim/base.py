@@ -91,7 +91,7 @@ class ZooOptimizer(Optimizer):
     #: subclass whose coupling depends on its settings may override it with a property.
     couples_param_groups: ClassVar[bool] = False
     hyper_checks: ClassVar[dict[str, Check]] = {}
-    #: ``"coupled"`` (``g ← g + λθ``, torch's SGD and RMSprop) or ``"decoupled"``
+    #: ``"coupled"`` (``g ← g + λθ``, torch's SGD, RMSprop, Adam) or ``"decoupled"``
     #: (``θ ← θ − lr λ θ``): what ``weight_decay`` means, and so which value of torch's
     #: ``decoupled_weight_decay`` a rule without that option accepts.
     weight_decay_kind: ClassVar[str] = "decoupled"
@@ -206,9 +206,11 @@ class ZooOptimizer(Optimizer):
             self._check_legacy_groups(groups)
         else:
             accepted = {c.__name__ for c in type(self).__mro__ if _is_rule(c)}
-            strangers = sorted(str(m) for m in marks - accepted)
+            strangers = sorted(str(m) for m in marks - accepted - {None})
             if strangers:
                 raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
+            if None in marks:
+                raise self._refusal("a state_dict whose param groups are partly unmarked")
         defaults = {k: v for k, v in LEGACY_HYPERS.items() if k in self.defaults}
         groups = [
             {**(defaults if legacy else {}), **group, OPTIMIZER_KEY: own} for group in groups

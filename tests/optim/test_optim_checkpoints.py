@@ -81,6 +81,15 @@ def test_a_legacy_state_from_another_rule_is_refused(problem):
         Adam(_pair()).load_state_dict(_legacy(saved.state_dict()))
 
 
+def test_a_partly_unmarked_state_is_refused(problem):
+    params = _pair()
+    opt = Adam([{"params": [params[0]]}, {"params": [params[1]]}])
+    saved = opt.state_dict()
+    del saved["param_groups"][1][OPTIMIZER_KEY]
+    with pytest.raises(ValueError, match=r"^Invalid state_dict: .*partly unmarked"):
+        Adam([{"params": [params[0]]}, {"params": [params[1]]}]).load_state_dict(saved)
+
+
 def test_a_legacy_checkpoint_loads_and_resumes_exactly(zoo_name, problem):
     """Before the marker, weight_decay and maximize: the old rule's groups, upgraded with
     λ = 0 and maximize = False, continue exactly like the straight run."""
