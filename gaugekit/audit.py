@@ -40,6 +40,7 @@ from torch import Tensor
 from gaugekit.gauge import haar_orthogonal, relative_distance
 
 __all__ = [
+    "AUDIT_LRS",
     "FLOAT32_THRESHOLD",
     "FLOAT64_THRESHOLD",
     "AuditError",
@@ -427,22 +428,37 @@ def torch_optim_factories(lr: float = 1e-2) -> dict[str, OptimizerFactory]:
     return factories
 
 
+#: The audit's learning rate of each registered rule: one point of the paper's grid (the
+#: registry's default before the registry took the classes' defaults), pinned so that the audit
+#: tables do not move when a class default does. A rule not listed runs at its class default.
+AUDIT_LRS: dict[str, float] = {
+    "gd": 0.1, "momentum": 0.03, "adam": 1e-2, "scalar_adam": 1e-2, "rmsprop": 1e-3,
+    "lion": 1e-3, "signum": 1e-3, "adafactor": 1e-3, "muon": 3e-2, "shampoo": 0.1,
+    "scaled_gd": 1e-3, "gram": 1e-2, "eigen_adam": 1e-2, "flow_adam": 1e-3,
+    "flow_adam_prototype": 1e-3,
+}
+
+
 def registry_factories(
     names: Sequence[str] | None = None, **overrides: object
 ) -> dict[str, OptimizerFactory]:
     """Factories for the library's own optimizers (``gaugekit.optim`` registry), by name.
 
-    ``names`` defaults to every registered optimizer; ``overrides`` (e.g. ``lr``) go to
-    ``make_optimizer`` for every name.
+    ``names`` defaults to every registered optimizer; each is built at its :data:`AUDIT_LRS`
+    rate, and ``overrides`` (e.g. ``lr``, ``weight_decay``) go to ``make_optimizer`` for every
+    name.
     """
     from gaugekit.optim.registry import make_optimizer, optimizer_names
 
     chosen = list(names) if names is not None else list(optimizer_names())
     factories: dict[str, OptimizerFactory] = {}
     for name in chosen:
+        kwargs = {**({"lr": AUDIT_LRS[name]} if name in AUDIT_LRS else {}), **overrides}
 
-        def factory(params: list[Tensor], name: str = name) -> torch.optim.Optimizer:
-            return make_optimizer(name, params, **overrides)
+        def factory(
+            params: list[Tensor], name: str = name, kwargs: dict[str, object] = kwargs
+        ) -> torch.optim.Optimizer:
+            return make_optimizer(name, params, **kwargs)
 
         factories[name] = factory
     return factories

@@ -6,14 +6,15 @@ functional core in :mod:`gaugekit.optim.functional`, and a ``batch_dims`` argume
 (the shared scalar, Adafactor's means, Newton–Schulz normalisation, Shampoo's ``L`` and ``R``,
 ScaledGD's Grams) is taken per run. ``lr`` and the other float hyperparameters marked *per run*
 below may be a tensor of shape ``param.shape[:batch_dims]``. :mod:`gaugekit.optim.registry` maps
-names to classes, defaults, grids and gauge classification.
+names to classes (built with the classes' own defaults), grids and gauge classification.
 
 Conventions (the paper's zoo, ``experiments/optimizer_zoo_bias.py`` and
 ``experiments/nibi/common.py`` of ``idevender/loss-basis-adam``). ``g`` gradient, ``t`` step
-(1 at the first update), ``ε`` always added OUTSIDE the square root, no weight decay anywhere
-(the paper runs ``wd = 0``).
+(1 at the first update), ``ε`` always added OUTSIDE the square root; weight decay ``0`` by
+default (the paper runs ``wd = 0``), see "Weight decay" below.
 
-Each entry: registry name, class — update; paper defaults; lr schedule; gauge.
+Each entry: registry name, class — update; the paper's settings (its ``lr`` is a point of the
+experiments' grid, not the class default); lr schedule; gauge.
 
 * ``gd``, :class:`GD` — ``θ −= lr g``; constant; equivariant.
 * ``momentum``, :class:`Momentum` — ``b = μ b + g``, ``θ −= lr b`` (torch SGD with
@@ -22,7 +23,8 @@ Each entry: registry name, class — update; paper defaults; lr schedule; gauge.
   ``θ −= lr m̂ / (√v̂ + ε)``; β = (0.9, 0.999), ε = 1e-8; constant; not equivariant.
 * ``scalar_adam``, :class:`SharedScaleAdam` — Adam's moments, ``θ −= lr m̂ / s`` with ONE
   ``s = √mean(v̂) + ε``, the mean over all entries of all parameters of all groups (per run),
-  computed once per step; β = (0.9, 0.999), ε = 1e-8; constant; equivariant.
+  computed once per step (``mean v`` follows its own recurrence: no ``v`` tensor is kept);
+  β = (0.9, 0.999), ε = 1e-8; constant; equivariant.
 * ``rmsprop``, :class:`RMSprop` — ``v = αv + (1−α)g²``, ``θ −= lr g / (√v + ε)``, no momentum,
   no bias correction; α = 0.99, ε = 1e-8; cosine; not equivariant.
 * ``lion``, :class:`Lion` — ``c = sign(β₁m + (1−β₁)g)``, then ``m = β₂m + (1−β₂)g``,
@@ -51,19 +53,42 @@ Each entry: registry name, class — update; paper defaults; lr schedule; gauge.
 Where the paper differs from torch, the paper wins by default and torch's convention is an
 option when cheap: Momentum's ``nesterov``; Muon's ``nesterov`` and ``adjust_lr_fn``
 (torch.optim.Muon also damps its buffer by ``1 − μ``, clamps the norm ``max(‖M‖, ε)`` instead of
-adding ε, runs NS in bfloat16 and defaults to ``weight_decay=0.1``). Adam and RMSprop coincide
-with torch's (``weight_decay=0``). ScaledGD's ``sequential=True`` reproduces the script's order
+adding ε, runs NS in bfloat16 and defaults to ``weight_decay=0.1``). Adam, AdamW (``Adam(...,
+decoupled_weight_decay=True)``), RMSprop and SGD (GD, Momentum) coincide with torch's, weight
+decay and ``maximize`` included. ScaledGD's ``sequential=True`` reproduces the script's order
 (``V``'s Gram from the updated ``U``).
 
+Weight decay: ``weight_decay`` (``λ >= 0``, default 0, per group, per run) on every rule, saved
+in ``state_dict``. Where torch has the rule it keeps torch's meaning: coupled L2
+``g ← g + λθ`` in GD, Momentum (torch SGD), RMSprop and Adam (torch Adam); decoupled
+``θ ← θ(1 − lr λ)`` before the update in ``Adam(decoupled_weight_decay=True)`` (torch AdamW).
+Every other rule (SharedScaleAdam, Lion, Signum, Adafactor, Muon, Shampoo, ScaledGD,
+GramPreconditioned, EigenAdam, FlowAdam) decays decoupled. Gauge: decoupled decay multiplies the
+factors by a scalar and coupled L2 is the gradient of the invariant ``λ/2 (‖U‖² + ‖V‖²)``, so
+every equivariant rule stays equivariant with ``λ > 0`` (the audit's tests check the zoo).
+``maximize=True`` (every rule) steps along ``+g``; ``.grad`` is never written.
+
+torch.optim arguments a rule does not implement (``amsgrad``, ``foreach``, ``fused``,
+``dampening``, ``centered``, ``momentum`` on Adam, …: the union of torch's Adam, AdamW, SGD,
+RMSprop and Adagrad arguments) raise ``ValueError`` naming the argument and the optimizer, in the
+constructor or a param group, unless their value asks for nothing (``foreach=None``,
+``amsgrad=False``, ``momentum=0``, …). Other param-group keys (``initial_lr``, ``name``) pass
+through.
+
 Per-run hyperparameters (float or tensor of shape ``param.shape[:batch_dims]``): ``lr`` of every
-rule; ``momentum`` (Momentum, Signum, Muon), ``betas`` (Adam, SharedScaleAdam, Lion), ``alpha``
+rule; ``weight_decay`` of every rule; ``momentum`` (Momentum, Signum, Muon), ``betas`` (Adam,
+SharedScaleAdam, Lion, EigenAdam, FlowAdam), ``alpha``
 (RMSprop), ``beta2`` (Adafactor), ``eps`` (Adam, SharedScaleAdam, RMSprop, Adafactor). Matrix
 shape hyperparameters (Shampoo's ``damping``, Muon's ``eps``, …) are floats.
 
 State: created lazily at the first step with torch's key names (``step`` as a Python int,
-``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``, ``square_avg``; Adafactor ``row_var``,
+``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``, ``square_avg``; SharedScaleAdam ``exp_avg``
+and the per-run mean ``exp_avg_sq_mean``, half of Adam's memory; Adafactor ``row_var``,
 ``col_var``, ``variance``; Shampoo ``left_gram``, ``right_gram``, ``left_inv_root``,
-``right_inv_root``). ``state_dict``/``load_state_dict`` round-trip exactly.
+``right_inv_root``). ``state_dict``/``load_state_dict`` round-trip exactly. Each param group
+carries ``"gaugekit_optimizer"`` (the class name), and ``load_state_dict`` refuses a state saved
+by another class (torch.optim's included) before touching anything; a gaugekit checkpoint from
+before that marker loads into its own class (see :mod:`gaugekit.optim.base`).
 
 Non-finite gradients: no check and no host synchronisation; a NaN or inf propagates, like in
 torch.optim, into what the rule couples — the entry (elementwise rules; ``sign(NaN)`` is NaN

@@ -8,7 +8,7 @@ import torch
 
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
-from gaugekit.optim.validation import DECAY, EPS, LR, Hyper
+from gaugekit.optim.validation import DECAY, EPS, LR, WEIGHT_DECAY, Hyper, bool_check
 
 
 class Adafactor(ZooOptimizer):
@@ -20,7 +20,9 @@ class Adafactor(ZooOptimizer):
         R_t = β_2 R_{t-1} + (1-β_2)\,\operatorname{rowmean}(G^2),\quad
         C_t = β_2 C_{t-1} + (1-β_2)\,\operatorname{colmean}(G^2),\\
         \hat v_t = R_t C_t / (\operatorname{mean}(R_t) + 10^{-30}),\qquad
-        θ_t = θ_{t-1} − \mathrm{lr}\, G / (\sqrt{\hat v_t} + ε)
+        θ_t = θ_{t-1}(1 − \mathrm{lr}\,λ) − \mathrm{lr}\, G / (\sqrt{\hat v_t} + ε)
+
+    with decoupled weight decay λ (as ``torch.optim.Adafactor``'s; ``maximize`` uses ``−G``).
 
     A parameter with fewer than 2 dims after the batch dims keeps an unfactored
     ``v_t = β_2 v_{t-1} + (1-β_2) g^2`` instead; dims before the last two (after the batch dims)
@@ -44,17 +46,26 @@ class Adafactor(ZooOptimizer):
         lr: learning rate ``>= 0`` (per run).
         beta2: ``β₂`` in ``[0, 1)`` (per run).
         eps: ``ε >= 0`` added to ``√v̂`` (per run).
+        weight_decay: decoupled weight decay ``λ >= 0`` (per run).
+        maximize: maximize the objective (step along ``+g``).
         batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
-    hyper_checks = {"lr": LR, "beta2": DECAY, "eps": EPS}
+    hyper_checks = {
+        "lr": LR, "beta2": DECAY, "eps": EPS, "weight_decay": WEIGHT_DECAY,
+        "maximize": bool_check,
+    }
 
     def __init__(
-        self, params: Any, lr: Hyper = 1e-3, beta2: Hyper = 0.999, eps: Hyper = 1e-8, *,
-        batch_dims: int = 0,
+        self, params: Any, lr: Hyper = 1e-3, beta2: Hyper = 0.999, eps: Hyper = 1e-8,
+        weight_decay: Hyper = 0.0, *, maximize: bool = False, batch_dims: int = 0,
+        **torch_options: Any,
     ) -> None:
-        defaults = {"lr": lr, "beta2": beta2, "eps": eps}
-        super().__init__(params, defaults, batch_dims=batch_dims)
+        defaults = {
+            "lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
@@ -68,7 +79,11 @@ class Adafactor(ZooOptimizer):
                 else:
                     state["variance"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state["step"] += 1
-            hypers = {name: self._hyper(group, name, p) for name in ("lr", "beta2", "eps")}
+            hypers = {
+                name: self._hyper(group, name, p)
+                for name in ("lr", "beta2", "eps", "weight_decay")
+            }
+            hypers["maximize"] = group["maximize"]
             if factored:
                 F.adafactor_factored_(p, g, state["row_var"], state["col_var"], **hypers)
             else:

@@ -7,115 +7,151 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gaugekit.optim import distributed as D
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
+from gaugekit.optim.base import ZooOptimizer, per_run
 from gaugekit.optim.validation import (
     EPS,
     LR,
+    WEIGHT_DECAY,
     Hyper,
     betas_check,
+    bool_check,
     check_common_batch_shape,
     check_optimizer_wide,
 )
 
 
-def _init_adam_state(state: dict[str, Any], p: Tensor) -> None:
-    if not state:
-        state["step"] = 0
-        state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-
-
 class Adam(ZooOptimizer):
-    r"""Adam (Kingma & Ba, 2015), coordinate-wise.
+    r"""Adam (Kingma & Ba, 2015), coordinate-wise; AdamW with ``decoupled_weight_decay=True``.
 
     .. math::
         m_t = β_1 m_{t-1} + (1-β_1) g_t,\quad v_t = β_2 v_{t-1} + (1-β_2) g_t^2,\\
         \hat m_t = m_t/(1-β_1^t),\quad \hat v_t = v_t/(1-β_2^t),\quad
         θ_t = θ_{t-1} − \mathrm{lr}\,\hat m_t / (\sqrt{\hat v_t} + ε)
 
+    Weight decay λ as in torch: coupled L2 ``g_t ← g_t + λθ_{t-1}`` (``torch.optim.Adam``), or
+    with ``decoupled_weight_decay=True`` ``θ ← θ(1 − lr λ)`` before the update
+    (``torch.optim.AdamW``). ``maximize`` uses ``−g_t``.
+
     State: ``step``, ``exp_avg``, ``exp_avg_sq`` (torch's names). Same numbers as
-    ``torch.optim.Adam`` (``weight_decay=0, amsgrad=False``) up to rounding.
+    ``torch.optim.Adam`` / ``AdamW`` (``amsgrad=False``) up to rounding.
 
     Deviations: none from the paper's ``adam`` (β = (0.9, 0.999), ε = 1e-8 outside the root,
-    bias correction on both moments); no weight decay, no AMSGrad.
+    bias correction on both moments, ``weight_decay = 0``); no AMSGrad.
 
     Gauge: not equivariant — the per-entry denominator ``√v̂`` does not commute with ``G → G Q``
-    (rotating ``G`` mixes the entries whose squares it divides by).
+    (rotating ``G`` mixes the entries whose squares it divides by), with or without decay.
 
     Args:
         params: tensors or param-group dicts.
         lr: learning rate ``>= 0`` (per run).
         betas: ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
         eps: ``ε >= 0`` added to ``√v̂`` (per run).
+        weight_decay: ``λ >= 0`` (per run).
+        decoupled_weight_decay: AdamW's decoupled decay instead of L2.
+        maximize: maximize the objective (step along ``+g``).
         batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
-    hyper_checks = {"lr": LR, "betas": betas_check(), "eps": EPS}
+    weight_decay_kind = "coupled"
+    hyper_checks = {
+        "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
+        "decoupled_weight_decay": bool_check, "maximize": bool_check,
+    }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
-        eps: Hyper = 1e-8, *, batch_dims: int = 0,
+        eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, decoupled_weight_decay: bool = False,
+        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        defaults = {"lr": lr, "betas": betas, "eps": eps}
-        super().__init__(params, defaults, batch_dims=batch_dims)
+        defaults = {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
             state = self.state[p]
-            _init_adam_state(state, p)
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state["step"] += 1
             beta1, beta2 = self._hyper(group, "betas", p)
             F.adam_(
                 p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"],
                 lr=self._hyper(group, "lr", p), beta1=beta1, beta2=beta2,
                 eps=self._hyper(group, "eps", p),
+                weight_decay=self._hyper(group, "weight_decay", p),
+                decoupled=group["decoupled_weight_decay"], maximize=group["maximize"],
             )
 
 
 class SharedScaleAdam(ZooOptimizer):
     r"""Adam with ONE shared denominator per step (the paper's ``scalar_adam`` / ``adam_p0rms``).
 
-    Moments as in :class:`Adam`; then, once per step, over all entries of all parameters of all
-    groups (one value per run when ``batch_dims > 0``)
+    First moment as in :class:`Adam`; then, once per step, over all entries of all parameters of
+    all groups (one value per run when ``batch_dims > 0``)
 
     .. math::
         s_t = \sqrt{\operatorname{mean}(\hat v_t)} + ε,\qquad
-        θ_t = θ_{t-1} − \mathrm{lr}\,\hat m_t / s_t
+        θ_t = θ_{t-1}(1 − \mathrm{lr}\,λ) − \mathrm{lr}\,\hat m_t / s_t
 
-    Only parameters with a gradient at this step enter the mean. ``eps`` and ``batch_dims`` are
-    optimizer-wide (they define the shared scalar); ``lr`` and ``betas`` may differ by group.
-    State: ``step``, ``exp_avg``, ``exp_avg_sq`` per parameter.
+    with decoupled weight decay λ (``maximize`` uses ``−g_t``). Only parameters with a gradient
+    at this step enter the mean. ``eps`` and ``batch_dims`` are optimizer-wide (they define the
+    shared scalar); ``lr``, ``betas``, ``weight_decay`` and ``maximize`` may differ by group.
 
-    Deviations: the paper's script sums with ``.item()`` (a host sync per step); here the mean
-    stays on the device. Same numbers otherwise (β = (0.9, 0.999), ε = 1e-8 outside the root).
+    State, per parameter: ``step``, ``exp_avg`` and ``exp_avg_sq_mean``, the mean over the
+    parameter's entries of what Adam's ``exp_avg_sq`` would be, one value per run (shape
+    ``param.shape[:batch_dims]``). The mean is linear, so it follows its own recurrence
+    ``v̄_t = β₂ v̄_{t-1} + (1 − β₂) mean(g_t²)``: the optimizer keeps one tensor per parameter,
+    as momentum SGD — half of Adam's state — and takes three passes over memory per step (the
+    sum of ``g²``, the moment, the parameter). A checkpoint of the former layout (with the full
+    ``exp_avg_sq``, from before the class marker) is converted on load: ``v̄`` is its mean.
+
+    Deviations: the paper's script keeps the full ``v`` and sums it with ``.item()`` (a host
+    sync per step); here the mean follows its recurrence on the device, the same numbers up to
+    round-off (β = (0.9, 0.999), ε = 1e-8 outside the root).
 
     Gauge: equivariant — ``mean(v̂)`` is a sum of squared Frobenius norms, invariant under
-    ``G → G Q``, so the update is ``m̂`` times a gauge-invariant scalar.
+    ``G → G Q``, so the update is ``m̂`` times a gauge-invariant scalar (and the decay a scalar
+    multiple of the factor).
 
-    Distributed: with DTensor parameters (FSDP2 ``fully_shard``, ``Shard`` placements) ``Σ v̂``
+    Distributed: with DTensor parameters (FSDP2 ``fully_shard``, ``Shard`` placements) ``Σ g²``
     is summed over each rank's block and all-reduced once per step over the shard groups
     (:func:`gaugekit.optim.distributed.param_sums`, no host sync), so every rank applies the
-    one-process update (to round-off); replicated parameters (DDP, ``Replicate()``) already hold
-    every entry and communicate nothing. ``batch_dims = 0`` with DTensor parameters.
+    one-process update (to round-off) and holds the same ``exp_avg_sq_mean``; replicated
+    parameters (DDP, ``Replicate()``) already hold every entry and communicate nothing.
+    ``batch_dims = 0`` with DTensor parameters.
 
     Args:
         params: tensors or param-group dicts; all parameters share ``param.shape[:batch_dims]``.
         lr: learning rate ``>= 0`` (per run).
         betas: ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
         eps: ``ε >= 0`` added to the shared root (per run).
+        weight_decay: decoupled weight decay ``λ >= 0`` (per run).
+        maximize: maximize the objective (step along ``+g``).
         batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     couples_param_groups = True
-    hyper_checks = {"lr": LR, "betas": betas_check(), "eps": EPS}
+    hyper_checks = {
+        "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
+        "maximize": bool_check,
+    }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
-        eps: Hyper = 1e-8, *, batch_dims: int = 0,
+        eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, maximize: bool = False,
+        batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        defaults = {"lr": lr, "betas": betas, "eps": eps}
-        super().__init__(params, defaults, batch_dims=batch_dims)
+        defaults = {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _check_group(self, group: dict[str, Any]) -> None:
         check_optimizer_wide(
@@ -125,20 +161,47 @@ class SharedScaleAdam(ZooOptimizer):
 
     def _update_all(self) -> None:
         batch_dims = self.defaults["batch_dims"]
-        entries = []
+        columns: dict[str, list[Any]] = {
+            key: [] for key in ("params", "grads", "exp_avgs", "exp_avg_sq_means", "steps",
+                                "lrs", "beta1s", "beta2s", "weight_decays", "maximizes")
+        }
         for group in self.param_groups:
             for p, g in self._with_grad(group["params"]):
                 state = self.state[p]
-                _init_adam_state(state, p)
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    # a plain per-run tensor, also for a DTensor parameter (same on every rank)
+                    state["exp_avg_sq_mean"] = D.local(p).new_zeros(p.shape[:batch_dims])
                 state["step"] += 1
-                beta1, beta2 = self._hyper(group, "betas", p)
-                F.adam_moments_(g, state["exp_avg"], state["exp_avg_sq"], beta1=beta1, beta2=beta2)
-                m_hat = F.bias_corrected(state["exp_avg"], beta1, state["step"])
-                v_hat = F.bias_corrected(state["exp_avg_sq"], beta2, state["step"])
-                entries.append((p, m_hat, v_hat, self._hyper(group, "lr", p)))
-        if not entries:
-            return
-        params, m_hats, v_hats, lrs = (list(column) for column in zip(*entries, strict=True))
-        F.shared_scale_adam_(
-            params, m_hats, v_hats, lrs, batch_dims=batch_dims, eps=self.defaults["eps"]
-        )
+                v_mean = state["exp_avg_sq_mean"]
+                beta1, beta2 = group["betas"]
+                row = {
+                    "params": p, "grads": g, "exp_avgs": state["exp_avg"],
+                    "exp_avg_sq_means": v_mean, "steps": state["step"],
+                    "lrs": self._hyper(group, "lr", p), "beta1s": per_run(beta1, p, batch_dims),
+                    "beta2s": per_run(beta2, v_mean, batch_dims),
+                    "weight_decays": self._hyper(group, "weight_decay", p),
+                    "maximizes": group["maximize"],
+                }
+                for key, value in row.items():
+                    columns[key].append(value)
+        if columns["params"]:
+            F.shared_scale_adam_(**columns, batch_dims=batch_dims, eps=self.defaults["eps"])
+
+    def _upgrade_legacy_state(
+        self, state: dict[Any, Any], groups: list[dict[str, Any]]
+    ) -> dict[Any, Any]:
+        """The former layout kept the full ``exp_avg_sq``: keep its mean per run instead."""
+        state = dict(state)
+        for group in groups:
+            for key in group["params"]:
+                entry = state.get(key)
+                if not isinstance(entry, dict) or "exp_avg_sq" not in entry:
+                    continue
+                entry = dict(entry)
+                v: Tensor = entry.pop("exp_avg_sq")
+                dims = tuple(range(group["batch_dims"], v.ndim))
+                entry["exp_avg_sq_mean"] = v.mean(dim=dims) if dims else v.clone()
+                state[key] = entry
+        return state

@@ -12,11 +12,29 @@ Stacked runs. With ``batch_dims = b`` the first ``b`` dimensions of every parame
 independent runs. A per-run hyperparameter may be a tensor of shape ``param.shape[:b]``;
 :func:`per_run` reshapes it to broadcast against a tensor whose first ``b`` dimensions are the
 runs. Every reduction inside an update rule is taken over the non-batch dimensions only.
+
+torch.optim arguments a rule does not implement (``amsgrad``, ``foreach``, ``dampening``, …;
+:data:`~gaugekit.optim.validation.TORCH_OPTIM_OFF`) raise ``ValueError`` naming the argument
+and the optimizer, in the constructor and in a param group, unless their value asks for nothing
+(``foreach=None``, ``amsgrad=False``, …). Any other key of a param group passes through, as in
+torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown constructor keyword is a
+``TypeError``.
+
+Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
+``state_dict()``, also through tools that keep only ``state`` and ``param_groups``), and
+:meth:`ZooOptimizer.load_state_dict` refuses, before touching anything, a state saved by another
+class (another zoo rule, or a torch.optim optimizer, named from its param-group keys). A
+checkpoint saved before the marker existed loads when its groups hold ``batch_dims`` and this
+class's hyperparameters and no other rule's; the hyperparameters added since then get the values
+that reproduce the old rule (``weight_decay = 0``, ``maximize = False``), and a subclass may
+convert old state (:meth:`ZooOptimizer._upgrade_legacy_state`). Such a checkpoint cannot tell
+rules with the same hyperparameter names apart (Adam and SharedScaleAdam).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import inspect
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -24,7 +42,21 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from gaugekit.optim import distributed as D
-from gaugekit.optim.validation import BATCH_DIMS, Check, Hyper, invalid
+from gaugekit.optim.validation import (
+    BATCH_DIMS,
+    TORCH_OPTIM_OFF,
+    Check,
+    Hyper,
+    check_torch_option,
+    invalid,
+)
+
+#: The param-group key naming the class that owns the group (and wrote a checkpoint of it).
+OPTIMIZER_KEY = "gaugekit_optimizer"
+#: Values of hyperparameters added after the first checkpoints that reproduce the old rules.
+LEGACY_HYPERS: dict[str, Any] = {
+    "weight_decay": 0.0, "decoupled_weight_decay": False, "maximize": False,
+}
 
 
 def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
@@ -59,11 +91,37 @@ class ZooOptimizer(Optimizer):
     #: subclass whose coupling depends on its settings may override it with a property.
     couples_param_groups: ClassVar[bool] = False
     hyper_checks: ClassVar[dict[str, Check]] = {}
+    #: ``"coupled"`` (``g ← g + λθ``, torch's SGD, RMSprop, Adam) or ``"decoupled"``
+    #: (``θ ← θ − lr λ θ``): what ``weight_decay`` means, and so which value of torch's
+    #: ``decoupled_weight_decay`` a rule without that option accepts.
+    weight_decay_kind: ClassVar[str] = "decoupled"
 
-    def __init__(self, params: Any, defaults: dict[str, Any], *, batch_dims: int = 0) -> None:
+    def __init__(
+        self, params: Any, defaults: dict[str, Any], *, batch_dims: int = 0,
+        torch_options: Mapping[str, Any] | None = None,
+    ) -> None:
         defaults = {**defaults, "batch_dims": batch_dims}
+        for key, value in (torch_options or {}).items():
+            if key not in TORCH_OPTIM_OFF:
+                raise TypeError(
+                    f"{type(self).__name__}.__init__() got an unexpected keyword argument {key!r}"
+                )
+            self._check_torch_option(key, value)
         self._check_hypers(defaults)
         super().__init__(params, defaults)
+
+    @classmethod
+    def display_name(cls) -> str:
+        """``gaugekit.optim.<Class>`` for the zoo's classes, ``module.Class`` for others."""
+        if cls.__module__.startswith("gaugekit.optim"):
+            return f"gaugekit.optim.{cls.__qualname__}"
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    def _check_torch_option(self, key: str, value: Any) -> None:
+        accepted = None
+        if key == "decoupled_weight_decay":
+            accepted = (self.weight_decay_kind == "decoupled",)
+        check_torch_option(self.display_name(), key, value, accepted)
 
     # ----------------------------------------------------------------------------- validation
     def _check_hypers(self, group: dict[str, Any]) -> None:
@@ -122,11 +180,79 @@ class ZooOptimizer(Optimizer):
             params = list(params)
         # torch also accepts named parameters, (name, tensor) pairs: validate the tensors
         tensors = [p[1] if isinstance(p, tuple) else p for p in params]
+        for key, value in param_group.items():
+            if key in TORCH_OPTIM_OFF and key not in self.defaults:
+                self._check_torch_option(key, value)
         group = {**self.defaults, **param_group, "params": tensors}
         self._check_hypers(group)
         self._check_params(tensors, group)
         self._check_group(group)
-        super().add_param_group({**param_group, "params": params})
+        super().add_param_group(
+            {**param_group, "params": params, OPTIMIZER_KEY: type(self).__name__}
+        )
+
+    # ---------------------------------------------------------------------------- checkpoints
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """torch's loader, after refusing a state saved by another optimizer class (see the
+        module docstring; a checkpoint from before the class marker is upgraded)."""
+        super().load_state_dict(self._checked_state_dict(state_dict))
+
+    def _checked_state_dict(self, state_dict: dict[str, Any]) -> dict[str, Any]:
+        groups = list(state_dict["param_groups"])
+        marks = {group.get(OPTIMIZER_KEY) for group in groups}
+        own = type(self).__name__
+        legacy = marks <= {None}
+        if legacy:
+            self._check_legacy_groups(groups)
+        else:
+            accepted = {c.__name__ for c in type(self).__mro__ if _is_rule(c)}
+            strangers = sorted(str(m) for m in marks - accepted - {None})
+            if strangers:
+                raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
+            if None in marks:
+                raise self._refusal("a state_dict whose param groups are partly unmarked")
+        defaults = {k: v for k, v in LEGACY_HYPERS.items() if k in self.defaults}
+        groups = [
+            {**(defaults if legacy else {}), **group, OPTIMIZER_KEY: own} for group in groups
+        ]
+        state = state_dict["state"]
+        if legacy:
+            state = self._upgrade_legacy_state(state, groups)
+        return {**state_dict, "param_groups": groups, "state": state}
+
+    def _refusal(self, what: str) -> ValueError:
+        name = self.display_name()
+        return invalid(
+            "state_dict", what,
+            f"a state_dict of {name} (load it into the optimizer that saved it, or build a "
+            f"fresh {name})",
+        )
+
+    def _check_legacy_groups(self, groups: list[dict[str, Any]]) -> None:
+        """Refuse unmarked groups unless they look like this class's before the marker."""
+        required = set(self.hyper_checks) - set(LEGACY_HYPERS) | {"batch_dims"}
+        known = _hyper_keys_of_all_rules() | set(TORCH_OPTIM_OFF)
+        for group in groups:
+            keys = set(group) - {"params"}
+            if "batch_dims" not in keys:
+                torch_name = _torch_optimizer_of(keys)
+                raise self._refusal(
+                    f"a state_dict of {torch_name}" if torch_name else
+                    f"a state_dict of another optimizer (param-group keys {_listed(keys)})"
+                )
+            others = (keys & known) - set(self.defaults)
+            if not required <= keys or others:
+                raise self._refusal(
+                    f"an unmarked gaugekit state_dict of another rule (param-group keys "
+                    f"{_listed(keys)})"
+                )
+
+    def _upgrade_legacy_state(
+        self, state: dict[Any, Any], groups: list[dict[str, Any]]
+    ) -> dict[Any, Any]:
+        """Convert the state of a checkpoint saved before the class marker (here: unchanged);
+        ``groups`` are the saved groups (``params`` holds the state keys of their params)."""
+        return state
 
     # ----------------------------------------------------------------------------------- step
     @torch.no_grad()
@@ -164,3 +290,53 @@ class ZooOptimizer(Optimizer):
         if isinstance(value, (tuple, list)):
             return tuple(per_run(v, like, batch_dims) for v in value)
         return per_run(value, like, batch_dims)
+
+
+def _listed(keys: set[str]) -> str:
+    return ", ".join(sorted(keys))
+
+
+def _is_rule(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, ZooOptimizer) and cls is not ZooOptimizer
+
+
+def _rules() -> list[type[ZooOptimizer]]:
+    out, todo = [], list(ZooOptimizer.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+def _hyper_keys_of_all_rules() -> set[str]:
+    return {key for cls in _rules() for key in cls.hyper_checks}
+
+
+def _rule_display_name(name: str) -> str:
+    for cls in _rules():
+        if cls.__name__ == name:
+            return cls.display_name()
+    return repr(name)
+
+
+def _torch_optimizer_of(keys: set[str]) -> str | None:
+    """The torch.optim class whose constructor arguments are the most of ``keys`` (its
+    param groups hold them all), or ``None``."""
+    best, size = None, 0
+    for name in sorted(dir(torch.optim)):
+        cls = getattr(torch.optim, name)
+        if not (isinstance(cls, type) and issubclass(cls, Optimizer)) or cls is Optimizer:
+            continue
+        try:
+            parameters = inspect.signature(cls.__init__).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names = {
+            p.name for p in parameters
+            if p.name not in ("self", "params") and p.kind is not p.VAR_KEYWORD
+            and p.kind is not p.VAR_POSITIONAL
+        }
+        if names and names <= keys and len(names) > size:
+            best, size = name, len(names)
+    return f"torch.optim.{best}" if best else None

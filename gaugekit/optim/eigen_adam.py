@@ -22,8 +22,10 @@ from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.validation import (
     EPS,
     LR,
+    WEIGHT_DECAY,
     Hyper,
     betas_check,
+    bool_check,
     choice_check,
     int_check,
     invalid,
@@ -126,15 +128,18 @@ class EigenAdam(ZooOptimizer):
 
     .. math::
         v_t = β_2 v_{t-1} + (1-β_2)\, \tilde G \odot \tilde G,\qquad
-        θ_t = θ_{t-1} − \mathrm{lr}\,\Big(\frac{\tilde m/(1-β_1^t)}{\sqrt{v_t/(1-β_2^t)} + ε}
-        \Big) E^\top.
+        θ_t = θ_{t-1}(1 − \mathrm{lr}\,λ) − \mathrm{lr}\,\Big(\frac{\tilde m/(1-β_1^t)}
+        {\sqrt{v_t/(1-β_2^t)} + ε}\Big) E^\top,
+
+    with decoupled weight decay λ applied first (``maximize`` uses ``−G_t``).
 
     ``m`` is kept in the parameter's own coordinates (so it is carried across refreshes exactly,
     ``m̃`` rotating with ``E``), ``v`` in the current eigenbasis. ``side="left"`` is the mirror
     image for a gauge ``θ → Q θ`` (``Q ∈ O(n)``, e.g. attention's ``W_Q, W_K → A W_Q, A W_K``):
     ``L_t = EMA(G Gᵀ)`` (``n × n``), ``G̃ = Eᵀ G``, step ``E (·)``. ``update_freq=None`` keeps
     ``E = I`` for good: then the rule is exactly :class:`~gaugekit.optim.adam.Adam` (same
-    numbers as ``torch.optim.Adam`` with ``weight_decay=0``), a parity the tests check.
+    numbers as ``torch.optim.Adam`` with ``weight_decay=0``, and as ``torch.optim.AdamW``
+    with ``weight_decay=λ``), a parity the tests check.
 
     Gauge — the exact condition. Let ``R_s`` be the statistic at the refresh steps ``s`` (on the
     gauge side; the statistic of the other side is never used). Under ``G → G Q`` every quantity
@@ -166,7 +171,7 @@ class EigenAdam(ZooOptimizer):
     two-sided rotation would add the ``n × n`` invariant Gram, harmless in exact arithmetic but
     rank-deficient for ``n > k``, whose null space would be a collision); eigenvectors by
     ``eigh`` at every refresh instead of one power-iteration/QR step; ``v`` transferred by
-    ``C∘C`` instead of being re-indexed; no weight decay, no grafting, no merging of dimensions.
+    ``C∘C`` instead of being re-indexed; no grafting, no merging of dimensions.
 
     State: ``step``, ``exp_avg`` (``m``, parameter coordinates), ``exp_avg_sq`` (``v``,
     eigenbasis coordinates), ``gram`` (``R`` or ``L``), ``basis`` (``E``), and with
@@ -177,12 +182,14 @@ class EigenAdam(ZooOptimizer):
         lr: learning rate ``>= 0`` (per run).
         betas: ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
         eps: ``ε >= 0`` added to ``√v̂`` (per run).
+        weight_decay: decoupled weight decay ``λ >= 0`` (per run).
         gram_beta: ``β_R`` in ``[0, 1)``, the decay of the statistic (SOAP's 0.95).
         update_freq: refresh period ``K >= 1`` of the basis, or ``None`` (``E = I`` forever).
         side: ``"right"`` (statistic ``GᵀG``, gauge ``θ → θQ``) or ``"left"`` (``GGᵀ``,
             gauge ``θ → Qθ``).
         cluster_tol: ``None`` (no pooling) or the relative eigenvalue gap ``[0, 1)`` below which
             eigenvalues share one second moment (see "Collisions, repaired").
+        maximize: maximize the objective (step along ``+G``).
         batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
@@ -195,18 +202,22 @@ class EigenAdam(ZooOptimizer):
         "update_freq": _update_freq_check,
         "side": choice_check("right", "left"),
         "cluster_tol": _cluster_tol_check,
+        "weight_decay": WEIGHT_DECAY,
+        "maximize": bool_check,
     }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
-        eps: Hyper = 1e-8, *, gram_beta: float = 0.95, update_freq: int | None = 10,
-        side: str = "right", cluster_tol: float | None = None, batch_dims: int = 0,
+        eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, gram_beta: float = 0.95,
+        update_freq: int | None = 10, side: str = "right", cluster_tol: float | None = None,
+        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
         defaults = {
-            "lr": lr, "betas": betas, "eps": eps, "gram_beta": gram_beta,
-            "update_freq": update_freq, "side": side, "cluster_tol": cluster_tol,
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "gram_beta": gram_beta, "update_freq": update_freq, "side": side,
+            "cluster_tol": cluster_tol, "maximize": maximize,
         }
-        super().__init__(params, defaults, batch_dims=batch_dims)
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
         for group in self.param_groups:
             for p in group["params"]:
                 if D.is_sharded(p):
@@ -223,6 +234,9 @@ class EigenAdam(ZooOptimizer):
         freq = group["update_freq"]
         gram_beta = group["gram_beta"]
         for p, g in self._with_grad(group["params"]):
+            g = F.signed(g, group["maximize"])
+            lr = self._hyper(group, "lr", p)
+            F.decoupled_decay_(p, lr=lr, weight_decay=self._hyper(group, "weight_decay", p))
             state = self.state[p]
             if not state:
                 s = p.shape[-1] if side == "right" else p.shape[-2]
@@ -261,4 +275,4 @@ class EigenAdam(ZooOptimizer):
             v_hat = F.bias_corrected(v, beta2, step)
             direction = m_hat / (v_hat.sqrt() + self._hyper(group, "eps", p))
             update = direction @ E.mT if side == "right" else E @ direction
-            p.sub_(self._hyper(group, "lr", p) * update)
+            p.sub_(lr * update)

@@ -76,6 +76,7 @@ from gaugekit.optim.registry import OptimizerSpec, register_optimizer
 from gaugekit.optim.validation import (
     EPS,
     LR,
+    WEIGHT_DECAY,
     Hyper,
     betas_check,
     bool_check,
@@ -386,6 +387,7 @@ class FlowAdam(ZooOptimizer):
             ``flow_warmup + 2`` on, as in the prototype).
         flow_stat_beta: EMA factor in ``[0, 1)`` of the trigger statistics.
         flow_tol: ``rtol = atol > 0`` of adaptive torchdiffeq methods.
+        maximize: maximize the objective (``−g`` everywhere ``g`` enters, flow included).
         batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
@@ -393,7 +395,8 @@ class FlowAdam(ZooOptimizer):
         "lr": LR,
         "betas": betas_check(),
         "eps": EPS,
-        "weight_decay": real_check(0.0),
+        "weight_decay": WEIGHT_DECAY,
+        "maximize": bool_check,
         "precond_power": real_check(0.0, 1.0),
         "precond_scalar": choice_check(*PRECOND_SCALARS),
         "flow": bool_check,
@@ -432,7 +435,9 @@ class FlowAdam(ZooOptimizer):
         flow_warmup: int = 10,
         flow_stat_beta: float = 0.9,
         flow_tol: float = 1e-4,
+        maximize: bool = False,
         batch_dims: int = 0,
+        **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
@@ -441,7 +446,7 @@ class FlowAdam(ZooOptimizer):
             "flow_plateau": flow_plateau, "flow_stiffness": flow_stiffness,
             "flow_clip_mode": flow_clip_mode, "flow_clip": flow_clip, "flow_blend": flow_blend,
             "flow_velocity_cap": flow_velocity_cap, "flow_warmup": flow_warmup,
-            "flow_stat_beta": flow_stat_beta, "flow_tol": flow_tol,
+            "flow_stat_beta": flow_stat_beta, "flow_tol": flow_tol, "maximize": maximize,
         }
         if flow is True and flow_method in MULTI_STAGE_METHODS:
             if batch_dims != 0:
@@ -451,7 +456,7 @@ class FlowAdam(ZooOptimizer):
                     "use flow_method='euler' for stacked runs",
                 )
             _require_torchdiffeq(flow_method)
-        super().__init__(params, defaults, batch_dims=batch_dims)
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     @classmethod
     def from_preset(cls, params: Any, preset: str = "invariant", **overrides: Any) -> FlowAdam:
@@ -512,6 +517,7 @@ class FlowAdam(ZooOptimizer):
         entries: list[tuple[dict[str, Any], Tensor, Tensor, dict[str, Any]]] = []
         for group in self.param_groups:
             for p, g in self._with_grad(group["params"]):
+                g = -g if group["maximize"] else g
                 state = self.state[p]
                 if not state:
                     keys = ("exp_avg", "exp_avg_sq", "prev_grad")[: 3 if opts["flow"] else 2]
@@ -770,7 +776,10 @@ class FlowAdam(ZooOptimizer):
                 p.copy_(y_p)
             with torch.enable_grad():
                 closure()
-            grads = [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
+            grads = [
+                torch.zeros_like(p) if p.grad is None else -p.grad if group["maximize"] else p.grad
+                for (group, *_), p in zip(entries, params, strict=True)
+            ]
             return tuple(-lr * c for lr, c in zip(lrs, clip(grads), strict=True))
 
         horizon = torch.tensor([0.0, opts["flow_time_scale"]], dtype=params[0].dtype,
@@ -855,20 +864,21 @@ _FLOW_LR_GRID = (1e-3, 3e-3, 1e-2, 3e-2)  # experiments/flowadam_upgrade.py
 
 register_optimizer(
     OptimizerSpec(
-        "flow_adam", FlowAdam, {"lr": 1e-3, **FLOW_ADAM_PRESETS["invariant"]}, True,
-        "p = 0 with the RMS scale, Frobenius-norm triggers and global-norm clip: every step is a "
-        "covariant gradient or moment times gauge-invariant scalars",
-        False, "constant", _FLOW_LR_GRID, "FlowAdam (invariant)",
+        name="flow_adam", cls=FlowAdam, equivariant=True,
+        reason="p = 0 with the RMS scale, Frobenius-norm triggers and global-norm clip: every "
+        "step is a covariant gradient or moment times gauge-invariant scalars",
+        lr_schedule="constant", label="FlowAdam (invariant)", paper_lr_grid=_FLOW_LR_GRID,
         ladder_lr_grid=(1e-3, 3e-3),
     ),
     replace=True,
 )
 register_optimizer(
     OptimizerSpec(
-        "flow_adam_prototype", FlowAdam, {"lr": 1e-3, **FLOW_ADAM_PRESETS["prototype"]}, False,
-        "Adam's per-entry denominator (p = 1) and the per-coordinate clip do not commute with "
-        "rotations of the entries",
-        False, "constant", _FLOW_LR_GRID, "FlowAdam (prototype)",
+        name="flow_adam_prototype", cls=FlowAdam, equivariant=False,
+        reason="Adam's per-entry denominator (p = 1) and the per-coordinate clip do not commute "
+        "with rotations of the entries",
+        lr_schedule="constant", label="FlowAdam (prototype)", paper_lr_grid=_FLOW_LR_GRID,
+        options=FLOW_ADAM_PRESETS["prototype"],
     ),
     replace=True,
 )

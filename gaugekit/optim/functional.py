@@ -11,6 +11,15 @@ a stack of runs updates exactly like the runs one by one.
 
 Notation: ``θ`` parameter, ``g`` its gradient, ``t`` the step count (1 at the first step), ``lr``
 the learning rate; matrix rules see ``G`` (the last two dimensions) as an ``n × k`` matrix.
+
+Every rule takes ``weight_decay`` (``λ``, default 0) and ``maximize`` (default False), as in
+torch.optim. ``maximize`` replaces ``g`` by ``−g`` (the gradient tensor is never written). Weight
+decay is *coupled* in :func:`gd_`, :func:`momentum_`, :func:`rmsprop_` and :func:`adam_` (torch's
+L2: ``g ← g + λθ``, :func:`coupled_decay`) and *decoupled* everywhere else and in
+``adam_(decoupled=True)`` (AdamW: ``θ ← θ − lr λ θ`` before the update,
+:func:`decoupled_decay_`). A float ``λ = 0`` skips the decay (the same operations as without
+it). Gauge: ``λθ`` is the gradient of the gauge-invariant ``λ/2 (‖U‖² + ‖V‖²)`` and ``−lr λ θ``
+a scalar multiple of the factor, so neither breaks an equivariant rule.
 """
 
 from __future__ import annotations
@@ -54,17 +63,44 @@ def propagating_matrix_power(M: Tensor, power: float, eig_floor: float) -> Tenso
     return sym_matrix_power(safe, power, eps=eig_floor) + poison
 
 
+# ------------------------------------------------------------------- weight decay, maximize
+def is_zero(value: Hyper) -> bool:
+    """Whether ``value`` is the Python number 0 (a tensor never is: it is applied as given)."""
+    return not isinstance(value, Tensor) and value == 0
+
+
+def signed(grad: Tensor, maximize: bool) -> Tensor:
+    r"""``−g`` when ``maximize`` (a new tensor), else ``g`` itself."""
+    return -grad if maximize else grad
+
+
+def coupled_decay(param: Tensor, grad: Tensor, weight_decay: Hyper) -> Tensor:
+    r"""L2 weight decay (torch's SGD, Adam, RMSprop): ``g + λθ``; ``g`` itself when ``λ`` is 0."""
+    return grad if is_zero(weight_decay) else grad + weight_decay * param
+
+
+def decoupled_decay_(param: Tensor, *, lr: Hyper, weight_decay: Hyper) -> None:
+    r"""Decoupled weight decay (torch's AdamW): ``θ ← θ (1 − lr λ)``; nothing when ``λ`` is 0."""
+    if not is_zero(weight_decay):
+        param.mul_(1 - lr * weight_decay)
+
+
 # --------------------------------------------------------------------------------- first order
-def gd_(param: Tensor, grad: Tensor, *, lr: Hyper) -> None:
-    r"""``θ ← θ − lr g``."""
+def gd_(
+    param: Tensor, grad: Tensor, *, lr: Hyper, weight_decay: Hyper = 0.0, maximize: bool = False
+) -> None:
+    r"""``θ ← θ − lr (g + λθ)``."""
+    grad = coupled_decay(param, signed(grad, maximize), weight_decay)
     param.sub_(lr * grad)
 
 
 def momentum_(
     param: Tensor, grad: Tensor, momentum_buffer: Tensor, *, lr: Hyper, momentum: Hyper,
-    nesterov: bool,
+    nesterov: bool, weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
-    r"""Heavy ball: ``b ← μ b + g``; ``θ ← θ − lr b`` (Nesterov: ``θ ← θ − lr (g + μ b)``)."""
+    r"""Heavy ball on ``d = g + λθ``: ``b ← μ b + d``; ``θ ← θ − lr b`` (Nesterov:
+    ``θ ← θ − lr (d + μ b)``)."""
+    grad = coupled_decay(param, signed(grad, maximize), weight_decay)
     momentum_buffer.mul_(momentum).add_(grad)
     update = grad + momentum * momentum_buffer if nesterov else momentum_buffer
     param.sub_(lr * update)
@@ -90,78 +126,111 @@ def bias_corrected(average: Tensor, beta: Hyper, step: int) -> Tensor:
 
 def adam_(
     param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor, *, step: int, lr: Hyper,
-    beta1: Hyper, beta2: Hyper, eps: Hyper,
+    beta1: Hyper, beta2: Hyper, eps: Hyper, weight_decay: Hyper = 0.0, decoupled: bool = False,
+    maximize: bool = False,
 ) -> None:
-    r"""Adam: moments, ``m̂ = m/(1−β₁ᵗ)``, ``v̂ = v/(1−β₂ᵗ)``, ``θ ← θ − lr m̂ / (√v̂ + ε)``."""
+    r"""Adam: moments, ``m̂ = m/(1−β₁ᵗ)``, ``v̂ = v/(1−β₂ᵗ)``, ``θ ← θ − lr m̂ / (√v̂ + ε)``.
+
+    Weight decay: ``g ← g + λθ`` first (torch's Adam), or with ``decoupled`` ``θ ← θ(1 − lr λ)``
+    first (torch's AdamW).
+    """
+    grad = signed(grad, maximize)
+    if decoupled:
+        decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
+    else:
+        grad = coupled_decay(param, grad, weight_decay)
     adam_moments_(grad, exp_avg, exp_avg_sq, beta1=beta1, beta2=beta2)
     m_hat = bias_corrected(exp_avg, beta1, step)
     v_hat = bias_corrected(exp_avg_sq, beta2, step)
     param.sub_(lr * (m_hat / (v_hat.sqrt() + eps)))
 
 
-def mean_over_runs(tensors: list[Tensor], batch_dims: int) -> Tensor:
-    r"""Mean of all entries of all ``tensors``, one mean per run (shape ``batch_shape``).
+def run_sums_of_squares(tensors: list[Tensor], batch_dims: int) -> list[Tensor]:
+    r"""``Σ x²`` over all entries of each tensor, one value per run (shape ``batch_shape``).
 
-    ``tensors`` share their first ``batch_dims`` dimensions; everything after them is pooled.
-    DTensor (sharded) ``tensors`` are summed over their local blocks and all-reduced once
+    One pass over each tensor (``vector_norm``, no temporary). DTensor (sharded) ``tensors``
+    are summed over their local blocks and all-reduced once for all of them
     (:func:`gaugekit.optim.distributed.param_sums`); plain ones exactly as in one process.
     """
-    partials = [
-        t.sum(dim=tuple(range(batch_dims, t.ndim))) if t.ndim > batch_dims else t
-        for t in map(D.local, tensors)
-    ]
-    total = sum(D.param_sums(partials, tensors))
-    count = sum(math.prod(t.shape[batch_dims:]) for t in tensors)
-    return total / count
-
-
-def shared_scale(v_hats: list[Tensor], batch_dims: int, eps: Hyper) -> Tensor:
-    r"""The shared denominator ``s = √(mean of v̂ over all entries of all parameters) + ε``.
-
-    One value per run (shape ``batch_shape``); a tensor ``eps`` has that shape or is 0-d.
-    """
-    mean_v = mean_over_runs(v_hats, batch_dims)
-    if isinstance(eps, Tensor):
-        eps = eps.to(device=mean_v.device, dtype=mean_v.dtype)
-    return mean_v.sqrt() + eps
+    partials = []
+    for t in map(D.local, tensors):
+        dims = tuple(range(batch_dims, t.ndim))
+        partials.append(torch.linalg.vector_norm(t, dim=dims).square() if dims else t * t)
+    return D.param_sums(partials, tensors)
 
 
 def shared_scale_adam_(
-    params: list[Tensor], m_hats: list[Tensor], v_hats: list[Tensor], lrs: list[Hyper], *,
-    batch_dims: int, eps: Hyper,
+    params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
+    exp_avg_sq_means: list[Tensor], *, steps: list[int], lrs: list[Hyper], beta1s: list[Hyper],
+    beta2s: list[Hyper], weight_decays: list[Hyper], maximizes: list[bool], batch_dims: int,
+    eps: Hyper,
 ) -> None:
-    r"""``θ ← θ − lr m̂ / s`` for every parameter, with the one :func:`shared_scale` ``s``.
+    r"""Shared-scale Adam on all ``params`` at once (one shared scalar per run).
 
-    ``lrs[i]`` is broadcast against ``params[i]``; the moments are updated beforehand by
-    :func:`adam_moments_` and bias-corrected by :func:`bias_corrected`.
+    Per parameter ``i`` (with ``nᵢ`` entries per run and its own step ``tᵢ``):
+    ``θᵢ ← θᵢ (1 − lr λ)`` (decoupled decay), ``mᵢ ← β₁ mᵢ + (1 − β₁) gᵢ`` and, for the mean of
+    what Adam's second moment would be (the mean is linear, so it follows its own recurrence),
+    ``v̄ᵢ ← β₂ v̄ᵢ + (1 − β₂) mean(gᵢ²)``; then
+
+    ``s = √(Σᵢ nᵢ v̄ᵢ / (1 − β₂ᵗⁱ) / Σᵢ nᵢ) + ε``,  ``θᵢ ← θᵢ − lr mᵢ / ((1 − β₁ᵗⁱ) s)``.
+
+    ``lrs``, ``beta1s`` and ``weight_decays`` are broadcast against ``params[i]``; ``beta2s``
+    against ``exp_avg_sq_means[i]`` (shape ``batch_shape``); ``eps`` is a float or has that
+    shape. ``steps[i]`` counts the update being taken (1 at the first).
     """
-    scale = shared_scale(v_hats, batch_dims, eps)
-    for p, m_hat, lr in zip(params, m_hats, lrs, strict=True):
+    grads = [signed(g, maximize) for g, maximize in zip(grads, maximizes, strict=True)]
+    for p, lr, weight_decay in zip(params, lrs, weight_decays, strict=True):
+        decoupled_decay_(p, lr=lr, weight_decay=weight_decay)
+    sums = run_sums_of_squares(grads, batch_dims)
+    counts = [math.prod(g.shape[batch_dims:]) for g in grads]
+    total = 0
+    for v_mean, square_sum, count, beta2, step in zip(
+        exp_avg_sq_means, sums, counts, beta2s, steps, strict=True
+    ):
+        ema_(v_mean, square_sum / count, beta2)
+        total = total + count * bias_corrected(v_mean, beta2, step)
+    scale = (total / sum(counts)).sqrt()
+    if isinstance(eps, Tensor):
+        eps = eps.to(device=scale.device, dtype=scale.dtype)
+    scale = scale + eps
+    rows = zip(params, grads, exp_avgs, steps, lrs, beta1s, strict=True)
+    for p, g, m, step, lr, beta1 in rows:
+        m.lerp_(g, 1 - beta1)
         # a 0-d scale broadcasts as is (and is what a DTensor accepts as an implicit scalar)
         s = scale if scale.ndim == 0 else scale.reshape(scale.shape + (1,) * (p.ndim - batch_dims))
-        p.sub_(lr * (m_hat / s))
+        p.addcmul_(m, (-lr / (1 - beta1**step)) / s)
 
 
 def rmsprop_(
-    param: Tensor, grad: Tensor, square_avg: Tensor, *, lr: Hyper, alpha: Hyper, eps: Hyper
+    param: Tensor, grad: Tensor, square_avg: Tensor, *, lr: Hyper, alpha: Hyper, eps: Hyper,
+    weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
-    r"""``v ← α v + (1 − α) g²``; ``θ ← θ − lr g / (√v + ε)`` (no bias correction)."""
+    r"""On ``d = g + λθ``: ``v ← α v + (1 − α) d²``; ``θ ← θ − lr d / (√v + ε)`` (no bias
+    correction)."""
+    grad = coupled_decay(param, signed(grad, maximize), weight_decay)
     ema_(square_avg, grad * grad, alpha)
     param.sub_(lr * (grad / (square_avg.sqrt() + eps)))
 
 
 def signum_(
-    param: Tensor, grad: Tensor, momentum_buffer: Tensor, *, lr: Hyper, momentum: Hyper
+    param: Tensor, grad: Tensor, momentum_buffer: Tensor, *, lr: Hyper, momentum: Hyper,
+    weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
-    r"""``m ← β m + (1 − β) g``; ``θ ← θ − lr sign(m)``."""
+    r"""``θ ← θ(1 − lr λ)``; ``m ← β m + (1 − β) g``; ``θ ← θ − lr sign(m)``."""
+    grad = signed(grad, maximize)
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
     ema_(momentum_buffer, grad, momentum)
     param.sub_(lr * propagating_sign(momentum_buffer))
 
 
 def lion_(
-    param: Tensor, grad: Tensor, exp_avg: Tensor, *, lr: Hyper, beta1: Hyper, beta2: Hyper
+    param: Tensor, grad: Tensor, exp_avg: Tensor, *, lr: Hyper, beta1: Hyper, beta2: Hyper,
+    weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
-    r"""``c = sign(β₁ m + (1 − β₁) g)``; ``m ← β₂ m + (1 − β₂) g``; ``θ ← θ − lr c``."""
+    r"""``θ ← θ(1 − lr λ)``; ``c = sign(β₁ m + (1 − β₁) g)``; ``m ← β₂ m + (1 − β₂) g``;
+    ``θ ← θ − lr c``."""
+    grad = signed(grad, maximize)
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
     update = propagating_sign(beta1 * exp_avg + (1 - beta1) * grad)
     ema_(exp_avg, grad, beta2)
     param.sub_(lr * update)
@@ -169,15 +238,17 @@ def lion_(
 
 def adafactor_factored_(
     param: Tensor, grad: Tensor, row_var: Tensor, col_var: Tensor, *, lr: Hyper, beta2: Hyper,
-    eps: Hyper,
+    eps: Hyper, weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
     r"""Adafactor on the last two dims (``n × k``), factored second moment, no bias correction.
 
     ``R ← β₂ R + (1 − β₂) rowmean(g²)`` (``n × 1``), ``C ← β₂ C + (1 − β₂) colmean(g²)``
     (``1 × k``), ``v̂ = R C / (mean(R) + 10⁻³⁰)``, ``θ ← θ − lr g / (√v̂ + ε)``.
     ``row_var`` and ``col_var`` keep their reduced dimension (shapes ``(..., n, 1)``,
-    ``(..., 1, k)``).
+    ``(..., 1, k)``). Decoupled weight decay ``θ ← θ(1 − lr λ)`` first.
     """
+    grad = signed(grad, maximize)
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
     g2 = grad * grad
     ema_(row_var, g2.mean(dim=-1, keepdim=True), beta2)
     ema_(col_var, g2.mean(dim=-2, keepdim=True), beta2)
@@ -186,9 +257,13 @@ def adafactor_factored_(
 
 
 def adafactor_unfactored_(
-    param: Tensor, grad: Tensor, variance: Tensor, *, lr: Hyper, beta2: Hyper, eps: Hyper
+    param: Tensor, grad: Tensor, variance: Tensor, *, lr: Hyper, beta2: Hyper, eps: Hyper,
+    weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
-    r"""Adafactor for a vector: ``v ← β₂ v + (1 − β₂) g²``; ``θ ← θ − lr g / (√v + ε)``."""
+    r"""Adafactor for a vector: ``θ ← θ(1 − lr λ)``; ``v ← β₂ v + (1 − β₂) g²``;
+    ``θ ← θ − lr g / (√v + ε)``."""
+    grad = signed(grad, maximize)
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
     ema_(variance, grad * grad, beta2)
     param.sub_(lr * (grad / (variance.sqrt() + eps)))
 
@@ -210,14 +285,16 @@ def muon_lr_ratio(adjust_lr_fn: str | None, rows: int, cols: int) -> float:
 def muon_(
     param: Tensor, grad: Tensor, momentum_buffer: Tensor, *, lr: Hyper, momentum: Hyper,
     nesterov: bool, ns_steps: int, ns_coefficients: tuple[float, float, float], eps: float,
-    adjust_lr_fn: str | None,
+    adjust_lr_fn: str | None, weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
-    r"""``M ← μ M + G``; ``θ ← θ − lr · NS₅(M)`` (Nesterov: ``NS₅(G + μ M)``).
+    r"""``θ ← θ(1 − lr λ)``; ``M ← μ M + G``; ``θ ← θ − lr · NS₅(M)`` (Nesterov: ``NS₅(G + μ M)``).
 
     ``NS₅`` is :func:`gaugekit.linalg.newton_schulz` on each matrix of the stack:
     ``X₀ = M / (‖M‖_F + ε)`` per matrix, tall matrices transposed. A DTensor ``M`` is gathered
     (:func:`gaugekit.optim.distributed.full`) and each rank applies its block of ``NS₅(M)``.
     """
+    grad = signed(grad, maximize)
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
     momentum_buffer.mul_(momentum).add_(grad)
     target = grad + momentum * momentum_buffer if nesterov else momentum_buffer
     orth = newton_schulz(D.full(target), steps=ns_steps, eps=eps, coefficients=ns_coefficients)
@@ -228,16 +305,18 @@ def muon_(
 def shampoo_(
     param: Tensor, grad: Tensor, left_gram: Tensor, right_gram: Tensor, left_inv_root: Tensor,
     right_inv_root: Tensor, *, step: int, lr: Hyper, damping: float, update_freq: int,
-    eig_floor: float,
+    eig_floor: float, weight_decay: Hyper = 0.0, maximize: bool = False,
 ) -> None:
     r"""Two-sided Shampoo.
 
     ``L ← L + G Gᵀ``, ``R ← R + Gᵀ G``; at steps ``t ≡ 1 (mod update_freq)`` refresh
     ``L̃ = (L + λI)^{-1/4}``, ``R̃ = (R + λI)^{-1/4}`` (eigh, eigenvalues clamped below at
-    ``eig_floor``); ``θ ← θ − lr L̃ G R̃``. A DTensor ``G`` is gathered; ``L``, ``R`` and their
-    roots are then plain full matrices (the same on every rank) and each rank applies its block.
+    ``eig_floor``); ``θ ← θ − lr L̃ G R̃``, after the decoupled decay ``θ ← θ(1 − lr·wd)``. A DTensor
+    ``G`` is gathered; ``L``, ``R`` and their roots are then plain full matrices (the same on
+    every rank) and each rank applies its block.
     """
-    grad = D.full(grad)
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
+    grad = signed(D.full(grad), maximize)
     left_gram.add_(grad @ grad.mT)
     right_gram.add_(grad.mT @ grad)
     if (step - 1) % update_freq == 0:
@@ -270,10 +349,15 @@ def gram_precondition(grad: Tensor, gram_fn: GramFn, side: str = "left") -> Tens
     raise ValueError(f"Invalid side: {side!r}; expected 'left' or 'right'")
 
 
-def gram_(param: Tensor, grad: Tensor, *, lr: Hyper, gram_fn: GramFn, side: str) -> None:
-    r"""``θ ← θ − lr Φ(G)`` with :func:`gram_precondition` (a DTensor ``G`` is gathered, each
-    rank applies its block of ``Φ(G)``)."""
-    param.sub_(lr * D.like_param(gram_precondition(D.full(grad), gram_fn, side), param))
+def gram_(
+    param: Tensor, grad: Tensor, *, lr: Hyper, gram_fn: GramFn, side: str,
+    weight_decay: Hyper = 0.0, maximize: bool = False,
+) -> None:
+    r"""``θ ← θ(1 − lr·wd) − lr Φ(G)`` with :func:`gram_precondition` (a DTensor ``G`` is
+    gathered, each rank applies its block of ``Φ(G)``)."""
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
+    grad = signed(D.full(grad), maximize)
+    param.sub_(lr * D.like_param(gram_precondition(grad, gram_fn, side), param))
 
 
 def scaled_gd_damping(gram: Tensor, damping: float, relative: bool) -> Tensor | float:
@@ -301,28 +385,33 @@ def scaled_gd_direction(grad: Tensor, other: Tensor, *, damping: float, relative
 
 def scaled_gd_(
     U: Tensor, V: Tensor, G_U: Tensor | None, G_V: Tensor | None, *, lr_U: Hyper, lr_V: Hyper,
-    damping: float, relative_damping: bool, sequential: bool,
+    damping: float, relative_damping: bool, sequential: bool, weight_decay_U: Hyper = 0.0,
+    weight_decay_V: Hyper = 0.0, maximize: bool = False,
 ) -> None:
     r"""ScaledGD on a pair ``W = U Vᵀ``.
 
-    ``U ← U − lr G_U (VᵀV + λ_V I)⁻¹``, ``V ← V − lr G_V (UᵀU + λ_U I)⁻¹``, both Grams from the
-    factors before the step (``sequential=True``: ``V``'s Gram uses the updated ``U``, the order
-    of the paper's script). A factor whose gradient is ``None`` is left alone. DTensor factors
-    and gradients are gathered; each rank applies its block of the directions.
+    ``U ← U(1 − lr·wd) − lr G_U (VᵀV + λ_V I)⁻¹``, ``V ← V(1 − lr·wd) − lr G_V (UᵀU + λ_U I)⁻¹``
+    (``wd`` the decoupled weight decay), both Grams from the factors before the step
+    (``sequential=True``: ``V``'s Gram uses the updated ``U``, the order of the paper's script).
+    A factor whose gradient is ``None`` is left alone. DTensor factors and gradients are
+    gathered; each rank applies its block of the directions.
     """
     step_U = None
     if G_U is not None:
         direction = scaled_gd_direction(
-            D.full(G_U), D.full(V), damping=damping, relative=relative_damping
+            signed(D.full(G_U), maximize), D.full(V), damping=damping, relative=relative_damping
         )
         step_U = lr_U * D.like_param(direction, U)
         if sequential:
+            decoupled_decay_(U, lr=lr_U, weight_decay=weight_decay_U)
             U.sub_(step_U)
             step_U = None
     if G_V is not None:
         direction = scaled_gd_direction(
-            D.full(G_V), D.full(U), damping=damping, relative=relative_damping
+            signed(D.full(G_V), maximize), D.full(U), damping=damping, relative=relative_damping
         )
+        decoupled_decay_(V, lr=lr_V, weight_decay=weight_decay_V)
         V.sub_(lr_V * D.like_param(direction, V))
     if step_U is not None:
+        decoupled_decay_(U, lr=lr_U, weight_decay=weight_decay_U)
         U.sub_(step_U)

@@ -8,7 +8,9 @@ from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.validation import (
     LR,
+    WEIGHT_DECAY,
     Hyper,
+    bool_check,
     callable_or_none_check,
     choice_check,
     real_check,
@@ -19,11 +21,12 @@ class GramPreconditioned(ZooOptimizer):
     r"""Stateless Gram-preconditioned descent, the form of the paper's Theorem 4.5.
 
     .. math::
-        θ_t = θ_{t-1} − \mathrm{lr}\,Φ(G_t),\qquad
+        θ_t = θ_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\,Φ(G_t),\qquad
         Φ(G) = H(G G^\top)\, G \ \ (\texttt{side="left"}),\quad
         Φ(G) = G\, H(G^\top G) \ \ (\texttt{side="right"})
 
-    ``H`` is ``gram_fn``, any callable from a stack of symmetric matrices (shape
+    ``w = weight_decay`` is a decoupled weight decay (``maximize`` uses ``−G_t``). ``H`` is
+    ``gram_fn``, any callable from a stack of symmetric matrices (shape
     ``(..., n, n)``; leading dims are runs) to a stack of matrices; by default
     ``H(P) = (P + λI)^{-s}`` (eigh, eigenvalues clamped at 1e-6) with ``s = power = 1/2``,
     ``λ = damping = 1e-6`` — a damped polar factor, ``≈ msign(G)``. ``power`` and ``damping``
@@ -39,7 +42,7 @@ class GramPreconditioned(ZooOptimizer):
     Deviations: the paper states the theorem, not an optimizer; no state, no momentum.
 
     Gauge: equivariant for ``side="left"`` and any ``H`` (``G Gᵀ`` is gauge-invariant); for
-    ``side="right"`` only when ``H`` is spectral.
+    ``side="right"`` only when ``H`` is spectral (the decay is a scalar multiple of the factor).
 
     Distributed: a sharded DTensor gradient (FSDP2) is gathered (one all-gather per matrix and
     step); ``Φ(G)`` is computed whole on every rank and each rank applies its block.
@@ -51,6 +54,8 @@ class GramPreconditioned(ZooOptimizer):
         power: ``s >= 0`` of the default ``H``.
         damping: ``λ >= 0`` of the default ``H``.
         side: ``"left"`` (``H(GGᵀ) G``) or ``"right"`` (``G H(GᵀG)``).
+        weight_decay: decoupled weight decay ``w >= 0`` (per run).
+        maximize: maximize the objective (step along ``+G``).
         batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
@@ -61,18 +66,26 @@ class GramPreconditioned(ZooOptimizer):
         "power": real_check(0.0, per_run=False),
         "damping": real_check(0.0, per_run=False),
         "side": choice_check("left", "right"),
+        "weight_decay": WEIGHT_DECAY,
+        "maximize": bool_check,
     }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-2, *, gram_fn: F.GramFn | None = None,
-        power: float = 0.5, damping: float = 1e-6, side: str = "left", batch_dims: int = 0,
+        power: float = 0.5, damping: float = 1e-6, side: str = "left",
+        weight_decay: Hyper = 0.0, maximize: bool = False, batch_dims: int = 0,
+        **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "gram_fn": gram_fn, "power": power, "damping": damping, "side": side,
+            "weight_decay": weight_decay, "maximize": maximize,
         }
-        super().__init__(params, defaults, batch_dims=batch_dims)
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         gram_fn = group["gram_fn"] or F.damped_inverse_power(group["power"], group["damping"])
         for p, g in self._with_grad(group["params"]):
-            F.gram_(p, g, lr=self._hyper(group, "lr", p), gram_fn=gram_fn, side=group["side"])
+            F.gram_(
+                p, g, lr=self._hyper(group, "lr", p), gram_fn=gram_fn, side=group["side"],
+                weight_decay=self._hyper(group, "weight_decay", p), maximize=group["maximize"],
+            )

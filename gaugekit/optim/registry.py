@@ -1,8 +1,13 @@
 """The zoo's registry: name → :class:`OptimizerSpec`. Tests, the CLI and the book read it.
 
 To add an optimizer, append one :class:`OptimizerSpec` to ``_SPECS`` below (or call
-:func:`register_optimizer` from code that imports this module). ``defaults`` must let
-``make_optimizer(name, [U, V])`` run on two ``n × k`` factors.
+:func:`register_optimizer` from code that imports this module). The class's own defaults (plus
+the spec's ``options``) must let ``make_optimizer(name, [U, V])`` run on two ``n × k`` factors.
+
+Defaults have one source, the class: ``make_optimizer(name, params)`` builds ``cls(params)``
+with the class's defaults (``Adam``: ``lr = 1e-3``, as torch), never the paper's learning rate
+of the rule, which lives in each experiment's grid (pinned there, with the rule's other
+settings, so that a change here changes no run id).
 
 Learning-rate grids are the paper's (``experiments/optimizer_zoo_bias.py``, the n = 40 CPU
 sweep); ``ladder_lr_grid`` is the base grid of the replication ladder
@@ -14,8 +19,9 @@ denominator cannot reach the interpolation bar at a constant step; constant for 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch.optim import Optimizer
@@ -33,126 +39,146 @@ from gaugekit.optim.shampoo import Shampoo
 from gaugekit.optim.sign import Lion, Signum
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OptimizerSpec:
-    """One entry of the zoo.
+    """One entry of the zoo (built by keyword: ``OptimizerSpec(name=..., cls=..., ...)``).
 
     Attributes:
         name: registry key (``snake_case``).
         cls: the optimizer class.
-        defaults: constructor keyword arguments of the paper's setting (``lr`` is one point of
-            the grid, not a tuned value).
         equivariant: whether the update commutes with the gauge ``(U, V) → (UQ, VQ)``.
         reason: one line saying why (or why not).
-        matrix_only: whether every parameter must be a matrix (after the batch dims).
         lr_schedule: ``"constant"`` or ``"cosine"`` (decay to zero), the paper's protocol.
-        paper_lr_grid: the paper's learning-rate grid (``()`` when the paper has none).
         label: display name for tables and figures.
+        paper_lr_grid: the paper's learning-rate grid (``()`` when the paper has none).
         ladder_lr_grid: the replication ladder's base grid (``()`` when none).
         paired: whether params come as ``[U, V]`` pairs, one pair per group (ScaledGD).
+        options: constructor arguments that make the entry a variant of its class (FlowAdam's
+            prototype preset); empty for most. Never a learning rate: ``make_optimizer`` builds
+            the class with the class's own defaults, and the paper's rates live in the
+            experiments' grids.
     """
 
     name: str
     cls: type[Optimizer]
-    defaults: Mapping[str, Any]
     equivariant: bool
     reason: str
-    matrix_only: bool
     lr_schedule: Schedule
-    paper_lr_grid: tuple[float, ...]
     label: str
+    paper_lr_grid: tuple[float, ...] = ()
     ladder_lr_grid: tuple[float, ...] = ()
     paired: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.lr_schedule not in SCHEDULES:
             raise ValueError(
                 f"Invalid lr_schedule: {self.lr_schedule!r}; expected one of {SCHEDULES}"
             )
+        if "lr" in self.options:
+            raise ValueError(
+                f"Invalid options: {dict(self.options)!r}; expected no 'lr' (the class's "
+                "default is the registry's; an experiment's rates belong in its grid)"
+            )
+
+    @property
+    def matrix_only(self) -> bool:
+        """Whether every parameter must be a matrix (after the batch dims): the class's."""
+        return bool(getattr(self.cls, "matrix_only", False))
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """The keyword arguments ``make_optimizer(name, params)`` resolves to: the class's
+        constructor defaults, then :attr:`options` (read-only; for display)."""
+        signature = inspect.signature(self.cls.__init__)
+        resolved = {
+            p.name: p.default for p in signature.parameters.values()
+            if p.default is not p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        }
+        return {**resolved, **self.options}
 
     def make(self, params: Any, **overrides: Any) -> Optimizer:
-        """``cls(params, **{**defaults, **overrides})``."""
-        return self.cls(params, **{**self.defaults, **overrides})
+        """``cls(params, **{**options, **overrides})``."""
+        return self.cls(params, **{**self.options, **overrides})
 
 
 _SPECS: tuple[OptimizerSpec, ...] = (
     OptimizerSpec(
-        "gd", GD, {"lr": 0.1}, True,
-        "linear in the gradient, so G -> GQ gives dU -> dU Q",
-        False, "constant", (0.01, 0.03, 0.1, 0.3), "GD",
+        name="gd", cls=GD, equivariant=True,
+        reason="linear in the gradient, so G -> GQ gives dU -> dU Q",
+        lr_schedule="constant", label="GD", paper_lr_grid=(0.01, 0.03, 0.1, 0.3),
         ladder_lr_grid=(1e-3, 3e-3, 1e-2, 3e-2, 0.1),
     ),
     OptimizerSpec(
-        "momentum", Momentum, {"lr": 0.03, "momentum": 0.9}, True,
-        "the buffer is a linear combination of covariant gradients",
-        False, "constant", (), "Momentum",
+        name="momentum", cls=Momentum, equivariant=True,
+        reason="the buffer is a linear combination of covariant gradients",
+        lr_schedule="constant", label="Momentum",
     ),
     OptimizerSpec(
-        "adam", Adam, {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8}, False,
-        "per-entry denominator sqrt(v_hat) does not commute with rotations of the entries",
-        False, "constant", (1e-3, 1e-2, 3e-2), "Adam",
+        name="adam", cls=Adam, equivariant=False,
+        reason="per-entry denominator sqrt(v_hat) does not commute with rotations of the entries",
+        lr_schedule="constant", label="Adam", paper_lr_grid=(1e-3, 1e-2, 3e-2),
         ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2),
     ),
     OptimizerSpec(
-        "scalar_adam", SharedScaleAdam, {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8}, True,
-        "one shared denominator sqrt(mean v_hat): a gauge-invariant scalar times m_hat",
-        False, "constant", (1e-3, 3e-3, 1e-2, 3e-2), "Shared-scale Adam",
+        name="scalar_adam", cls=SharedScaleAdam, equivariant=True,
+        reason="one shared denominator sqrt(mean v_hat): a gauge-invariant scalar times m_hat",
+        lr_schedule="constant", label="Shared-scale Adam",
+        paper_lr_grid=(1e-3, 3e-3, 1e-2, 3e-2), ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+    ),
+    OptimizerSpec(
+        name="rmsprop", cls=RMSprop, equivariant=False,
+        reason="per-entry denominator sqrt(v) does not commute with rotations of the entries",
+        lr_schedule="cosine", label="RMSProp", paper_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
         ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
     ),
     OptimizerSpec(
-        "rmsprop", RMSprop, {"lr": 1e-3, "alpha": 0.99, "eps": 1e-8}, False,
-        "per-entry denominator sqrt(v) does not commute with rotations of the entries",
-        False, "cosine", (1e-4, 3e-4, 1e-3, 3e-3, 1e-2), "RMSProp",
-        ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
-    ),
-    OptimizerSpec(
-        "lion", Lion, {"lr": 1e-3, "betas": (0.9, 0.99)}, False,
-        "entrywise sign: sign(GQ) != sign(G) Q",
-        False, "cosine", (1e-4, 3e-4, 1e-3, 3e-3), "Lion",
+        name="lion", cls=Lion, equivariant=False,
+        reason="entrywise sign: sign(GQ) != sign(G) Q",
+        lr_schedule="cosine", label="Lion", paper_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
         ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
     ),
     OptimizerSpec(
-        "signum", Signum, {"lr": 1e-3, "momentum": 0.9}, False,
-        "entrywise sign: sign(GQ) != sign(G) Q",
-        False, "cosine", (1e-4, 3e-4, 1e-3, 3e-3), "Signum",
+        name="signum", cls=Signum, equivariant=False,
+        reason="entrywise sign: sign(GQ) != sign(G) Q",
+        lr_schedule="cosine", label="Signum", paper_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
         ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
     ),
     OptimizerSpec(
-        "adafactor", Adafactor, {"lr": 1e-3, "beta2": 0.999, "eps": 1e-8}, False,
-        "row/column statistics of G^2 are taken in the given basis; G -> GQ changes them",
-        False, "constant", (3e-4, 1e-3, 3e-3, 1e-2), "Adafactor",
+        name="adafactor", cls=Adafactor, equivariant=False,
+        reason="row/column statistics of G^2 are taken in the given basis; G -> GQ changes them",
+        lr_schedule="constant", label="Adafactor", paper_lr_grid=(3e-4, 1e-3, 3e-3, 1e-2),
         ladder_lr_grid=(3e-4, 1e-3, 3e-3, 1e-2),
     ),
     OptimizerSpec(
-        "muon", Muon, {"lr": 3e-2, "momentum": 0.9}, True,
-        "Newton-Schulz is an odd matrix polynomial: NS(MQ) = NS(M) Q",
-        True, "cosine", (3e-3, 1e-2, 3e-2, 0.1), "Muon",
+        name="muon", cls=Muon, equivariant=True,
+        reason="Newton-Schulz is an odd matrix polynomial: NS(MQ) = NS(M) Q",
+        lr_schedule="cosine", label="Muon", paper_lr_grid=(3e-3, 1e-2, 3e-2, 0.1),
         ladder_lr_grid=(3e-3, 1e-2, 3e-2, 0.1, 0.3),
     ),
     OptimizerSpec(
-        "shampoo", Shampoo, {"lr": 0.1, "damping": 1.0, "update_freq": 20}, True,
-        "L is invariant and R -> Q^T R Q, so L^-1/4 G R^-1/4 -> (L^-1/4 G R^-1/4) Q",
-        True, "constant", (3e-2, 0.1, 0.3, 1.0), "Shampoo",
+        name="shampoo", cls=Shampoo, equivariant=True,
+        reason="L is invariant and R -> Q^T R Q, so L^-1/4 G R^-1/4 -> (L^-1/4 G R^-1/4) Q",
+        lr_schedule="constant", label="Shampoo", paper_lr_grid=(3e-2, 0.1, 0.3, 1.0),
         ladder_lr_grid=(1e-2, 3e-2, 0.1, 0.3),
     ),
     OptimizerSpec(
-        "scaled_gd", ScaledGD, {"lr": 1e-3, "damping": 1e-4}, True,
-        "G_U (V^T V + lam I)^-1 -> G_U (V^T V + lam I)^-1 Q with lam a gauge-invariant trace",
-        True, "constant", (), "ScaledGD",
+        name="scaled_gd", cls=ScaledGD, equivariant=True,
+        reason="G_U (V^T V + lam I)^-1 -> G_U (V^T V + lam I)^-1 Q with lam a gauge-invariant "
+        "trace",
+        lr_schedule="constant", label="ScaledGD",
         ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2), paired=True,
     ),
     OptimizerSpec(
-        "gram", GramPreconditioned, {"lr": 1e-2, "power": 0.5, "damping": 1e-6}, True,
-        "H(G G^T) G with the gauge-invariant left Gram (Theorem 4.5)",
-        True, "constant", (), "Gram-preconditioned",
+        name="gram", cls=GramPreconditioned, equivariant=True,
+        reason="H(G G^T) G with the gauge-invariant left Gram (Theorem 4.5)",
+        lr_schedule="constant", label="Gram-preconditioned",
     ),
     OptimizerSpec(
-        "eigen_adam", EigenAdam,
-        {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "gram_beta": 0.95, "update_freq": 10},
-        True,
-        "Adam in the eigenbasis of EMA(G^T G), which rotates as E -> Q^T E: G E is invariant "
-        "(needs a simple spectrum at every basis refresh)",
-        True, "constant", (), "Eigenbasis Adam",
+        name="eigen_adam", cls=EigenAdam, equivariant=True,
+        reason="Adam in the eigenbasis of EMA(G^T G), which rotates as E -> Q^T E: G E is "
+        "invariant (needs a simple spectrum at every basis refresh)",
+        lr_schedule="constant", label="Eigenbasis Adam",
     ),
 )
 
@@ -192,7 +218,8 @@ def all_specs() -> list[OptimizerSpec]:
 
 
 def make_optimizer(name: str, params: Iterable[Any] | Any, **overrides: Any) -> Optimizer:
-    """Build the optimizer ``name`` on ``params`` with the spec's defaults and ``overrides``.
+    """Build the optimizer ``name`` on ``params``: its class with the class's defaults, the
+    spec's ``options`` and ``overrides``.
 
     ``params`` may be tensors or param groups, as for the class; for a paired rule (ScaledGD)
     a list ``[U, V]`` is one pair.

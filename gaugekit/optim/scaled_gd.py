@@ -6,28 +6,30 @@ from typing import Any
 
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
-from gaugekit.optim.validation import LR, Hyper, bool_check, invalid, real_check
+from gaugekit.optim.validation import LR, WEIGHT_DECAY, Hyper, bool_check, invalid, real_check
 
 
 class ScaledGD(ZooOptimizer):
     r"""Scaled gradient descent on a factor pair; each param group holds exactly one ``[U, V]``.
 
     .. math::
-        U_t = U_{t-1} − \mathrm{lr}\, G_U (V^\top V + λ_V I)^{-1},\qquad
-        V_t = V_{t-1} − \mathrm{lr}\, G_V (U^\top U + λ_U I)^{-1}
+        U_t = U_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\, G_U (V^\top V + λ_V I)^{-1},\qquad
+        V_t = V_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\, G_V (U^\top U + λ_U I)^{-1}
 
-    with ``U`` of shape ``(..., n, k)``, ``V`` of shape ``(..., m, k)`` (same ``k``, same batch
-    dims) and both Grams taken before the step. ``λ`` is relative by default, as in the paper's
+    with decoupled weight decay ``w = weight_decay`` (``maximize`` uses ``−G``), ``U`` of shape
+    ``(..., n, k)``, ``V`` of shape ``(..., m, k)`` (same ``k``, same batch dims) and both Grams
+    taken before the step. ``λ`` is relative by default, as in the paper's
     script: ``λ_V = damping · (tr(VᵀV)/k + 10⁻³⁰) + 10⁻¹²`` with ``damping = 1e-4``;
     ``relative_damping=False`` uses ``λ = damping``. Several pairs: one group per pair,
     ``ScaledGD([{"params": [U1, V1]}, {"params": [U2, V2]}])``. Stateless.
 
     Deviations from the paper's script: the script updates ``U`` first and builds ``V``'s Gram
     from the NEW ``U`` (``sequential=True`` reproduces that); it inverts the Gram, we solve.
-    Tong et al. use ``λ = 0``.
+    Tong et al. use ``λ = 0``. The paper's ``w = 0``.
 
     Gauge: equivariant — under ``(U, V) → (UQ, VQ)``: ``G_U → G_U Q``, ``VᵀV → Qᵀ VᵀV Q``, ``λ``
-    is invariant (a trace), so ``G_U (VᵀV + λI)⁻¹ → G_U (VᵀV + λI)⁻¹ Q``; the same for ``V``.
+    is invariant (a trace), so ``G_U (VᵀV + λI)⁻¹ → G_U (VᵀV + λI)⁻¹ Q``; the same for ``V``;
+    the decay is a scalar multiple of the factor.
 
     Distributed: sharded DTensor factors (FSDP2) and their gradients are gathered (four
     all-gathers per pair and step); the directions are computed whole on every rank and each
@@ -39,6 +41,8 @@ class ScaledGD(ZooOptimizer):
         damping: ``λ`` (absolute) or its factor on ``tr/k`` (relative), ``>= 0``.
         relative_damping: scale ``damping`` by the mean Gram diagonal.
         sequential: build ``V``'s Gram from the already-updated ``U``.
+        weight_decay: decoupled weight decay ``w >= 0`` (per run).
+        maximize: maximize the objective (step along ``+G``).
         batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
@@ -48,17 +52,20 @@ class ScaledGD(ZooOptimizer):
         "damping": real_check(0.0, per_run=False),
         "relative_damping": bool_check,
         "sequential": bool_check,
+        "weight_decay": WEIGHT_DECAY,
+        "maximize": bool_check,
     }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, *, damping: float = 1e-4,
-        relative_damping: bool = True, sequential: bool = False, batch_dims: int = 0,
+        relative_damping: bool = True, sequential: bool = False, weight_decay: Hyper = 0.0,
+        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "damping": damping, "relative_damping": relative_damping,
-            "sequential": sequential,
+            "sequential": sequential, "weight_decay": weight_decay, "maximize": maximize,
         }
-        super().__init__(params, defaults, batch_dims=batch_dims)
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _check_group(self, group: dict[str, Any]) -> None:
         params = group["params"]
@@ -84,4 +91,6 @@ class ScaledGD(ZooOptimizer):
             U, V, U.grad, V.grad, lr_U=self._hyper(group, "lr", U),
             lr_V=self._hyper(group, "lr", V), damping=group["damping"],
             relative_damping=group["relative_damping"], sequential=group["sequential"],
+            weight_decay_U=self._hyper(group, "weight_decay", U),
+            weight_decay_V=self._hyper(group, "weight_decay", V), maximize=group["maximize"],
         )

@@ -130,8 +130,55 @@ LR = real_check(0.0)
 EPS = real_check(0.0)
 #: a decay coefficient in ``[0, 1)``, per run.
 DECAY = real_check(0.0, 1.0, high_open=True)
+#: ``weight_decay >= 0``, per run.
+WEIGHT_DECAY = real_check(0.0)
 #: ``batch_dims >= 0``.
 BATCH_DIMS = int_check(0)
+
+#: Every constructor argument of torch.optim's Adam, AdamW, SGD, RMSprop and Adagrad (besides
+#: ``params`` and ``lr``), with the values at which it asks for nothing beyond the plain rule:
+#: an optimizer that does not implement the argument accepts exactly these (``()``: none).
+#: ``decoupled_weight_decay`` is special: accepted when it names the rule's own kind of decay.
+TORCH_OPTIM_OFF: dict[str, tuple[Any, ...]] = {
+    "amsgrad": (False,),
+    "foreach": (None, False),
+    "fused": (None, False),
+    "capturable": (False,),
+    "differentiable": (False,),
+    "maximize": (False,),
+    "momentum": (0,),
+    "dampening": (0,),
+    "nesterov": (False,),
+    "centered": (False,),
+    "lr_decay": (0,),
+    "initial_accumulator_value": (0,),
+    "weight_decay": (0,),
+    "decoupled_weight_decay": (),
+    "betas": (),
+    "eps": (),
+    "alpha": (),
+}
+
+
+def _is_one_of(value: Any, accepted: tuple[Any, ...]) -> bool:
+    if isinstance(value, Tensor) or not isinstance(value, (bool, int, float, type(None))):
+        return False
+    return any(value is a or (value is not None and a is not None and value == a)
+               for a in accepted)
+
+
+def check_torch_option(
+    optimizer: str, name: str, value: Any, accepted: tuple[Any, ...] | None = None
+) -> None:
+    """Refuse a torch.optim argument ``name`` that ``optimizer`` does not implement, unless its
+    value asks for nothing (one of ``accepted``, by default :data:`TORCH_OPTIM_OFF`'s)."""
+    accepted = TORCH_OPTIM_OFF[name] if accepted is None else accepted
+    if _is_one_of(value, accepted):
+        return
+    allowed = " or ".join(repr(a) for a in accepted) if accepted else f"no {name}"
+    raise invalid(
+        name, value, f"{allowed}: {optimizer} does not implement torch.optim's {name!r}"
+    )
 
 
 def check_optimizer_wide(

@@ -46,6 +46,25 @@ def test_stacked_with_permuted_lrs_is_not_the_loop(zoo_name, problem, factors):
     assert (params[0].detach()[0] - expected[0][0]).abs().max() > 1e-8
 
 
+def test_stacked_equals_loop_with_per_run_weight_decay(zoo_name, problem, factors):
+    """A tensor ``weight_decay``, one value per run (0 in the first), matches the loop."""
+    decays = torch.tensor([0.0, 0.3, 1.0], dtype=DTYPE)
+    lr = zoo_kwargs(zoo_name)["lr"]
+    params = leaves(*factors)
+    run_zoo(zoo_name, params, problem.loss, NUM_STEPS, lr=lr, weight_decay=decays, batch_dims=1)
+    U0, V0 = factors
+    for b in range(NUM_RUNS):
+        single = leaves(U0[b], V0[b])
+        run_zoo(zoo_name, single, problem.run(b), NUM_STEPS, lr=lr,
+                weight_decay=float(decays[b]))
+        for got, want in zip(params, single, strict=True):
+            assert_close(got.detach()[b], want.detach(), atol=1e-12, rtol=0)
+    # negative control: the decay acts (run 2, λ = 1, ends elsewhere than without it)
+    plain = leaves(U0[2], V0[2])
+    run_zoo(zoo_name, plain, problem.run(2), NUM_STEPS, lr=lr)
+    assert (plain[0].detach() - params[0].detach()[2]).abs().max() > 1e-6
+
+
 @pytest.mark.parametrize("name", ["adam", "scalar_adam", "lion"])
 def test_per_run_betas(name, problem, factors):
     """Tensor betas, one pair per run, also match the loop."""

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 from zoo_reference import REFERENCE_STEP, reference_run
-from zoo_support import leaves, run_zoo
+from zoo_support import TEST_HPARAMS, leaves, run_zoo
 
-from gaugekit.optim import GramPreconditioned, Shampoo, get_spec
+from gaugekit.optim import GramPreconditioned, Shampoo
 
 NUM_STEPS = 10
 #: Shampoo runs past its second refresh (step 21) with the paper's update_freq = 20.
@@ -18,7 +18,7 @@ LR = {"lion": 0.1, "signum": 0.1}
 
 
 def _reference_hp(name: str) -> dict:
-    hp = dict(get_spec(name).defaults)
+    hp = dict(TEST_HPARAMS[name])
     if name in LR:
         hp["lr"] = LR[name]
     return hp

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
@@ -66,8 +67,35 @@ def test_specs_are_consistent(zoo_name):
     assert spec.label
     for grid in (spec.paper_lr_grid, spec.ladder_lr_grid):
         assert list(grid) == sorted(grid) and all(lr > 0 for lr in grid)
-    if spec.paper_lr_grid:
-        assert spec.defaults["lr"] in spec.paper_lr_grid
+
+
+def test_make_optimizer_uses_the_class_defaults(zoo_name):
+    """One source of defaults: the registry builds the class with its own defaults (and the
+    spec's variant options), and ``spec.defaults`` reports exactly those."""
+    spec = get_spec(zoo_name)
+    U, V = leaves(torch.zeros(6, 3, dtype=DTYPE), torch.zeros(6, 3, dtype=DTYPE))
+    built = make_optimizer(zoo_name, [U, V])
+    plain = spec.cls([U.detach().clone().requires_grad_(True),
+                      V.detach().clone().requires_grad_(True)], **spec.options)
+    assert built.defaults == plain.defaults
+    assert "lr" not in spec.options
+    assert all(spec.defaults[key] == value for key, value in built.defaults.items())
+    # negative control: an override does reach the class
+    assert make_optimizer(zoo_name, [U, V], lr=0.123).defaults["lr"] == 0.123
+
+
+def test_registry_lrs_are_the_classes(zoo_name):
+    """The former registry learning rates (points of the paper's grids) are no defaults."""
+    spec = get_spec(zoo_name)
+    assert spec.defaults["lr"] == inspect.signature(spec.cls).parameters["lr"].default
+
+
+def test_adam_defaults_are_torchs():
+    torch_adam = torch.optim.Adam([torch.zeros(1)]).defaults
+    ours = get_spec("adam").defaults
+    assert {k: ours[k] for k in ("lr", "betas", "eps")} == {
+        k: torch_adam[k] for k in ("lr", "betas", "eps")
+    }
 
 
 def test_schedules_follow_the_paper_protocol():
@@ -91,8 +119,8 @@ def test_register_optimizer():
     spec = get_spec("gd")
     with pytest.raises(ValueError, match="^Invalid name: 'gd'"):
         register_optimizer(spec)
-    extra = OptimizerSpec("gd_slow", spec.cls, {"lr": 1e-3}, True, "as gd", False, "constant",
-                          (), "GD (slow)")
+    extra = OptimizerSpec(name="gd_slow", cls=spec.cls, equivariant=True, reason="as gd",
+                          lr_schedule="constant", label="GD (slow)")
     try:
         register_optimizer(extra)
         assert optimizer_names()[-1] == "gd_slow" and get_spec("gd_slow") is extra
@@ -100,7 +128,21 @@ def test_register_optimizer():
         _REGISTRY.pop("gd_slow", None)
     assert "gd_slow" not in optimizer_names()
     with pytest.raises(ValueError, match="^Invalid lr_schedule"):
-        OptimizerSpec("x", spec.cls, {}, True, "", False, "step", (), "x")
+        OptimizerSpec(name="x", cls=spec.cls, equivariant=True, reason="", lr_schedule="step",
+                      label="x")
+
+
+def test_specs_are_built_by_keyword_and_hold_no_learning_rate():
+    spec = get_spec("gd")
+    with pytest.raises(TypeError):
+        OptimizerSpec("x", spec.cls, True, "", "constant", "x")  # positional: refused
+    with pytest.raises(ValueError, match="^Invalid options"):
+        OptimizerSpec(name="x", cls=spec.cls, equivariant=True, reason="", label="x",
+                      lr_schedule="constant", options={"lr": 0.1})
+    variant = OptimizerSpec(name="x", cls=spec.cls, equivariant=True, reason="", label="x",
+                            lr_schedule="constant", options={"weight_decay": 0.5})
+    assert variant.defaults["weight_decay"] == 0.5 and variant.defaults["lr"] == 1e-2
+    assert variant.matrix_only is False and get_spec("muon").matrix_only is True
 
 
 def test_lr_factor():

@@ -1,5 +1,10 @@
 """Parity with ``torch.optim`` where the conventions coincide (float64, 12 steps, 1e-10).
 
+Weight decay keeps torch's meaning where torch has the rule: coupled L2 in ``Adam``, ``GD``,
+``Momentum``, ``RMSprop`` (``torch.optim.Adam``, ``SGD``, ``RMSprop`` with ``weight_decay``),
+decoupled in ``Adam(decoupled_weight_decay=True)`` (``torch.optim.AdamW``) and in ``EigenAdam``
+with a fixed basis (``update_freq=None``: AdamW); ``maximize`` as torch's.
+
 Muon: ``torch.optim.Muon`` runs Newton–Schulz in bfloat16, damps its buffer by ``1 − μ``
 (``lerp``) and clamps ``max(‖M‖, ε)`` instead of adding ε. The buffer scale cancels inside the
 normalisation and ε → 0 removes the clamp/add difference, but bfloat16 cannot be configured away:
@@ -14,7 +19,7 @@ import torch
 from torch.testing import assert_close
 from zoo_support import leaves, train
 
-from gaugekit.optim import GD, Adam, Momentum, Muon, RMSprop
+from gaugekit.optim import GD, Adam, EigenAdam, Momentum, Muon, RMSprop
 
 NUM_STEPS = 12
 
@@ -50,6 +55,60 @@ CASES = {
         lambda p: RMSprop(p, lr=1e-3),
         lambda p: torch.optim.RMSprop(p, lr=1e-3, alpha=0.99, eps=1e-8),
     ),
+    # weight decay: torch's meaning (coupled L2, or AdamW's decoupled decay)
+    "gd_weight_decay": (
+        lambda p: GD(p, lr=0.1, weight_decay=0.3),
+        lambda p: torch.optim.SGD(p, lr=0.1, weight_decay=0.3),
+    ),
+    "momentum_weight_decay": (
+        lambda p: Momentum(p, lr=0.03, momentum=0.9, weight_decay=0.3),
+        lambda p: torch.optim.SGD(p, lr=0.03, momentum=0.9, weight_decay=0.3),
+    ),
+    "nesterov_weight_decay": (
+        lambda p: Momentum(p, lr=0.03, momentum=0.9, nesterov=True, weight_decay=0.3),
+        lambda p: torch.optim.SGD(p, lr=0.03, momentum=0.9, nesterov=True, weight_decay=0.3),
+    ),
+    "adam_weight_decay": (
+        lambda p: Adam(p, lr=1e-2, weight_decay=0.3),
+        lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3),
+    ),
+    "adamw": (
+        lambda p: Adam(p, lr=1e-2, weight_decay=0.3, decoupled_weight_decay=True),
+        lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.3),
+    ),
+    "adam_decoupled_flag": (
+        lambda p: Adam(p, lr=1e-2, weight_decay=0.3, decoupled_weight_decay=True),
+        lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3, decoupled_weight_decay=True),
+    ),
+    "eigen_adam_fixed_basis_adamw": (
+        lambda p: EigenAdam(p, lr=1e-2, weight_decay=0.3, update_freq=None),
+        lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.3),
+    ),
+    "rmsprop_weight_decay": (
+        lambda p: RMSprop(p, lr=1e-3, weight_decay=0.3),
+        lambda p: torch.optim.RMSprop(p, lr=1e-3, weight_decay=0.3),
+    ),
+    # maximize: the ascent of torch's rules, with decay
+    "gd_maximize": (
+        lambda p: GD(p, lr=0.01, weight_decay=0.3, maximize=True),
+        lambda p: torch.optim.SGD(p, lr=0.01, weight_decay=0.3, maximize=True),
+    ),
+    "momentum_maximize": (
+        lambda p: Momentum(p, lr=0.003, momentum=0.9, weight_decay=0.3, maximize=True),
+        lambda p: torch.optim.SGD(p, lr=0.003, momentum=0.9, weight_decay=0.3, maximize=True),
+    ),
+    "adam_maximize": (
+        lambda p: Adam(p, lr=1e-2, weight_decay=0.3, maximize=True),
+        lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3, maximize=True),
+    ),
+    "adamw_maximize": (
+        lambda p: Adam(p, lr=1e-2, weight_decay=0.3, decoupled_weight_decay=True, maximize=True),
+        lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.3, maximize=True),
+    ),
+    "rmsprop_maximize": (
+        lambda p: RMSprop(p, lr=1e-3, maximize=True),
+        lambda p: torch.optim.RMSprop(p, lr=1e-3, maximize=True),
+    ),
 }
 
 NEGATIVE = {
@@ -59,6 +118,20 @@ NEGATIVE = {
     "adam": lambda p: torch.optim.Adam(p, lr=1e-2, eps=1e-3),
     "adam_foreach": lambda p: torch.optim.Adam(p, lr=1e-2, betas=(0.9, 0.99), eps=1e-6),
     "rmsprop": lambda p: torch.optim.RMSprop(p, lr=1e-3, centered=True),
+    # the other kind of decay, or none: each is visibly another rule
+    "gd_weight_decay": lambda p: torch.optim.SGD(p, lr=0.1),
+    "momentum_weight_decay": lambda p: torch.optim.SGD(p, lr=0.03, momentum=0.9),
+    "nesterov_weight_decay": lambda p: torch.optim.SGD(p, lr=0.03, momentum=0.9, nesterov=True),
+    "adam_weight_decay": lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.3),
+    "adamw": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3),
+    "adam_decoupled_flag": lambda p: torch.optim.Adam(p, lr=1e-2),
+    "eigen_adam_fixed_basis_adamw": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3),
+    "rmsprop_weight_decay": lambda p: torch.optim.RMSprop(p, lr=1e-3),
+    "gd_maximize": lambda p: torch.optim.SGD(p, lr=0.01, weight_decay=0.3),
+    "momentum_maximize": lambda p: torch.optim.SGD(p, lr=0.003, momentum=0.9, weight_decay=0.3),
+    "adam_maximize": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3),
+    "adamw_maximize": lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.3),
+    "rmsprop_maximize": lambda p: torch.optim.RMSprop(p, lr=1e-3),
 }
 
 

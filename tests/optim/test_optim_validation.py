@@ -45,8 +45,13 @@ BAD_VALUES: dict[str, list] = {
     # EigenAdam (gaugekit/optim/eigen_adam.py)
     "gram_beta": [1.0, -0.1, torch.tensor(0.9, dtype=DTYPE)],
     "cluster_tol": [-0.1, 1.0, "0.1", math.nan],
+    # every rule
+    "weight_decay": [-0.1, math.nan, True, torch.tensor(-1.0, dtype=DTYPE),
+                     torch.tensor([0.1], dtype=DTYPE)],
+    "maximize": [1, "yes", None],
+    # Adam
+    "decoupled_weight_decay": [1, None],
     # FlowAdam (gaugekit/optim/flow_adam.py), when registered
-    "weight_decay": [-0.1],
     "precond_power": [1.5, -0.1],
     "precond_scalar": ["bogus"],
     "flow": [1],

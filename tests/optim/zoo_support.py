@@ -13,7 +13,8 @@ import torch
 from helpers import generator
 from torch import Tensor
 
-from gaugekit.optim import get_spec, make_optimizer
+from gaugekit.optim import make_optimizer
+from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 
 DTYPE = torch.float64
 N_ROWS, M_ROWS, K = 5, 4, 3  # U is N_ROWS × K, V is M_ROWS × K
@@ -21,6 +22,26 @@ NUM_MEASUREMENTS = 24
 NUM_RUNS = 3
 #: per-run multipliers of a rule's default lr in the stacked tests
 LR_FACTORS = (1.0, 0.5, 0.25)
+#: The zoo's settings in these tests: one point of each rule's paper grid and its paper
+#: hyperparameters (the registry's defaults before ``make_optimizer`` took the classes' own).
+TEST_HPARAMS: dict[str, dict] = {
+    "gd": {"lr": 0.1},
+    "momentum": {"lr": 0.03, "momentum": 0.9},
+    "adam": {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8},
+    "scalar_adam": {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8},
+    "rmsprop": {"lr": 1e-3, "alpha": 0.99, "eps": 1e-8},
+    "lion": {"lr": 1e-3, "betas": (0.9, 0.99)},
+    "signum": {"lr": 1e-3, "momentum": 0.9},
+    "adafactor": {"lr": 1e-3, "beta2": 0.999, "eps": 1e-8},
+    "muon": {"lr": 3e-2, "momentum": 0.9},
+    "shampoo": {"lr": 0.1, "damping": 1.0, "update_freq": 20},
+    "scaled_gd": {"lr": 1e-3, "damping": 1e-4},
+    "gram": {"lr": 1e-2, "power": 0.5, "damping": 1e-6},
+    "eigen_adam": {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "gram_beta": 0.95,
+                   "update_freq": 10},
+    "flow_adam": {"lr": 1e-3, **FLOW_ADAM_PRESETS["invariant"]},
+    "flow_adam_prototype": {"lr": 1e-3, **FLOW_ADAM_PRESETS["prototype"]},
+}
 #: per-rule overrides so that a few steps exercise every code path (Shampoo's refresh)
 TEST_OVERRIDES: dict[str, dict] = {"shampoo": {"update_freq": 3}, "eigen_adam": {"update_freq": 3}}
 
@@ -88,13 +109,14 @@ def train(
 
 
 def zoo_kwargs(name: str, **overrides) -> dict:
-    """The registry defaults of ``name`` plus the test overrides plus ``overrides``."""
-    return {**get_spec(name).defaults, **TEST_OVERRIDES.get(name, {}), **overrides}
+    """The test settings of ``name`` plus the test overrides plus ``overrides``."""
+    return {**TEST_HPARAMS.get(name, {}), **TEST_OVERRIDES.get(name, {}), **overrides}
 
 
 def run_zoo(
     name: str, params: list[Tensor], loss: Callable[..., Tensor], num_steps: int, **overrides
 ) -> torch.optim.Optimizer:
-    """Build ``name`` from the registry on ``params`` and train it ``num_steps`` steps."""
-    opt = make_optimizer(name, params, **{**TEST_OVERRIDES.get(name, {}), **overrides})
+    """Build ``name`` from the registry (at :func:`zoo_kwargs`) on ``params`` and train it
+    ``num_steps`` steps."""
+    opt = make_optimizer(name, params, **zoo_kwargs(name, **overrides))
     return train(opt, params, loss, num_steps)
