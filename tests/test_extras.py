@@ -52,6 +52,23 @@ def test_core_imports_and_trains_without_any_extra():
     assert done.stdout.splitlines() == ["equivariant audit_twins", "[]"]
 
 
+def test_every_module_but_the_experiments_and_figures_imports_without_extras():
+    done = _without_extras("""
+        import importlib, pkgutil
+        import gaugekit
+
+        needs_extra = ("gaugekit.experiments", "gaugekit.viz", "gaugekit.__main__")
+        names = [m.name for m in pkgutil.walk_packages(gaugekit.__path__, "gaugekit.")
+                 if not m.name.startswith(needs_extra)]
+        for name in names:
+            importlib.import_module(name)
+        print(len(names), "gaugekit.cli" in names, "gaugekit.problems.attention" in names)
+    """)
+    assert done.returncode == 0, done.stderr
+    count, cli, problems = done.stdout.split()
+    assert int(count) > 30 and cli == problems == "True"
+
+
 @pytest.mark.parametrize("statement, part", [
     ("import gaugekit.experiments", "gaugekit.experiments"),
     ("import gaugekit.viz", "gaugekit.viz"),
