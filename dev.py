@@ -38,7 +38,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_TORCH = "torch==2.13.0"
-EXTRAS = "book,test,dev,cluster"
+# the extras the book and the test suite need (pyproject.toml); `book` and `test` both pull
+# `experiments`, named here too so that the list reads as what gets installed
+EXTRAS = "experiments,book,test,dev,cluster"
 
 
 def _venv_dir() -> Path:

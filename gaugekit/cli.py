@@ -2,6 +2,7 @@
 
 ::
 
+    python -m gaugekit --version
     python -m gaugekit list
     python -m gaugekit run EXPERIMENT [--scale quick|paper] [--device cpu|cuda] [--out PATH]
                                       [--part NAME ...] [--workers N] [--overwrite]
@@ -17,6 +18,10 @@ defaults to ``results/EXPERIMENT/SCALE`` under the working directory. ``--backen
 runs the batches on a Dask cluster: the one at ``--address``, or a local one of ``--workers``
 processes started for the run (``pip install gaugekit[cluster]``); this process still writes
 every record.
+
+A run whose batches failed prints the first failure and exits 1. ``headline``, and ``run`` or
+``report`` at paper scale on the default ``results/`` folder, work in a gaugebook checkout (the
+committed records and the README live there); elsewhere they say so and exit 2.
 """
 
 from __future__ import annotations
@@ -26,9 +31,14 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gaugekit import __version__
+from gaugekit._extras import MissingExtra
 from gaugekit.config import SCALES, get_scale
+
+if TYPE_CHECKING:
+    from gaugekit.experiments.sweep import SweepReport
 
 __all__ = ["build_parser", "main"]
 
@@ -37,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gaugekit", description="Experiments of the gaugebook: run sweeps, list, report."
     )
+    parser.add_argument("--version", action="version", version=f"gaugekit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="list the experiments (with their parts) and the optimizers")
@@ -102,11 +113,50 @@ def _cmd_hyperspectral(args: argparse.Namespace) -> int:
                           workers=args.workers)
     for line in report_lines(collected):
         print(line)
-    return 1 if collected.report.statuses.get("error") else 0
+    return _failed(collected.report)
+
+
+def _failed(report: SweepReport) -> int:
+    """Exit status of a sweep: 1, after printing the first failure, when some run ended
+    ``error`` (its message also sits in the run's record), else 0."""
+    errors = report.statuses.get("error", 0)
+    if not errors:
+        return 0
+    print(f"gaugekit: error: {errors} run(s) failed; the first, {report.first_error}",
+          file=sys.stderr)
+    return 1
 
 
 def _default_out(experiment: str, scale: str) -> Path:
     return Path("results") / experiment / scale
+
+
+class NotACheckout(Exception):
+    """A command needs a gaugebook checkout (its README.md and the records under results/)."""
+
+
+def _is_checkout(folder: Path) -> bool:
+    """Whether ``folder`` is the root of a gaugebook checkout: pyproject.toml, README.md and the
+    committed records under results/."""
+    return all((folder / name).exists() for name in ("pyproject.toml", "README.md", "results"))
+
+
+def _require_checkout(folder: Path, what: str, otherwise: str) -> None:
+    """Raise :class:`NotACheckout` saying that ``what`` needs a checkout unless ``folder`` is
+    one; ``otherwise`` says what to do instead."""
+    if not _is_checkout(folder):
+        raise NotACheckout(
+            f"{what} works in a gaugebook checkout (a clone of the repository, with its "
+            f"README.md and the committed records under results/), and {folder} is not one: "
+            f"run it from the root of a clone{otherwise}"
+        )
+
+
+def _paper_out(args: argparse.Namespace, scale: str, verb: str) -> None:
+    """Paper-scale records on the default folder belong to the checkout's results/."""
+    if scale == "paper" and args.out is None:
+        _require_checkout(Path.cwd(), f"`gaugekit {args.command} --scale paper` {verb} the "
+                          "committed records under results/, so it", ", or pass --out DIR")
 
 
 def _format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -144,6 +194,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     scale = get_scale(args.scale)
     exp = get_experiment(args.experiment)
+    _paper_out(args, scale, "appends to")
     out = args.out or _default_out(exp.name, scale)
     report = run_sweep(
         exp, out, scale=scale, parts=args.part, device=args.device,
@@ -152,7 +203,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         address=args.address,
     )
     print(f"{exp.name} [{scale}] -> {out}: {report}")
-    return 1 if report.statuses.get("error") else 0
+    return _failed(report)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -162,6 +213,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     scale = get_scale(args.scale)
     exp = get_experiment(args.experiment)
+    _paper_out(args, scale, "reads")
     out = args.out or _default_out(exp.name, scale)
     part = args.part or exp.parts(scale)[0]
     if args.protocol not in PROTOCOLS:
@@ -185,7 +237,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_headline(args: argparse.Namespace) -> int:
     from gaugekit.experiments import headline
+    from gaugekit.experiments.sweep import project_root
 
+    _require_checkout(project_root("headline"), "`gaugekit headline` rewrites README.md from "
+                      "the committed records, so it", "")
     if args.check:
         problems = headline.check_readme()
         for line in problems:
@@ -214,13 +269,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "hyperspectral":
             return _cmd_hyperspectral(args)
         return _cmd_report(args)
-    except ValueError as err:
-        print(f"gaugekit: error: {err}", file=sys.stderr)
-        return 2
-    except ImportError as err:
-        from gaugekit.experiments.backends import MissingExtra
-
-        if not isinstance(err, MissingExtra):
-            raise
+    except (ValueError, MissingExtra, NotACheckout) as err:
         print(f"gaugekit: error: {err}", file=sys.stderr)
         return 2

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from gaugekit._extras import require_extra
+
 __all__ = [
     "DYNAMICS",
     "Crossing",
@@ -132,6 +134,7 @@ def integrate_mode(
     (increasing, from 0). The equal-rate flow's right side jumps at ``uv = s``: it is integrated
     up to that event and then held there (the sliding solution). Float64.
     """
+    require_extra("integrate_mode", "experiments", "scipy")
     from scipy.integrate import solve_ivp
 
     _check(s, w0, lr)

@@ -13,6 +13,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gaugekit._extras import require_extra
+
+require_extra("gaugekit.viz", "experiments", "matplotlib")
+
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure

@@ -23,6 +23,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from gaugekit._extras import require_extra
 from gaugekit.config import DATA_ENV, get_data_dir
 
 __all__ = [
@@ -124,6 +125,7 @@ def find_file(
     if url is None or not download:
         raise MissingDataFileError(_missing_message(str(rel), dirs, url))
     target = dirs[0] / rel
+    require_extra(f"downloading {rel}", "experiments", "pooch")
     try:
         import pooch
 

@@ -26,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 
+from gaugekit._extras import require_extra
 from gaugekit.data.files import DataFileError, find_file, verify_sha256
 
 __all__ = [
@@ -185,6 +186,7 @@ def load_mat_scene(
     and ``n_cols`` are given). ``shape`` (rows, cols, bands), ``dtype`` and ``sha256``, when
     given, must match or the file is refused (:class:`DataFileError`).
     """
+    require_extra("load_mat_scene", "experiments", "scipy")
     import scipy.io
 
     _check_layout(layout)

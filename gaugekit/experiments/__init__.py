@@ -7,12 +7,18 @@
 ``matrix_sensing``  the optimizer zoo on the paper's matrix-sensing testbed
 ``ladder``     the zoo at growing sizes, and rank and m/dof arms (the GPU appendix)
 
-Experiments are registered here by name; modules are imported on first use.
+Experiments are registered here by name; modules are imported on first use. The package
+needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``): importing it
+without raises :class:`~gaugekit._extras.MissingExtra`, which says so.
 """
 
 from __future__ import annotations
 
 import importlib
+
+from gaugekit._extras import require_extra
+
+require_extra("gaugekit.experiments", "experiments")
 
 from gaugekit.experiments.sweep import Experiment
 

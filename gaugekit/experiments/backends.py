@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 import torch
 
+from gaugekit._extras import MissingExtra, require_extra
 from gaugekit.experiments.sweep import Experiment, RunResult, RunSpec, _error_results, _execute
 
 __all__ = ["BACKENDS", "Backend", "DaskBackend", "LocalBackend", "MissingExtra", "make_backend"]
@@ -56,10 +57,6 @@ __all__ = ["BACKENDS", "Backend", "DaskBackend", "LocalBackend", "MissingExtra",
 BACKENDS = ("local", "dask")
 
 Stream = Iterator[tuple[list[RunSpec], list[RunResult], float]]
-
-
-class MissingExtra(ImportError):
-    """A backend needs an optional dependency that is not installed."""
 
 
 class Backend(Protocol):
@@ -123,13 +120,9 @@ class LocalBackend:
 
 
 def _distributed() -> Any:
-    try:
-        import distributed
-    except ImportError as err:
-        raise MissingExtra(
-            "the dask backend needs Dask distributed, which is not installed: "
-            "pip install 'gaugekit[cluster]'"
-        ) from err
+    require_extra("the dask backend", "cluster", "distributed")
+    import distributed
+
     return distributed
 
 

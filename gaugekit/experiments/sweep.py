@@ -131,7 +131,8 @@ class Experiment(Protocol):
 @dataclass
 class SweepReport:
     """Counts and timing of one :func:`run_sweep` call: runs ``planned`` over all parts, of
-    which ``shared`` repeat a run of an earlier part and ``skipped`` were already recorded."""
+    which ``shared`` repeat a run of an earlier part and ``skipped`` were already recorded;
+    ``first_error``: the message of the first run that ended ``error`` in this call."""
 
     planned: int = 0
     shared: int = 0
@@ -141,6 +142,7 @@ class SweepReport:
     batches: int = 0
     wall_time_s: float = 0.0
     files: list[str] = field(default_factory=list)
+    first_error: str | None = None
 
     def __str__(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.statuses.items())
@@ -320,6 +322,8 @@ def _record_batch(experiment: Experiment, out: Path, scale: str, dev: torch.devi
         )
         by_file.setdefault(out / f"{spec.part}.jsonl", []).append(record)
         report.statuses[result.status] += 1
+        if result.status == "error" and report.first_error is None:
+            report.first_error = f"part {spec.part!r}: {result.message}"
     for path, records in by_file.items():
         append_records(path, records)
         if str(path) not in report.files:

@@ -70,6 +70,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gaugekit._extras import MissingExtra
 from gaugekit.optim import distributed as D
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.registry import OptimizerSpec, register_optimizer
@@ -321,10 +322,8 @@ def _odeint() -> Callable[..., Any]:
 
 def _require_torchdiffeq(method: str) -> None:
     if importlib.util.find_spec("torchdiffeq") is None:
-        raise ImportError(
-            f"FlowAdam(flow_method={method!r}) needs the optional package torchdiffeq "
-            "(pip install torchdiffeq); flow_method='euler' needs nothing"
-        )
+        raise MissingExtra(f"FlowAdam(flow_method={method!r})", "experiments", ("torchdiffeq",),
+                           note="flow_method='euler' needs nothing")
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from gaugekit._extras import require_extra
 from gaugekit.gauge import balancedness_norm
 from gaugekit.linalg import effective_rank, nuclear_norm
 
@@ -408,14 +409,10 @@ def min_nuclear_norm_solution(instance: SensingInstance, solver: str | None = No
     The convex relaxation the small-initialization gradient flow is conjectured to track. Solved
     in float64 by an established conic solver (Clarabel when installed, else cvxpy's default);
     returns ``X`` (n×n, float64, CPU). Needs the optional dependency ``cvxpy``
-    (``pip install gaugekit[book]``).
+    (the ``experiments`` extra).
     """
-    try:
-        import cvxpy as cp
-    except ImportError as err:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "min_nuclear_norm_solution needs cvxpy: pip install 'gaugekit[book]'"
-        ) from err
+    require_extra("min_nuclear_norm_solution", "experiments", "cvxpy")
+    import cvxpy as cp
     import numpy as np
 
     n = instance.n
