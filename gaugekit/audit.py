@@ -630,17 +630,18 @@ def format_audit_table(rows: Sequence[AuditRow]) -> str:
     :meth:`AuditResult.verdict_line` (the optimizer as built, keeps / breaks / chaotic and the
     numbers that decide it), or the error that prevented a result.
     """
-    header = (f"{'optimizer':<18} {'verdict':<16} {'residual_U':>11} {'residual_V':>11} "
+    w = max([18, *(len(row.name) for row in rows)])
+    header = (f"{'optimizer':<{w}} {'verdict':<16} {'residual_U':>11} {'residual_V':>11} "
               f"{'noise':>9} {'moved':>9}")
     lines = [header, "-" * len(header)]
     for row in rows:
         if row.result is None:
-            lines.append(f"{row.name:<18} {row.verdict:<16} {row.error}")
+            lines.append(f"{row.name:<{w}} {row.verdict:<16} {row.error}")
             continue
         r = row.result
         noise = f"{r.noise_residual:>9.2e}" if r.noise_residual is not None else f"{'-':>9}"
         lines.append(
-            f"{row.name:<18} {row.verdict:<16} {r.residual_U:>11.2e} {r.residual_V:>11.2e} "
+            f"{row.name:<{w}} {row.verdict:<16} {r.residual_U:>11.2e} {r.residual_V:>11.2e} "
             f"{noise} {r.displacement:>9.2e}"
         )
     judged = [row.result for row in rows if row.result is not None]
