@@ -613,7 +613,12 @@ class Collected:
         return self.collected.report
 
     def note(self) -> str:
+        """The records note (:meth:`gaugekit.experiments.sweep.Collected.note`)."""
         return self.collected.note()
+
+    def note_markdown(self) -> str:
+        """The records note as Markdown, commands in code blocks (for a page)."""
+        return self.collected.note_markdown()
 
     def runs(self, part: str, **where: Any) -> list[dict[str, Any]]:
         """The records of ``part`` whose config (or ``twin``/``method`` entries) match."""

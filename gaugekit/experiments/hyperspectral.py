@@ -938,7 +938,12 @@ class Collected:
                          eval_seeds=self.config.eval_seeds, thresholds=part.budget.thresholds)
 
     def note(self) -> str:
+        """The records note (:meth:`gaugekit.experiments.sweep.Collected.note`)."""
         return self.collected.note()
+
+    def note_markdown(self) -> str:
+        """The records note as Markdown, commands in code blocks (for a page)."""
+        return self.collected.note_markdown()
 
 
 def collect(
