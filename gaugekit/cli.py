@@ -1,4 +1,4 @@
-"""Floor 4: the command line, ``python -m gaugekit`` (or ``gaugekit``). Thin: parse, then call.
+"""The command line, ``python -m gaugekit`` (or ``gaugekit``). Thin: parse, then call.
 
 ::
 
@@ -24,6 +24,8 @@ importable optimizer class (``torch.optim.AdamW``, ``gaugekit.optim.Muon``) or r
 (``adam``), built with the ``KEY=VALUE`` hyperparameters (values read as Python literals,
 strings otherwise), and prints the audit table and its verdict line.
 """
+
+# Developer note (layers, DESIGN.md): floor 4.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Floor 0: the switches every other module reads, and nothing else.
+"""The switches every other module reads, and nothing else.
 
 Four settings, each read from the environment at call time so that a chapter or a
 test can change them without re-importing anything:
@@ -13,6 +13,8 @@ test can change them without re-importing anything:
                      makes them when some are missing; ``make`` computes the missing runs and
                      appends their records (the third mode of the book: fresh paper records).
 """
+
+# Developer note (layers, DESIGN.md): floor 0.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 1: the computations behind the theory chapters (gauge, taxonomy, characterization).
+r"""The computations behind the theory chapters (gauge, taxonomy, characterization).
 
 Each function evaluates one object of the paper (arXiv 2608.05136) so that a chapter can put the
 closed form next to what the library's optimizers actually do:
@@ -19,6 +19,8 @@ Notation: ``U`` (n×k), ``V`` (m×k), ``W = U Vᵀ``, ``Q ∈ O(k)``, ``G_U, G_V
 the step size ``η``, ``eps`` Adam's ``ε``. Everything is float64-friendly and takes explicit
 tensors; nothing here draws random numbers.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Figures and tables from run records (beside floor 3): each figure of the book has one producer.
+"""Figures and tables from run records: each figure of the book has one producer.
 
 Every function takes records (the dicts of :mod:`gaugekit.experiments.records`) or rows
 derived from them, draws on a given ``ax`` (or a new figure) and returns the figure. Colours say
@@ -6,6 +6,8 @@ the gauge class of an optimizer: equivariant (blue) or coordinate-wise (orange),
 optimizer registry. :func:`table_html` renders rows as an HTML table for a chapter;
 :func:`records_note` says which records a page shows and the command that made them.
 """
+
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 1: hyperspectral scenes — a registry of the published ones and a loader for any ``.mat``.
+r"""Hyperspectral scenes — a registry of the published ones and a loader for any ``.mat``.
 
 A *scene* is a cube ``X ∈ ℝ^{rows × cols × bands}`` (one spectrum per pixel). Files come in two
 layouts, both read with :func:`scipy.io.loadmat`:
@@ -16,6 +16,8 @@ scene through :func:`gaugekit.data.files.find_file` (data folder first, then a p
 :func:`load_mat_scene` reads a user's own file. A file whose checksum, key, shape or dtype does not
 match is refused with :class:`~gaugekit.data.files.DataFileError`, never silently used.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 

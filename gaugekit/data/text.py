@@ -1,4 +1,4 @@
-"""Floor 1: the text of the character-level language model — tiny-shakespeare or a built-in text.
+"""The text of the character-level language model — tiny-shakespeare or a built-in text.
 
 :func:`load_text` returns a :class:`Text`: the characters, their integer ids, the vocabulary and
 the name of the text actually used, which the records keep. ``"tinyshakespeare"`` is the file
@@ -8,6 +8,8 @@ is refused with a :class:`~gaugekit.data.files.DataFileError`). ``"builtin"`` is
 domain passage shipped with the package, the default of CI machines that have no data folder.
 ``"auto"`` takes tiny-shakespeare when the file is there and the built-in text otherwise.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Floor 3: the generic sweep runner every experiment of the book uses.
+"""The generic sweep runner every experiment of the book uses.
 
 An *experiment* (one module per experiment) says what to run; this module says how:
 
@@ -25,6 +25,8 @@ splitting is left whole.
 Every record of a folder counts for skipping, whichever part wrote it: parts that share runs
 (the same semantic config) compute them once.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

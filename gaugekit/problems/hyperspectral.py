@@ -1,4 +1,4 @@
-r"""Floor 2: hyperspectral matrix completion, the paper's second testbed (Table 5).
+r"""Hyperspectral matrix completion, the paper's second testbed (Table 5).
 
 The matrix (:func:`scene_matrix`). A scene cube ``X`` (rows × cols × bands) is flattened to
 pixels × bands (row-major pixels), divided by its global maximum, pixels that are zero in every
@@ -44,6 +44,8 @@ kept by the records of the other scenes) does the same steps in float64.
 Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``R`` runs;
 :class:`CompletionBatch` stacks runs on several instances (several masks).
 """
+
+# Developer note (layers, DESIGN.md): floor 2.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 2: matrix sensing of a low-rank head plus a spectral tail (Section 8 of arXiv 2608.05136).
+r"""Matrix sensing of a low-rank head plus a spectral tail (Section 8 of arXiv 2608.05136).
 
 The target is no longer exactly low rank. With the planted rank-``r`` head
 ``X_3 = U_star V_starᵀ`` of :mod:`gaugekit.problems.matrix_sensing` and a tail ``E_⊥``,
@@ -28,6 +28,8 @@ add how well the head and the tail are fitted separately: with ``W`` the learned
 ``head_rec = ‖P_U W P_V − √(1−τ²) X_3‖_F / ‖√(1−τ²) X_3‖_F`` and
 ``tail_rec = ‖P_U^⊥ W P_V^⊥ − τ E_⊥‖_F / ‖τ E_⊥‖_F`` (NaN at ``τ = 0``).
 """
+
+# Developer note (layers, DESIGN.md): floor 2.
 
 from __future__ import annotations
 
