@@ -3,16 +3,22 @@ r"""An equivariance audit that works on any ``torch.optim`` optimizer.
 The question asked of an update rule ``Φ``: started from ``(U₀Q, V₀Q)`` instead of ``(U₀, V₀)``,
 on a loss that cannot tell the two apart, does it produce the same trajectory times ``Q``?
 
-    ``(U_t^Q, V_t^Q) = (U_t Q, V_t Q)`` for every step ``t``   (Prop. 4.2 of the paper)
+.. math::
 
-The audit runs the optimizer twice, with its state live, on the same gauge-invariant loss (by
-default a small float64 matrix-sensing loss) and reports, per factor, the relative residual of
-the *displacements*
+   (U_t^Q, V_t^Q) = (U_t Q, V_t Q) \quad \text{for every step } t
+   \qquad \text{(Proposition 4.2 of the paper)}
 
-    ``r_U = max_t ‖(U_t^Q − U₀Q) − (U_t − U₀)Q‖_F / ‖(U_t − U₀)Q‖_F``
+The audit runs the optimizer from both starts, with its state live, on the same
+gauge-invariant loss (by default a small float64 matrix-sensing loss) and reports, per factor,
+the relative residual of the *displacements*
 
-(and ``r_V`` alike). Displacements, not iterates, are compared so that the size of ``U₀`` does
-not dilute the residual.
+.. math::
+
+   r_U = \max_t \frac{\lVert (U_t^Q - U_0 Q) - (U_t - U_0) Q \rVert_F}
+                      {\lVert (U_t - U_0) Q \rVert_F}
+
+(and ``r_V`` alike; ``r`` is the larger of the two). Displacements, not iterates, are compared
+so that the size of ``U₀`` does not dilute the residual.
 
 Threshold. For an equivariant rule the residual is pure round-off: a few dozen flops per step,
 an SVD or ``eigh`` in Muon/Shampoo, amplified mildly over ``num_steps``; in float64 this is
@@ -35,11 +41,12 @@ i.i.d. ``N(0, 1)``, ``δ = noise_scale``, no rotation), whose displacement resid
 plain run, ``r_noise``, measures how strongly the dynamics amplify an arbitrary perturbation.
 The rule (:func:`decide_verdict`, shared with :func:`gaugekit.twins.audit_twins`):
 
-* keeps the gauge: ``r ≤ threshold`` (round-off, above);
-* breaks the gauge: ``r > threshold`` and ``r > CHAOS_FACTOR · r_noise`` (``CHAOS_FACTOR = 10``);
-* chaotic: ``r > threshold`` but ``r ≤ CHAOS_FACTOR · r_noise``: a perturbation of size ``δ``
-  in the given basis moves the run at least a tenth as far as the rotation does, so the gap
-  says how sensitive the run is, not that the rule sees the basis.
+* keeps the gauge: :math:`r \le \tau`, with :math:`\tau` the round-off threshold above;
+* breaks the gauge: :math:`r > \tau` and :math:`r > c \, r_\text{noise}`, with the chaos
+  factor :math:`c` = ``CHAOS_FACTOR`` = 10;
+* chaotic: :math:`r > \tau` but :math:`r \le c \, r_\text{noise}`: a perturbation of size
+  ``δ`` in the given basis moves the run at least a tenth as far as the rotation does, so the
+  gap says how sensitive the run is, not that the rule sees the basis.
 
 A rule that sees the basis moves the rotated run at first order in the update; the noise run
 moves by ``δ`` times the run's amplification. Outside chaos the two are orders of magnitude
@@ -68,6 +75,7 @@ __all__ = [
     "CHAOTIC",
     "FLOAT32_THRESHOLD",
     "FLOAT64_THRESHOLD",
+    "IMPLEMENTATION_SWITCHES",
     "KEEPS",
     "OUTCOMES",
     "UNJUDGED",
@@ -120,11 +128,15 @@ def default_threshold(dtype: torch.dtype) -> float:
 
 #: A gauge drift more than this many times the noise twin's is the basis, not chaos (module doc).
 CHAOS_FACTOR: float = 10.0
-#: The outcomes of :func:`decide_verdict`.
+#: Outcome of :func:`decide_verdict`: the drift is round-off.
 KEEPS = "keeps the gauge"
+#: Outcome of :func:`decide_verdict`: the gauge twin drifts far beyond the noise twin.
 BREAKS = "breaks the gauge"
+#: Outcome of :func:`decide_verdict`: the gauge twin drifts no farther than chaos explains.
 CHAOTIC = "chaotic (gauge twin ≈ noise twin)"
+#: Outcome of :func:`decide_verdict`: no verdict (the run did not move, or diverged).
 UNJUDGED = "cannot be judged"
+#: The four outcomes of :func:`decide_verdict`, in this order.
 OUTCOMES: tuple[str, ...] = (KEEPS, BREAKS, CHAOTIC, UNJUDGED)
 
 #: ``torch.optim`` constructor switches that choose an implementation, not the update; left out
@@ -365,7 +377,7 @@ class AuditResult:
 
     @property
     def description(self) -> str:
-        """The optimizer as built: ``"torch.optim.AdamW(lr=0.01, ...)"``."""
+        """The optimizer as built, as in ``"torch.optim.AdamW(lr=0.01, ...)"``."""
         return describe_optimizer(self.optimizer or "optimizer", self.hyperparameters)
 
     def verdict_line(self, name: str | None = None) -> str:
@@ -478,7 +490,7 @@ def audit_equivariance(
     noise_scale: float | None = 1e-7,
     noise_seed: int = 888,
 ) -> AuditResult:
-    r"""Audit ``make_optimizer`` for gauge equivariance (Prop. 4.2) over ``num_steps`` steps.
+    r"""Audit ``make_optimizer`` for gauge equivariance (Proposition 4.2) over ``num_steps`` steps.
 
     ``make_optimizer(params)`` receives the list ``[U, V]`` of two leaf tensors and returns any
     ``torch.optim.Optimizer``; it is called once per run. Each step calls

@@ -153,8 +153,9 @@ __all__ = [
 #: The twin kinds :func:`audit_twins` knows.
 TWIN_KINDS: tuple[str, ...] = ("gauge", "identity", "noise")
 
-#: One site: an ``nn.MultiheadAttention`` (module or its name) or a ``(query, key)`` pair of
-#: ``nn.Linear`` projections or of 2-D weight parameters (objects or names).
+#: What names one attention site, an ``nn.MultiheadAttention`` (module or its name) or a
+#: ``(query, key)`` pair of ``nn.Linear`` projections or of 2-D weight parameters (objects or
+#: names).
 SiteSpec = (
     str | nn.MultiheadAttention
     | tuple[str | nn.Linear | nn.Parameter, str | nn.Linear | nn.Parameter]

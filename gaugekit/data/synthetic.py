@@ -37,7 +37,8 @@ def make_synthetic_scene(
     noise: float = 0.005,
     seed: int = 0,
 ) -> SceneData:
-    """The synthetic scene (see the module docstring) as a :class:`SceneData`, values ≈ [0, 1]."""
+    """The synthetic scene (see the module docstring) as a
+    :class:`~gaugekit.data.scenes.SceneData`, values ≈ [0, 1]."""
     for name, value in (("rows", rows), ("cols", cols), ("bands", bands),
                         ("endmembers", endmembers)):
         _check_positive(name, value)

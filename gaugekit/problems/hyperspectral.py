@@ -82,7 +82,7 @@ __all__ = [
     "scene_matrix",
 ]
 
-#: The paper's matrix protocol: rows kept, their generator seed, factor rank, init scale.
+#: The paper's matrix protocol (rows kept, their generator seed, factor rank, init scale).
 NUM_ROWS = 2000
 MATRIX_SEED = 2026
 FACTOR_RANK = 48

@@ -162,7 +162,7 @@ def split_errors(W: Tensor, instance: TailInstance) -> dict[str, Tensor]:
 @dataclass
 class TailBatch(SensingBatch):
     """A :class:`~gaugekit.problems.matrix_sensing.SensingBatch` of :class:`TailInstance` runs
-    whose :meth:`metrics` add ``head_rec`` and ``tail_rec`` (:func:`split_errors`)."""
+    whose :meth:`TailBatch.metrics` add ``head_rec`` and ``tail_rec`` (:func:`split_errors`)."""
 
     curve_names: ClassVar[tuple[str, ...]] = (
         "train_loss", "rec", "val_rec", "balancedness", "head_rec", "tail_rec")
@@ -175,6 +175,9 @@ class TailBatch(SensingBatch):
         return TailBatch(self.instances, [self.run_instance[i] for i in keep_list], self.min_rows)
 
     def metrics(self, U: Tensor, V: Tensor, *, spectral: bool = True) -> dict[str, Tensor]:
+        """The recovery metrics of every run (those of
+        :meth:`~gaugekit.problems.matrix_sensing.SensingBatch.metrics`) plus ``head_rec`` and
+        ``tail_rec``, the errors on the planted head and on the tail (:func:`split_errors`)."""
         out = super().metrics(U, V, spectral=spectral)
         W = U.double() @ V.double().mT
         head = torch.empty(W.shape[0], dtype=torch.float64, device=W.device)
