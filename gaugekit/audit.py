@@ -221,7 +221,7 @@ def decide_verdict(
     return GaugeVerdict(CHAOTIC, gauge, noise, threshold, factor)
 
 
-def optimizer_name(optimizer: torch.optim.Optimizer) -> str:
+def optimizer_name(optimizer: object) -> str:
     """The shortest public dotted path of the optimizer's class (``torch.optim.AdamW``)."""
     cls = type(optimizer)
     parts = cls.__module__.split(".")
@@ -246,19 +246,20 @@ def _plain(value: object) -> object:
     return repr(value)
 
 
-def optimizer_hyperparameters(optimizer: torch.optim.Optimizer) -> dict[str, object]:
+def optimizer_hyperparameters(optimizer: object) -> dict[str, object]:
     """The hyperparameters the optimizer was built with, as resolved (its ``defaults``).
 
     Implementation switches (:data:`IMPLEMENTATION_SWITCHES`) are left out while off. A
     parameter group that differs from the defaults adds ``"group I"`` with its differing values.
-    Values are plain data (numbers, strings, lists; anything else as its ``repr``).
+    Values are plain data (numbers, strings, lists; anything else as its ``repr``). An object
+    that only has ``step`` (a wrapper around optimizers) has no hyperparameters to show: ``{}``.
     """
     defaults = dict(getattr(optimizer, "defaults", {}) or {})
     out: dict[str, object] = {
         key: _plain(value) for key, value in defaults.items()
         if not (key in IMPLEMENTATION_SWITCHES and value in (None, False))
     }
-    for i, group in enumerate(optimizer.param_groups):
+    for i, group in enumerate(getattr(optimizer, "param_groups", None) or ()):
         changed = {
             key: _plain(value) for key, value in group.items()
             if key != "params" and key in defaults and _plain(value) != _plain(defaults[key])

@@ -356,3 +356,20 @@ def test_hyperparameters_show_groups_and_switches_that_are_on():
     assert hp["group 1"] == {"lr": 0.5} and "group 0" not in hp
     assert optimizer_name(opt) == "torch.optim.Adam"
     assert optimizer_name(make_optimizer("gd", [U])).startswith("gaugekit.optim.")
+
+
+def test_a_wrapper_with_only_step_is_audited_and_named():
+    """A factory may return any object with ``step(closure)`` (a wrapper around optimizers, as
+    the sharded runs of tests/optim do): no hyperparameters to show, its class named."""
+
+    class OnlyStep:
+        def __init__(self, params):
+            self.inner = torch.optim.SGD(params, lr=1e-2)
+
+        def step(self, closure=None):
+            return self.inner.step(closure)
+
+    result = audit_equivariance(OnlyStep)
+    assert result.gauge_verdict.outcome == KEEPS and result.hyperparameters == {}
+    assert result.verdict_line().startswith(f"{OnlyStep.__module__}.")
+    assert "OnlyStep(): keeps the gauge" in result.verdict_line()
