@@ -17,9 +17,19 @@ the failures that slip past it:
                "none" is fine), or a Python repr
                such as ``<Figure size …>`` or ``<… object at 0x…>``
 ``table``      a table without data cells
+``rest``       raw reStructuredText in the text: ````x```` literals or ``:class:``, ``:func:``,
+               ``:mod:``, ``:meth:`` … roles that were shown instead of rendered (a docstring
+               pasted into Markdown, say)
+``markdown``   raw Markdown in the text: code between single backticks, ``**bold**`` markers
+``dash``       a command-line option whose ``--`` was typeset as an en dash (``–scale``): the
+               command is not copy-pasteable (Markdown/Sphinx "smart quotes" outside code)
+``path``       a path of the machine that built the book (``/work/…``, ``/tmp/…``, ``/home/…``,
+               ``/root/…``, ``/Users/…``, ``file://``, or the build folder itself), in text or
+               in a cell's output
 
-Code (``pre``, ``code``), scripts, styles and the search/genindex pages are not checked. Each
-problem is printed as ``page: kind: context``.
+Code (``pre``, ``code``), scripts, styles and the search/genindex pages are not checked, except
+that cell outputs are searched for machine paths too. Each problem is printed as
+``page: kind: context``.
 """
 
 from __future__ import annotations
@@ -39,6 +49,14 @@ DOLLAR = re.compile(r"(?<![\w])\$(?=[^\s\d])|(?<=[^\s])\$(?![\w])")
 UNRESOLVED = re.compile(r"\?\?|\[missing\]")
 REPR = re.compile(r"<Figure size|object at 0x[0-9a-f]+|<IPython\.|<matplotlib\.")
 BAD_GLUE = {"", "nan", "null", "inf", "-inf"}  # compared lower-case; Python's None: below
+REST = re.compile(r"``[^`\s](?:[^`]*[^`\s])?``|:(?:class|func|mod|meth|attr|data|exc|obj|ref|"
+                  r"doc|term|math|numref|eq|cite(?::[a-z]+)?|py:[a-z]+):`")
+MARKDOWN = re.compile(r"(?<![`:\w])`(?!`)[^`\n]+(?<!`)`(?!`)|\*\*[^*\s](?:[^*]*[^*\s])?\*\*")
+DASH = re.compile(r"(?:(?<=\s)|^|(?<=[(\[`]))–[a-z][\w-]*")
+MACHINE_PATH = re.compile(
+    r"file://\S+|(?<![\w.~-])/(?:work|tmp|home|root|Users|private|mnt|scratch|var/folders)"
+    r"(?:/[^\s'\"<>)\],;]*)?(?=[\s'\"<>)\],;:]|$)"
+)
 
 
 def _in_math_or_code(node: Tag | NavigableString) -> bool:
@@ -53,6 +71,49 @@ def _in_math_or_code(node: Tag | NavigableString) -> bool:
         if "highlight" in classes or "cell_input" in classes:
             return True
     return False
+
+
+def _in_input_or_script(node: Tag | NavigableString) -> bool:
+    """Inside a cell's source, a script or a style: code the reader did not get from a run."""
+    for parent in node.parents:
+        if not isinstance(parent, Tag):
+            continue
+        if parent.name in ("script", "style"):
+            return True
+        classes = set(parent.get("class") or ())
+        if "cell_input" in classes:
+            return True
+        if "cell_output" in classes:
+            return False
+        if parent.name in ("pre", "code") and not parent.find_parent(class_="cell_output"):
+            return True  # a code example written in the page, not an output
+    return False
+
+
+def _build_folders(root: Path) -> list[str]:
+    """The absolute build folder and the book's source folder (``…/_build/html`` → ``…``)."""
+    html = root.resolve()
+    folders = [str(html)]
+    if html.name == "html" and html.parent.name == "_build":
+        folders.append(str(html.parent.parent))
+    return [f for f in folders if len(f) > 1]
+
+
+def _paths(main: Tag, root: Path) -> Iterator[tuple[str, str]]:
+    folders = _build_folders(root)
+    for text in main.find_all(string=True):
+        if not text.strip() or _in_input_or_script(text):
+            continue
+        s = str(text)
+        m = MACHINE_PATH.search(s)
+        if m is None:
+            for folder in folders:
+                i = s.find(folder)
+                if i >= 0:
+                    m = re.compile(re.escape(folder)).search(s, i)
+                    break
+        if m is not None:
+            yield "path", _context(s, m)
 
 
 def _context(text: str, match: re.Match[str], width: int = 40) -> str:
@@ -70,11 +131,13 @@ def check_page(path: Path, root: Path) -> Iterator[tuple[str, str]]:
         s = str(text)
         found = set()
         for pattern, kind in ((TEX_COMMAND, "tex"), (DOLLAR, "tex"), (UNRESOLVED, "ref"),
-                              (REPR, "glue")):
+                              (REPR, "glue"), (REST, "rest"), (MARKDOWN, "markdown"),
+                              (DASH, "dash")):
             m = pattern.search(s)
             if m and kind not in found:  # one report per text node and kind
                 found.add(kind)
                 yield kind, _context(s, m)
+    yield from _paths(main, root)
     for node in main.select(".pending_xref, .xref.std-ref.missing"):
         yield "ref", node.get_text(" ", strip=True)[:80]
     for fig in main.select("figure, div.figure"):

@@ -1,4 +1,4 @@
-"""Floor 4: the command line, ``python -m gaugekit`` (or ``gaugekit``). Thin: parse, then call.
+"""The command line, ``python -m gaugekit`` (or ``gaugekit``). Thin: parse, then call.
 
 ::
 
@@ -12,6 +12,7 @@
     python -m gaugekit headline [--check]     # the README's results block, from the records
     python -m gaugekit hyperspectral FILE --key KEY [--layout cube|bands_pixels]
                                      [--scale ...] [--out PATH] [--workers N]  # a user's scene
+    python -m gaugekit audit CLASS [KEY=VALUE ...] [--steps N] [--dtype float64|float32]
 
 ``run`` resumes by default: runs already recorded under ``--out`` are skipped. ``--out``
 defaults to ``results/EXPERIMENT/SCALE`` under the working directory. ``--backend dask``
@@ -22,7 +23,14 @@ every record.
 A run whose batches failed prints the first failure and exits 1. ``headline``, and ``run`` or
 ``report`` at paper scale on the default ``results/`` folder, work in a gaugebook checkout (the
 committed records and the README live there); elsewhere they say so and exit 2.
+
+``audit`` runs the equivariance audit (:func:`gaugekit.audit.audit_equivariance`) on any
+importable optimizer class (``torch.optim.AdamW``, ``gaugekit.optim.Muon``) or registry name
+(``adam``), built with the ``KEY=VALUE`` hyperparameters (values read as Python literals,
+strings otherwise), and prints the audit table and its verdict line.
 """
+
+# Developer note (layers, DESIGN.md): floor 4.
 
 from __future__ import annotations
 
@@ -40,7 +48,7 @@ from gaugekit.config import SCALES, get_scale
 if TYPE_CHECKING:
     from gaugekit.experiments.sweep import SweepReport
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "parse_hyperparameters", "resolve_optimizer_class"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,7 +110,120 @@ def build_parser() -> argparse.ArgumentParser:
                      help="records folder, resumable (default: a temporary folder)")
     hsi.add_argument("--device", default=None, help="torch device")
     hsi.add_argument("--workers", type=int, default=1, help="parallel worker processes")
+    _add_audit_parser(sub)
     return parser
+
+
+# --------------------------------------------------------------------------------------------
+# audit: any optimizer class, from the command line
+# --------------------------------------------------------------------------------------------
+
+
+def _add_audit_parser(sub: Any) -> None:
+    audit = sub.add_parser(
+        "audit", help="audit any optimizer class (or registry name) for gauge equivariance",
+        description="Run the equivariance audit on an optimizer built with the given "
+        "hyperparameters; print the audit table and its verdict line.",
+    )
+    audit.add_argument("optimizer", metavar="CLASS",
+                       help="an importable class (torch.optim.AdamW, gaugekit.optim.Muon) or a "
+                       "registry name (adam; see `list`)")
+    audit.add_argument("hyperparameters", nargs="*", metavar="KEY=VALUE",
+                       help="constructor arguments, values as Python literals (lr=1e-3 "
+                       "betas=(0.9,0.95) nesterov=True), strings otherwise")
+    audit.add_argument("--steps", type=int, default=10, help="optimizer steps (default 10)")
+    audit.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                       help="dtype of the audit (default float64)")
+
+
+def parse_hyperparameters(items: Sequence[str]) -> dict[str, Any]:
+    """``["lr=1e-3", "betas=(0.9, 0.95)", "mode=fast"]`` as keyword arguments.
+
+    A value is read with :func:`ast.literal_eval` (numbers, tuples, booleans, ``None``) and
+    kept as a string when it is not a literal. Raises ``ValueError`` for an item without ``=``
+    or whose key is not a Python identifier.
+    """
+    import ast
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"Invalid hyperparameter: {item!r}; expected KEY=VALUE")
+        try:
+            out[key] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            out[key] = text.strip()
+    return out
+
+
+def resolve_optimizer_class(path: str) -> type:
+    """The ``torch.optim.Optimizer`` subclass at the dotted ``path`` (``torch.optim.AdamW``).
+
+    Raises ``ValueError`` when no module of the path imports, the attribute is missing, or it
+    is not an optimizer class.
+    """
+    import importlib
+
+    import torch
+
+    parts = path.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[i:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            raise ValueError(
+                f"Invalid optimizer: {path!r}; {'.'.join(parts[:i])} has no {'.'.join(parts[i:])}"
+            ) from None
+        if not (isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer)):
+            raise ValueError(
+                f"Invalid optimizer: {path!r} is not a torch.optim.Optimizer subclass"
+            )
+        return obj
+    raise ValueError(f"Invalid optimizer: {path!r}; no module of this path can be imported")
+
+
+def _audit_factory(name: str, kwargs: dict[str, Any]) -> Any:
+    """A factory ``params -> optimizer`` for a class path or a registry name."""
+    if "." not in name:
+        from gaugekit.optim.registry import get_spec, make_optimizer
+
+        get_spec(name)  # an unknown name raises ValueError listing the known ones
+        return lambda params: make_optimizer(name, params, **kwargs)
+    cls = resolve_optimizer_class(name)
+    return lambda params: cls(params, **kwargs)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    import torch
+
+    from gaugekit.audit import AuditError, AuditRow, audit_equivariance, format_audit_table
+
+    kwargs = parse_hyperparameters(args.hyperparameters)
+    factory = _audit_factory(args.optimizer, kwargs)
+    dtype = getattr(torch, args.dtype)
+    probe = [torch.zeros(7, 3, dtype=dtype, requires_grad=True),
+             torch.zeros(5, 3, dtype=dtype, requires_grad=True)]
+    try:  # a bad key or value is a usage error, before any step is taken
+        factory(probe)
+    except (TypeError, ValueError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"Invalid hyperparameters for {args.optimizer}: {message}") from exc
+    print(f"Equivariance audit of {args.optimizer}: {args.steps} steps, {args.dtype}, "
+          f"matrix sensing L(U Vᵀ) with U 7x3, V 5x3, a Haar Q and a noise twin (seed 0)")
+    try:
+        result = audit_equivariance(factory, num_steps=args.steps, dtype=dtype)
+    except AuditError as exc:
+        print(format_audit_table([AuditRow(args.optimizer, "error", error=str(exc))]))
+        return 1
+    print(format_audit_table([AuditRow(args.optimizer, result.verdict, result)]))
+    return 0
 
 
 def _cmd_hyperspectral(args: argparse.Namespace) -> int:
@@ -268,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_headline(args)
         if args.command == "hyperspectral":
             return _cmd_hyperspectral(args)
+        if args.command == "audit":
+            return _cmd_audit(args)
         return _cmd_report(args)
     except (ValueError, MissingExtra, NotACheckout) as err:
         print(f"gaugekit: error: {err}", file=sys.stderr)

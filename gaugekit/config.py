@@ -1,18 +1,20 @@
-"""Floor 0: the switches every other module reads, and nothing else.
+"""The switches every other module reads, and nothing else.
 
 Four settings, each read from the environment at call time so that a chapter or a
 test can change them without re-importing anything:
 
-``GAUGEKIT_SCALE``   ``quick`` (default: the whole book on a 2-core CPU in minutes) or
-                     ``paper`` (the paper's sizes, seeds and step budgets).
-``GAUGEKIT_DEVICE``  a torch device string; default ``cuda`` when available, else ``cpu``.
-``GAUGEKIT_DATA``    the folder where loaders look for (and download) data files;
-                     default ``~/.cache/gaugekit``.
-``GAUGEKIT_RECORDS`` what a paper-scale page does with its sweeps: ``read`` (default) renders
-                     the committed records and stops with a message naming the command that
-                     makes them when some are missing; ``make`` computes the missing runs and
-                     appends their records (the third mode of the book: fresh paper records).
+* ``GAUGEKIT_SCALE``: ``quick`` (default: the whole book on a 2-core CPU in minutes) or
+  ``paper`` (the paper's sizes, seeds and step budgets).
+* ``GAUGEKIT_DEVICE``: a torch device string; default ``cuda`` when available, else ``cpu``.
+* ``GAUGEKIT_DATA``: the folder where loaders look for (and download) data files;
+  default ``~/.cache/gaugekit``.
+* ``GAUGEKIT_RECORDS``: what a paper-scale page does with its sweeps: ``read`` (default)
+  renders the committed records and stops with a message naming the command that makes them
+  when some are missing; ``make`` computes the missing runs and appends their records (the
+  third mode of the book: fresh paper records).
 """
+
+# Developer note (layers, DESIGN.md): floor 0.
 
 from __future__ import annotations
 

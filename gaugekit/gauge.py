@@ -1,4 +1,4 @@
-r"""Floor 1: the gauge group, its actions on factorizations, its invariants and distances.
+r"""The gauge group, its actions on factorizations, its invariants and distances.
 
 A factorization ``W = U Vᵀ`` with ``U`` (n×k) and ``V`` (m×k) does not determine its factors:
 
@@ -13,6 +13,8 @@ deep linear chain ``W = W_L ⋯ W_1`` and per head in attention, where the logit
 Everything here takes matrices or stacks of matrices (leading batch dimensions); every random
 draw comes from an explicit :class:`torch.Generator`.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""Floor 1: small linear-algebra kernels shared by optimizers, problems and tests.
+"""Small linear-algebra kernels shared by optimizers, problems and tests.
 
 Every function accepts a matrix or a stack of matrices: leading dimensions are batch
 dimensions and the last two are the matrix. Nothing here keeps state.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 

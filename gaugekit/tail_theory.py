@@ -1,4 +1,4 @@
-r"""Floor 1: the per-mode dynamics of Prop. 8.1 (arXiv 2608.05136) and the crossing ``τ*``.
+r"""The per-mode dynamics of Proposition 8.1 (arXiv 2608.05136) and the crossing ``τ*``.
 
 **Per-mode dynamics.** In the eigenbasis of a target with singular values ``s₁ ≥ s₂ ≥ …`` the
 factorized flows decouple: mode ``i`` has factor amplitudes ``u, v`` and product ``w = u v``
@@ -31,6 +31,8 @@ stops being below ``b(τ)`` (GD's): linear interpolation of the difference of th
 between the two grid points that bracket its first sign change, and a paired bootstrap over
 seeds for its spread; when the difference has no sign change in the grid it says so.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 1: the computations behind the theory chapters (gauge, taxonomy, characterization).
+r"""The computations behind the theory chapters (gauge, taxonomy, characterization).
 
 Each function evaluates one object of the paper (arXiv 2608.05136) so that a chapter can put the
 closed form next to what the library's optimizers actually do:
@@ -6,11 +6,12 @@ closed form next to what the library's optimizers actually do:
 * the ``k = 2`` gauge orbit (:func:`rotation_2d`) and autograd gradients (:func:`loss_gradients`);
 * memoryless first-step maps of the coordinate-wise rules: Adam's ``D_ε(G) = G ⊘ (|G| + ε)``
   and Adafactor's rank-one reconstruction, and the equivariance gap of any map;
-* Adam's exact first-step gauge defect (Prop. 4.4), in closed form and on a grid of ``(lr, ε)``;
-* Theorem 4.5 and Prop. A.1: the implied left preconditioner ``Φ(G) G⁺``, the gauge that
+* Adam's exact first-step gauge defect (Proposition 4.4), in closed form and on a grid of
+  ``(lr, ε)``;
+* Theorem 4.5 and Proposition A.1: the implied left preconditioner ``Φ(G) G⁺``, the gauge that
   relates two matrices with the same left Gram, and the spectral transfer function ``h`` of a
   map, measured from its output, plus Newton–Schulz's scalar map;
-* Theorem 4.6 and Prop. A.4: factor flows ``U' = −Φ_U``, ``V' = −Φ_V`` integrated with
+* Theorem 4.6 and Proposition A.4: factor flows ``U' = −Φ_U``, ``V' = −Φ_V`` integrated with
   ``torchdiffeq``, the time change ``τ(T) = ∫₀ᵀ du / a(u)``, optimizer trajectories and the
   drift of the balancedness ``B = UᵀU − VᵀV``;
 * attention logits per head, whose invariance is the attention gauge.
@@ -19,6 +20,8 @@ Notation: ``U`` (n×k), ``V`` (m×k), ``W = U Vᵀ``, ``Q ∈ O(k)``, ``G_U, G_V
 the step size ``η``, ``eps`` Adam's ``ε``. Everything is float64-friendly and takes explicit
 tensors; nothing here draws random numbers.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 
@@ -163,12 +166,12 @@ def first_step_map(make_optimizer: OptimizerFactory, lr: float) -> MatrixMap:
 
 
 # --------------------------------------------------------------------------------------------
-# Prop. 4.4: Adam's exact first-step defect
+# Proposition 4.4: Adam's exact first-step defect
 # --------------------------------------------------------------------------------------------
 
 
 class AdamFirstStepDefect(NamedTuple):
-    r"""The pieces of Prop. 4.4 at one ``(lr, ε)``.
+    r"""The pieces of Proposition 4.4 at one ``(lr, ε)``.
 
     ``defect = W̃₁ − W₁`` (the product after one Adam step from ``(U₀Q, V₀Q)`` minus the product
     after one step from ``(U₀, V₀)``); ``step = W₁ − W₀``; ``E_U = D_ε(G_U Q)Qᵀ − D_ε(G_U)`` and
@@ -190,7 +193,7 @@ def adam_first_step_defect(
     lr: float,
     eps: float,
 ) -> AdamFirstStepDefect:
-    r"""Prop. 4.4 in closed form: the product defect of one zero-state Adam step.
+    r"""Proposition 4.4 in closed form: the product defect of one zero-state Adam step.
 
     With ``D_U = D_ε(G_U)``, ``E_U = D_ε(G_U Q) Qᵀ − D_U`` (and ``V`` alike), the gradients at
     ``(U₀Q, V₀Q)`` being ``(G_U Q, G_V Q)`` (Lemma 4.1),
@@ -235,7 +238,7 @@ def adam_relative_defect_grid(
 
 
 # --------------------------------------------------------------------------------------------
-# Theorem 4.5 and Prop. A.1
+# Theorem 4.5 and Proposition A.1
 # --------------------------------------------------------------------------------------------
 
 
@@ -256,7 +259,7 @@ def gram_gauge(G1: Tensor, G2: Tensor) -> Tensor:
 
 
 def transfer_from_psi(psi: Callable[[Tensor], Tensor], s: Tensor) -> Tensor:
-    r"""``h(s) = s ψ(s²)`` (Prop. A.1): ``ψ(GGᵀ) G = Σᵢ h(σᵢ) uᵢ vᵢᵀ``."""
+    r"""``h(s) = s ψ(s²)`` (Proposition A.1): ``ψ(GGᵀ) G = Σᵢ h(σᵢ) uᵢ vᵢᵀ``."""
     return s * psi(s * s)
 
 
@@ -274,7 +277,7 @@ class SpectralTransfer(NamedTuple):
 
 
 def measure_spectral_transfer(phi: MatrixMap, G: Tensor) -> SpectralTransfer:
-    r"""Measure the transfer function of ``Φ`` at ``G`` from ``Φ(G)`` alone (Prop. A.1)."""
+    r"""Measure the transfer function of ``Φ`` at ``G`` from ``Φ(G)`` alone (Proposition A.1)."""
     P, s, Rh = torch.linalg.svd(G, full_matrices=False)
     out = phi(G)
     h = torch.diagonal(P.mT @ out @ Rh.mT, dim1=-2, dim2=-1)
@@ -301,7 +304,7 @@ def newton_schulz_scalar_map(
 
 
 # --------------------------------------------------------------------------------------------
-# Theorem 4.6 and Prop. A.4: flows, clocks, trajectories, balancedness
+# Theorem 4.6 and Proposition A.4: flows, clocks, trajectories, balancedness
 # --------------------------------------------------------------------------------------------
 
 
@@ -388,7 +391,7 @@ def balancedness_drift(U: Tensor, V: Tensor) -> Tensor:
     r"""``‖B_t − B_0‖_F`` along a trajectory (stacks ``(T + 1, n, k)``, ``(T + 1, m, k)``).
 
     ``B = UᵀU − VᵀV`` is conserved by gradient flow and by any flow with one common scalar
-    preconditioner (Prop. A.4); a discrete step of size ``η`` moves it by ``O(η²)`` for GD.
+    preconditioner (Proposition A.4); a discrete step of size ``η`` moves it by ``O(η²)`` for GD.
     """
     B = balancedness(U, V)
     return torch.linalg.matrix_norm(B - B[:1])

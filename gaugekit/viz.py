@@ -1,10 +1,13 @@
-"""Figures and tables from run records (beside floor 3): each figure of the book has one producer.
+"""Figures and tables from run records: each figure of the book has one producer.
 
 Every function takes records (the dicts of :mod:`gaugekit.experiments.records`) or rows
 derived from them, draws on a given ``ax`` (or a new figure) and returns the figure. Colours say
 the gauge class of an optimizer: equivariant (blue) or coordinate-wise (orange), read from the
-optimizer registry. :func:`table_html` renders rows as an HTML table for a chapter.
+optimizer registry. :func:`table_html` renders rows as an HTML table for a chapter;
+:func:`records_note` says which records a page shows and the command that made them.
 """
+
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ __all__ = [
     "method_color",
     "lr_sensitivity",
     "protocol_comparison",
+    "records_note",
     "recovery_bars",
     "scatter_metrics",
     "table_html",
@@ -367,3 +371,23 @@ def value_curves(
                               label="published"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
+
+
+def records_note(source: Any) -> Any:
+    """Which records a page shows and the command that made them, as Markdown for the page.
+
+    ``source`` is what a chapter's ``collect()`` returned (anything with ``note_markdown()``,
+    such as :class:`gaugekit.experiments.sweep.Collected`) or a Markdown string. The result is
+    an :class:`IPython.display.Markdown`: glue it (``glue("note", records_note(c),
+    display=False)``) and paste it with the ``glue:md`` directive and ``:format: myst``, so
+    the command shows as a code block, its ``--`` intact, instead of text between backticks.
+    """
+    from IPython.display import Markdown
+
+    text = source.note_markdown() if hasattr(source, "note_markdown") else source
+    if not isinstance(text, str):
+        raise ValueError(
+            f"Invalid source: {type(source).__name__}; expected a collected result with "
+            f"note_markdown() or a Markdown string"
+        )
+    return Markdown(text)

@@ -1,4 +1,4 @@
-"""Figures of the dial sweep (chapter 5, beside floor 3), in the style of :mod:`gaugekit.viz`.
+"""Figures of the dial sweep (chapter 5), in the style of :mod:`gaugekit.viz`.
 
 Each function takes rows from :mod:`gaugekit.experiments.dial` (:func:`dial_rows`,
 :func:`fixed_lr_table`, :func:`lr_edge_rows`), draws on a given ``ax`` (or a new figure) and
@@ -6,6 +6,8 @@ returns the figure. Filled markers: every seed reached the interpolation bar; ho
 not (the value is measured at a larger training loss). Published values are drawn as black
 crosses.
 """
+
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
 
 from __future__ import annotations
 

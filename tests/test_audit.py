@@ -12,14 +12,22 @@ from hypothesis import strategies as st
 from torch.testing import assert_close
 
 from gaugekit.audit import (
+    BREAKS,
+    CHAOS_FACTOR,
+    CHAOTIC,
     FLOAT32_THRESHOLD,
     FLOAT64_THRESHOLD,
+    KEEPS,
+    UNJUDGED,
     AuditError,
     AuditRow,
     audit_equivariance,
     audit_many,
+    decide_verdict,
     default_threshold,
     format_audit_table,
+    optimizer_hyperparameters,
+    optimizer_name,
     registry_factories,
     sensing_loss,
     torch_optim_factories,
@@ -293,3 +301,125 @@ def test_audit_on_cuda_gives_the_cpu_verdicts():
         gpu = audit_equivariance(f, num_steps=4, device="cuda")
         assert gpu.verdict == cpu.verdict
         assert math.isclose(gpu.loss_start, cpu.loss_start, rel_tol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# verdicts in words
+# --------------------------------------------------------------------------------------------
+
+
+def test_decide_verdict_on_numbers():
+    """The rule at and around its two edges: the threshold and CHAOS_FACTOR x the noise."""
+    t = 1e-8
+    assert decide_verdict(t, 1e-7, t).outcome == KEEPS  # at the threshold: round-off
+    assert decide_verdict(0.0, None, t).outcome == KEEPS
+    assert decide_verdict(0.5, 1e-4, t).outcome == BREAKS
+    assert decide_verdict(0.5, 0.0, t).outcome == BREAKS  # a noise twin that did not move
+    assert decide_verdict(CHAOS_FACTOR * 0.05, 0.05, t).outcome == CHAOTIC  # at the factor
+    assert decide_verdict(CHAOS_FACTOR * 0.05 * 1.01, 0.05, t).outcome == BREAKS
+    assert decide_verdict(0.85, 0.87, t).outcome == CHAOTIC  # Muon's twins in chapter 8
+    assert decide_verdict(1e-6, 0.3, t).outcome == CHAOTIC  # amplified round-off, far below
+    no_noise = decide_verdict(0.5, None, t)
+    assert no_noise.outcome == BREAKS and "chaos is not ruled out" in no_noise.reason()
+    assert decide_verdict(float("nan"), 1e-3, t).outcome == UNJUDGED
+    assert decide_verdict(0.5, float("nan"), t).outcome == UNJUDGED
+    assert decide_verdict(0.0, 0.0, t, unjudged="it did not move").reason() == "it did not move"
+    # the line carries the numbers that decide it
+    line = decide_verdict(0.5, 1e-4, t).line("X")
+    assert line.startswith("X: breaks the gauge: ") and "5.00e-01" in line and "1e-08" in line
+    assert "1.00e-04" in line and "5e+03 x" in line and "> 10 x" in line
+
+
+def test_verdict_lines_end_the_table_with_class_and_hyperparameters():
+    rows = audit_many({
+        "SGD": lambda params: torch.optim.SGD(params, lr=1e-2, momentum=0.9),
+        "Adam": lambda params: torch.optim.Adam(params, lr=1e-2),
+    })
+    sgd, adam = (row.result for row in rows)
+    assert sgd.gauge_verdict.outcome == KEEPS and adam.gauge_verdict.outcome == BREAKS
+    # Adam splits the gauge twins orders of magnitude beyond its noise twin
+    assert adam.residual > 1e4 * adam.noise_residual
+    assert sgd.optimizer == "torch.optim.SGD" and adam.optimizer == "torch.optim.Adam"
+    assert sgd.hyperparameters["lr"] == 1e-2 and sgd.hyperparameters["momentum"] == 0.9
+    assert adam.hyperparameters["betas"] == [0.9, 0.999]
+    lines = format_audit_table(rows).splitlines()
+    assert lines[-2].startswith("torch.optim.SGD(lr=0.01, momentum=0.9, dampening=0")
+    assert lines[-2].endswith(f"{KEEPS}: gauge twin {sgd.residual:.2e} <= round-off threshold "
+                              "1e-08")
+    assert lines[-1].startswith("torch.optim.Adam(lr=0.01, betas=(0.9, 0.999), eps=1e-08")
+    assert f": {BREAKS}: gauge twin {adam.residual:.2e} > round-off threshold 1e-08" in lines[-1]
+    assert "rule: keeps the gauge if residual <= threshold" in lines[-3]
+    assert "<lambda>" not in "\n".join(lines)
+    assert "foreach" not in lines[-1]  # implementation switches are left out while off
+
+
+def test_a_registry_name_prints_what_was_built():
+    """The line shows the values the optimizer was built with, the override and the rest."""
+    row, = audit_many(registry_factories(["adam"], lr=0.02))
+    spec = get_spec("adam")
+    assert row.result.optimizer == f"gaugekit.optim.{spec.cls.__name__}"
+    built = make_optimizer("adam", [torch.zeros(2, 2, requires_grad=True)], lr=0.02)
+    assert row.result.hyperparameters == optimizer_hyperparameters(built)
+    assert row.result.hyperparameters["lr"] == 0.02 and "betas" in row.result.hyperparameters
+    line = format_audit_table([row]).splitlines()[-1]
+    assert line.startswith(f"adam = gaugekit.optim.{spec.cls.__name__}(lr=0.02, betas=(")
+
+
+def test_chaotic_when_the_noise_twin_moves_as_far_as_the_gauge_twin():
+    """Constructed: a noise twin started as far off as the rotation (δ = 0.3, the size of the
+    entries of U₀) moves Adam's run as much, so Adam's split is no longer told from
+    sensitivity; with the default δ = 1e-7 (negative control) the same run breaks the gauge."""
+    adam = lambda params: torch.optim.Adam(params, lr=1e-2)
+    chaotic = audit_equivariance(adam, noise_scale=0.3)
+    assert chaotic.gauge_verdict.outcome == CHAOTIC, chaotic.verdict_line()
+    assert chaotic.residual <= CHAOS_FACTOR * chaotic.noise_residual
+    default = audit_equivariance(adam)
+    assert default.gauge_verdict.outcome == BREAKS
+    assert default.residual == chaotic.residual  # the noise run leaves the other draws alone
+    assert CHAOTIC in chaotic.verdict_line() and "(<= 10 x)" in chaotic.verdict_line()
+
+
+def test_static_and_error_rows_cannot_be_judged():
+    static = audit_equivariance(lambda params: torch.optim.SGD(params, lr=0.0))
+    assert static.gauge_verdict.outcome == UNJUDGED
+    assert "did not move in 10 steps" in static.verdict_line()
+    rows = audit_many({"broken": lambda params: 1 / 0})
+    assert format_audit_table(rows).splitlines()[-1].startswith(f"broken: {UNJUDGED}: ")
+
+
+def test_noise_run_can_be_skipped_and_is_validated():
+    sgd = lambda params: torch.optim.SGD(params, lr=1e-2)
+    result = audit_equivariance(sgd, noise_scale=None)
+    assert result.noise_residual is None and result.gauge_verdict.outcome == KEEPS
+    adam = audit_equivariance(lambda params: torch.optim.Adam(params), noise_scale=None)
+    assert "no noise twin was run" in adam.verdict_line()
+    with pytest.raises(ValueError, match="Invalid noise_scale"):
+        audit_equivariance(sgd, noise_scale=-1.0)
+
+
+def test_hyperparameters_show_groups_and_switches_that_are_on():
+    U = torch.zeros(3, 2, requires_grad=True)
+    V = torch.zeros(4, 2, requires_grad=True)
+    opt = torch.optim.Adam([{"params": [U]}, {"params": [V], "lr": 0.5}], lr=1e-3, foreach=True)
+    hp = optimizer_hyperparameters(opt)
+    assert hp["lr"] == 1e-3 and hp["foreach"] is True and "fused" not in hp
+    assert hp["group 1"] == {"lr": 0.5} and "group 0" not in hp
+    assert optimizer_name(opt) == "torch.optim.Adam"
+    assert optimizer_name(make_optimizer("gd", [U])).startswith("gaugekit.optim.")
+
+
+def test_a_wrapper_with_only_step_is_audited_and_named():
+    """A factory may return any object with ``step(closure)`` (a wrapper around optimizers, as
+    the sharded runs of tests/optim do): no hyperparameters to show, its class named."""
+
+    class OnlyStep:
+        def __init__(self, params):
+            self.inner = torch.optim.SGD(params, lr=1e-2)
+
+        def step(self, closure=None):
+            return self.inner.step(closure)
+
+    result = audit_equivariance(OnlyStep)
+    assert result.gauge_verdict.outcome == KEEPS and result.hyperparameters == {}
+    assert result.verdict_line().startswith(f"{OnlyStep.__module__}.")
+    assert "OnlyStep(): keeps the gauge" in result.verdict_line()

@@ -13,10 +13,19 @@ SOURCE_SUFFIXES = (".md", ".py", ".ipynb")
 
 
 def _toc_files() -> list[str]:
+    """Every file the toc names: the root, each part's chapters and their sections, in order."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+
+    def walk(entries: list[dict]) -> list[str]:
+        out = []
+        for entry in entries:
+            out.append(entry["file"])
+            out += walk(entry.get("sections", []))
+        return out
+
     files = [toc["root"]]
     for part in toc["parts"]:
-        files += [entry["file"] for entry in part["chapters"]]
+        files += walk(part["chapters"])
     return files
 
 
@@ -105,3 +114,72 @@ def test_figure_and_target_labels_are_unique_across_the_book():
             for label in filter(None, groups):
                 counts.setdefault(label, []).append(path.name)
     assert {k: v for k, v in counts.items() if len(v) > 1} == {}
+
+
+# --------------------------------------------------------------------------------------------
+# the API reference (book/api/): one page per public module, every public name on it
+# --------------------------------------------------------------------------------------------
+
+API_PAGES = sorted((ROOT / "book" / "api").glob("*.md"))
+
+
+def _public_names(module_name: str) -> set[str]:
+    """Classes and functions a user imports from the module: its ``__all__`` (else those it
+    defines), the same rule the pages were written with."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n, obj in vars(module).items() if not n.startswith("_")
+                 and getattr(obj, "__module__", None) == module_name]
+    return {n for n in names
+            if inspect.isclass(getattr(module, n)) or inspect.isfunction(getattr(module, n))}
+
+
+def _summaries(text: str) -> dict[str, set[str]]:
+    """module -> names listed in the page's ``autosummary`` tables (after ``currentmodule``)."""
+    out: dict[str, set[str]] = {}
+    for module, body in re.findall(
+        r"\.\. currentmodule:: (\S+)\n\n\.\. autosummary::\n   :nosignatures:\n\n((?:   \S+\n)+)",
+        text,
+    ):
+        out[module] = {line.strip() for line in body.splitlines()}
+    return out
+
+
+def test_every_api_page_is_in_the_toc_under_the_reference_chapter():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    chapters = [c for part in toc["parts"] for c in part["chapters"]]
+    reference, = (c for c in chapters if c["file"] == "chapters/10_api_reference")
+    listed = [s["file"] for s in reference.get("sections", [])]
+    assert sorted(listed) == [f"book/api/{p.stem}" for p in API_PAGES]
+    assert len(API_PAGES) >= 9
+
+
+@pytest.mark.parametrize("page", API_PAGES, ids=lambda p: p.name)
+def test_api_page_summarizes_and_documents_every_public_name(page):
+    text = page.read_text()
+    summaries = _summaries(text)
+    assert summaries, "an API page needs an autosummary table"
+    for module, listed in summaries.items():
+        assert f".. automodule:: {module}\n   :members:" in text, module
+        assert listed == _public_names(module), module
+
+
+def test_the_reference_covers_the_user_facing_modules():
+    documented = {m for page in API_PAGES for m in _summaries(page.read_text())}
+    for module in ("gaugekit.optim", "gaugekit.audit", "gaugekit.twins", "gaugekit.gauge",
+                   "gaugekit.linalg", "gaugekit.theory", "gaugekit.tail_theory",
+                   "gaugekit.problems.matrix_sensing", "gaugekit.data", "gaugekit.data.scenes",
+                   "gaugekit.config"):
+        assert module in documented, module
+
+
+def test_the_summary_check_sees_a_missing_name():
+    """Negative control: a table that leaves a public name out does not match."""
+    text = (".. currentmodule:: gaugekit.gauge\n\n.. autosummary::\n   :nosignatures:\n\n"
+            "   product\n")
+    assert _summaries(text) == {"gaugekit.gauge": {"product"}}
+    assert _summaries(text)["gaugekit.gauge"] != _public_names("gaugekit.gauge")

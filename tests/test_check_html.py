@@ -32,6 +32,14 @@ GOOD = """
 <table><tr><th>a</th></tr><tr><td>1</td></tr></table>
 <p>Adam ends <span class="pasted-text">0.56</span> apart.</p>
 <p>Runs flagged as collapsed: <span class="pasted-text">none</span>.</p>
+<p>Run <code class="docutils literal notranslate"><span class="pre">gaugekit</span>
+<span class="pre">run</span> <span class="pre">x</span> <span class="pre">--scale</span></code>;
+the query–key gauge on a log–log plot, steps 1–3, a – b; <strong>Holds.</strong> 2 ** 3 and
+a * b * c; see https://example.org/home/page, results/tmp/x and the ~/tmp/x of a reader.</p>
+<div class="highlight-bash"><pre>python -m gaugekit run x --out /tmp/records  # ``x`` `y`</pre>
+</div>
+<div class="cell_input"><pre>open("/work/data/x.mat")  # **not bold**</pre></div>
+<div class="cell_output"><pre>rec 0.13 -- wall 5 s, `python -m gaugekit` printed as code</pre></div>
 """
 
 
@@ -57,10 +65,47 @@ def test_a_correct_page_passes(tmp_path):
         ("<p><span class='pasted-text'>&lt;Figure size 640x480 with 1 Axes&gt;</span></p>",
          "glue"),
         ("<table><caption>Table 5</caption><tr><th>a</th></tr></table>", "table"),
+        ("<p>works on any ``torch.optim`` optimizer</p>", "rest"),
+        ("<table><tr><td>Adam (:class:`gaugekit.optim.Adam`)</td></tr></table>", "rest"),
+        ("<p>see :func:`audit_many` and :meth:`X.y`</p>", "rest"),
+        ("<p>in the style of :mod:`gaugekit.viz`</p>", "rest"),
+        ("<p>they were made by `python -m gaugekit run x` at version 1</p>", "markdown"),
+        ("<p>**Holds exactly.** For any loss</p>", "markdown"),
+        ("<p>made by python -m gaugekit run ladder –scale paper –part n40</p>", "dash"),
+        ("<p><span class='pasted-text'>run (–part n40)</span></p>", "dash"),
+        ("<div class='cell_output'><pre>{'data_dir': '/work/shared/data'}</pre></div>", "path"),
+        ("<div class='cell_output'><pre>data folders searched: /tmp/data</pre></div>", "path"),
+        ("<p>records in /tmp/gaugekit-ladder-paper-x1 (temporary)</p>", "path"),
+        ("<p>the file /home/alice/book/x.mat</p>", "path"),
+        ("<p>written to /root/.cache/gaugekit</p>", "path"),
+        ("<p>open file:///srv/book/_build/html/index.html</p>", "path"),
     ],
 )
 def test_each_breakage_is_found(tmp_path, body, kind):
     assert kind in _kinds(tmp_path, body)
+
+
+@pytest.mark.parametrize(
+    ("body", "kinds"),
+    [
+        ("<p>works on any ``torch.optim`` optimizer</p>", ["rest"]),  # not markdown too
+        ("<p>see :class:`A`</p>", ["rest"]),
+        ("<p>made by `x –scale` here</p>", ["markdown", "dash"]),
+        ("<p>the query–key and value–output gauges</p>", []),
+    ],
+)
+def test_each_breakage_is_reported_once_per_kind(tmp_path, body, kinds):
+    assert sorted(_kinds(tmp_path, body)) == sorted(kinds)
+
+
+def test_the_build_folder_itself_is_a_machine_path(tmp_path):
+    """A folder outside the usual prefixes is still found when it is where the book was built."""
+    root = Path("/srv/book/_build/html")
+    assert check_html._build_folders(root) == ["/srv/book/_build/html", "/srv/book"]
+    page = _page(tmp_path, "<div class='cell_output'><pre>data in /srv/book/data</pre></div>")
+    assert [kind for kind, _ in check_html.check_page(page, root)] == ["path"]
+    # negative control: the same page checked for a book built elsewhere
+    assert list(check_html.check_page(page, Path("/opt/other/_build/html"))) == []
 
 
 def test_the_book_check_reports_pages_and_fails_on_none(tmp_path):

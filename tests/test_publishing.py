@@ -47,3 +47,25 @@ def test_dev_book_builds_paper_scale_by_default_and_checks_the_pages():
 def test_readme_links_to_the_published_book():
     text = (ROOT / "README.md").read_text()
     assert re.search(r"\]\(https://[\w.-]+\.github\.io/[\w.-]+/?\)", text)
+
+
+def test_pages_link_the_repository_and_offer_the_notebook_and_binder():
+    """What readers of an executable book expect on every chapter: the repository (the same
+    owner/name as the book's address in the README), the .ipynb download and a Binder launch.
+    sphinx-book-theme writes the .ipynb of a MyST (.md) chapter only when a launch button is
+    configured, so the Binder URL is what makes the notebook downloadable."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    url = config["repository"]["url"]
+    owner, name = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+)", url).groups()
+    assert f"https://{owner}.github.io/{name}/" in (ROOT / "README.md").read_text()
+    assert config["repository"]["branch"] == "main"
+    html = config["html"]
+    assert html["use_repository_button"] and html["use_issues_button"]
+    assert html.get("use_download_button", True)
+    assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    # Binder builds environment.yml (with jupytext); postBuild opens the .md chapters as notebooks
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert any(str(d).startswith("jupytext") for d in env["dependencies"][-1]["pip"])
+    post = ROOT / "postBuild"
+    assert "jupytext-config set-default-viewer" in post.read_text()
+    assert post.stat().st_mode & 0o111

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from helpers import BROKEN, EXACT, generator, signed_permutation
 from torch import nn
 
+from gaugekit.audit import BREAKS, CHAOTIC, KEEPS, UNJUDGED
 from gaugekit.optim.registry import make_optimizer
 from gaugekit.twins import (
     TWIN_KINDS,
@@ -29,6 +30,7 @@ from gaugekit.twins import (
     noise_twin,
     output_drift,
     rel_distance,
+    verdict_threshold,
 )
 
 F64 = torch.float64
@@ -421,6 +423,65 @@ def test_a_diverged_run_is_flagged():
                       batches=[1.0, float("nan"), 1.0], optimizer="adam", steps=3)
     assert res.diverged and res.steps == 1
     assert "DIVERGED" in res.summary()
+
+
+# --------------------------------------------------------------------------------------------
+# verdicts in words
+# --------------------------------------------------------------------------------------------
+
+
+def _verdict_run(optimizer, noise_scale: float = 1e-7, steps: int = 4, **kw):
+    return audit_twins(TinyModel(), mse, probe=data()[0], batch=data(), sites=PAIRS,
+                       num_heads=HEADS, twins=("gauge", "noise"), optimizer=optimizer,
+                       steps=steps, noise_scale=noise_scale, **kw)
+
+
+def test_twin_verdict_keeps_for_an_equivariant_rule():
+    res = _verdict_run(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9))
+    assert res.verdict.outcome == KEEPS
+    assert res.verdict.gauge == res.trace("gauge").max_drift < EXACT
+    assert res.threshold == verdict_threshold(F64) == 1e-8
+    line = str(res).splitlines()[-1]
+    assert line == res.verdict_line()
+    assert line.startswith("torch.optim.SGD(lr=0.1, momentum=0.9, dampening=0")
+    assert f": {KEEPS}: gauge twin " in line and "<lambda>" not in str(res)
+
+
+def test_twin_verdict_breaks_for_adam_far_beyond_its_noise_twin():
+    res = _verdict_run("adam", optimizer_kwargs={"lr": 1e-2})
+    v = res.verdict
+    assert v.outcome == BREAKS, res.verdict_line()
+    assert v.gauge > 1e3 * v.noise  # the per-entry denominator sees the basis at step 1
+    # a registry name prints the class it built and the values it built it with
+    assert res.optimizer.startswith("adam = gaugekit.optim.Adam(lr=0.01, betas=(0.9, 0.999)")
+    assert res.optimizer_class == "gaugekit.optim.Adam" and res.hyperparameters["lr"] == 0.01
+    assert res.summary().splitlines()[-1] == res.verdict_line()
+    assert f"{v.noise:.2e}" in res.verdict_line() and "(> 10 x)" in res.verdict_line()
+
+
+def test_twin_verdict_chaotic_when_the_noise_twin_separates_as_fast():
+    """Constructed: a noise twin perturbed by 0.1 per entry (the size of the weights) ends as
+    far from the original as Adam's gauge twin; the negative control is the breaks test."""
+    res = _verdict_run(lambda p: torch.optim.Adam(p, lr=1e-2), noise_scale=0.1)
+    assert res.verdict.outcome == CHAOTIC, res.verdict_line()
+    assert "(<= 10 x)" in res.verdict_line()
+
+
+def test_twin_verdict_without_noise_gauge_or_convergence():
+    res = audit_twins(TinyModel(), mse, probe=data()[0], batch=data(), sites=PAIRS,
+                      num_heads=HEADS, twins=("gauge",), optimizer="adam", steps=2)
+    assert res.verdict.outcome == BREAKS and "chaos is not ruled out" in res.verdict_line()
+    res = audit_twins(TinyModel(), mse, probe=data()[0], batch=data(), sites=PAIRS,
+                      num_heads=HEADS, twins=("identity",), optimizer="adam", steps=2)
+    assert res.verdict is None and "no gauge twin" in res.verdict_line()
+    mha = make_mha(True, True, True)
+    probe = mha_probe(mha)
+    res = audit_twins(mha, lambda m, b: mha_loss(m, probe) * b, probe=probe,
+                      batches=[1.0, float("nan"), 1.0], optimizer="adam", steps=3)
+    assert res.verdict.outcome == UNJUDGED and "diverged" in res.verdict_line()
+    # an explicit threshold is honoured: with 0, any drift at all is above round-off
+    strict = _verdict_run(lambda p: torch.optim.SGD(p, lr=0.1), steps=2, threshold=0.0)
+    assert strict.threshold == 0.0 and strict.verdict.outcome != KEEPS
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,3 +25,18 @@ def test_missing_and_non_finite_values_show_as_a_dash():
     out = viz.table_html([{"a": None, "b": float("nan"), "c": 1.5}], ["a", "b", "c"],
                          formats={"c": ".2f"})
     assert [text for _, text in _cells(out)] == ["—", "—", "1.50"]
+
+
+def test_records_note_is_markdown_with_the_command_in_a_code_block():
+    from types import SimpleNamespace
+
+    from IPython.display import Markdown
+
+    from gaugekit.viz import records_note
+
+    made = SimpleNamespace(note_markdown=lambda: "made by\n\n```bash\nx --scale paper\n```\n")
+    note = records_note(made)
+    assert isinstance(note, Markdown) and "```bash\nx --scale paper\n```" in note.data
+    assert records_note("plain `code`").data == "plain `code`"
+    with pytest.raises(ValueError, match="Invalid source"):
+        records_note(42)

@@ -1,4 +1,4 @@
-"""Floor 1: finding a data file on disk, verifying it, and downloading it for online users.
+"""Finding a data file on disk, verifying it, and downloading it for online users.
 
 One job: turn a relative path such as ``hyperspectral/SalinasA_corrected.mat`` into a verified
 local :class:`~pathlib.Path`, or fail with a message that says exactly what to do.
@@ -16,6 +16,8 @@ A file that is found is checked against its SHA-256 when one is known; a mismatc
 hash); otherwise, or when the download fails, :class:`MissingDataFileError` names the file, the
 folders searched, the setting that changes them and the download source.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 

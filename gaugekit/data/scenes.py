@@ -1,4 +1,4 @@
-r"""Floor 1: hyperspectral scenes — a registry of the published ones and a loader for any ``.mat``.
+r"""Hyperspectral scenes — a registry of the published ones and a loader for any ``.mat``.
 
 A *scene* is a cube ``X ∈ ℝ^{rows × cols × bands}`` (one spectrum per pixel). Files come in two
 layouts, both read with :func:`scipy.io.loadmat`:
@@ -12,10 +12,12 @@ layouts, both read with :func:`scipy.io.loadmat`:
 
 :data:`SCENES` lists the scenes of the paper and of this machine with their file, key, layout,
 shape, source page, download URL and SHA-256 (where known). :func:`load_scene` finds a registered
-scene through :func:`gaugekit.data.files.find_file` (data folder first, then a pooch download);
+scene through :func:`gaugekit.data.find_file` (data folder first, then a pooch download);
 :func:`load_mat_scene` reads a user's own file. A file whose checksum, key, shape or dtype does not
-match is refused with :class:`~gaugekit.data.files.DataFileError`, never silently used.
+match is refused with :class:`~gaugekit.data.DataFileError`, never silently used.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ class SceneInfo:
     citation: str = ""
 
 
+#: The registered scenes by name (the paper's, and the others this library knows).
 SCENES: dict[str, SceneInfo] = {
     s.name: s
     for s in (
@@ -184,7 +187,7 @@ def load_mat_scene(
     ``key``: the array's name in the file; ``layout``: ``"cube"`` or ``"bands_pixels"`` (see the
     module docstring; for the latter the sizes are read from ``nRow``/``nCol`` unless ``n_rows``
     and ``n_cols`` are given). ``shape`` (rows, cols, bands), ``dtype`` and ``sha256``, when
-    given, must match or the file is refused (:class:`DataFileError`).
+    given, must match or the file is refused (:class:`~gaugekit.data.DataFileError`).
     """
     require_extra("load_mat_scene", "experiments", "scipy")
     import scipy.io

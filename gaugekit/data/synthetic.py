@@ -1,4 +1,4 @@
-r"""Floor 1: a small synthetic hyperspectral scene from a seed (the quick-scale default).
+r"""A small synthetic hyperspectral scene from a seed (the quick-scale default).
 
 Linear mixing: ``p`` smooth endmember spectra ``E ∈ ℝ^{p × bands}`` mixed by spatially smooth
 abundances ``A ∈ Δ^{p}`` (non-negative, summing to one at every pixel), plus white noise:
@@ -12,6 +12,8 @@ widths and heights); each abundance map is a softmax over endmembers of a sum of
 blobs, so neighbouring pixels mix alike. All draws come from one CPU generator seeded ``seed``,
 in float64, in this order: bumps, baselines, blobs, noise.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def make_synthetic_scene(
     noise: float = 0.005,
     seed: int = 0,
 ) -> SceneData:
-    """The synthetic scene (see the module docstring) as a :class:`SceneData`, values ≈ [0, 1]."""
+    """The synthetic scene (see the module docstring) as a
+    :class:`~gaugekit.data.scenes.SceneData`, values ≈ [0, 1]."""
     for name, value in (("rows", rows), ("cols", cols), ("bands", bands),
                         ("endmembers", endmembers)):
         _check_positive(name, value)

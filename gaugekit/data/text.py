@@ -1,13 +1,15 @@
-"""Floor 1: the text of the character-level language model — tiny-shakespeare or a built-in text.
+"""The text of the character-level language model — tiny-shakespeare or a built-in text.
 
 :func:`load_text` returns a :class:`Text`: the characters, their integer ids, the vocabulary and
 the name of the text actually used, which the records keep. ``"tinyshakespeare"`` is the file
 ``text/tinyshakespeare_input.txt`` of the data folder (found by
-:func:`gaugekit.data.files.find_file`, checked against its SHA-256; a file with another checksum
-is refused with a :class:`~gaugekit.data.files.DataFileError`). ``"builtin"`` is a short public
+:func:`gaugekit.data.find_file`, checked against its SHA-256; a file with another checksum
+is refused with a :class:`~gaugekit.data.DataFileError`). ``"builtin"`` is a short public
 domain passage shipped with the package, the default of CI machines that have no data folder.
 ``"auto"`` takes tiny-shakespeare when the file is there and the built-in text otherwise.
 """
+
+# Developer note (layers, DESIGN.md): floor 1.
 
 from __future__ import annotations
 
@@ -27,12 +29,13 @@ __all__ = [
     "load_text",
 ]
 
-#: The tiny-shakespeare corpus: path in the data folder, SHA-256, download source.
+#: Where the tiny-shakespeare corpus is (path in the data folder), its SHA-256 and its source.
 TINYSHAKESPEARE = {
     "relpath": "text/tinyshakespeare_input.txt",
     "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
     "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
 }
+#: The names :func:`load_text` accepts (``"auto"``: tiny-shakespeare if present, else built-in).
 TEXT_NAMES: tuple[str, ...] = ("auto", "tinyshakespeare", "builtin")
 
 # Public domain: the opening of Shakespeare's Sonnets 18, 29 and 116, repeated in the corpus
@@ -84,7 +87,7 @@ If this be error and upon me proved,
 I never writ, nor no man ever loved.
 """
 
-#: The built-in text: three sonnets (public domain), about 2,000 characters.
+#: A built-in text of three sonnets (public domain), about 2,000 characters.
 BUILTIN_TEXT = _SONNETS
 
 
@@ -122,9 +125,9 @@ def load_text(
 ) -> Text:
     """The text ``name`` (one of :data:`TEXT_NAMES`), cut to its first ``max_chars`` characters.
 
-    ``"tinyshakespeare"`` raises :class:`~gaugekit.data.files.MissingDataFileError` when the
+    ``"tinyshakespeare"`` raises :class:`~gaugekit.data.MissingDataFileError` when the
     file is absent (downloaded first with ``download=True``) and
-    :class:`~gaugekit.data.files.DataFileError` when its checksum is wrong; ``"auto"`` falls back
+    :class:`~gaugekit.data.DataFileError` when its checksum is wrong; ``"auto"`` falls back
     to the built-in text only when the file is absent (a wrong checksum is still refused).
     """
     if name not in TEXT_NAMES:

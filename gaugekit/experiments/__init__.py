@@ -1,4 +1,4 @@
-"""Floor 3: the book's experiments, the sweep runner and the run records.
+"""The book's experiments, the sweep runner and the run records.
 
 ``records``    JSON Lines records: run ids, provenance, strict JSON, crash-safe appends
 ``sweep``      the generic runner: grid → batches → records, resumable
@@ -11,6 +11,8 @@ Experiments are registered here by name; modules are imported on first use. The 
 needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``): importing it
 without raises :class:`~gaugekit._extras.MissingExtra`, which says so.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

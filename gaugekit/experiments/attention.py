@@ -1,4 +1,4 @@
-r"""Floor 3: attention twins — two gauge-equivalent starts of the paper's transformer, trained in
+r"""Attention twins — two gauge-equivalent starts of the paper's transformer, trained in
 lockstep, and how far apart their per-head invariants ``M_h = W_{Q,h}ᵀ W_{K,h}`` end.
 
 A *run* is one model of a twin family: the ``base`` model (init seed), or one of its twins,
@@ -34,6 +34,8 @@ Parts:
 ``multiseed``   Adam, init seeds 42/123 × gauge seeds 777/999/1234, noise 1e-7 and 1e-5.
 ``multiseed_controls``  the same table for momentum, shared-scale Adam and Muon.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 
@@ -613,7 +615,12 @@ class Collected:
         return self.collected.report
 
     def note(self) -> str:
+        """The records note (:meth:`gaugekit.experiments.sweep.Collected.note`)."""
         return self.collected.note()
+
+    def note_markdown(self) -> str:
+        """The records note as Markdown, commands in code blocks (for a page)."""
+        return self.collected.note_markdown()
 
     def runs(self, part: str, **where: Any) -> list[dict[str, Any]]:
         """The records of ``part`` whose config (or ``twin``/``method`` entries) match."""

@@ -1,4 +1,4 @@
-"""Floor 3: where the batches of a sweep run — local processes or a Dask cluster.
+"""Where the batches of a sweep run — local processes or a Dask cluster.
 
 :func:`gaugekit.experiments.sweep.run_sweep` plans the batches and asks a backend for a
 stream of ``(batch, results, wall_time_s)``, one item per batch, in the order they finish.
@@ -36,6 +36,8 @@ daemons of its own beyond a scheduler and its workers); it runs on SLURM, PBS, S
 through ``dask-jobqueue`` and on Kubernetes through ``dask-kubernetes``; and its worker
 resources are the GPU-aware scheduling a sweep needs (one batch per GPU).
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

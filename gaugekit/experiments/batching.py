@@ -1,4 +1,4 @@
-"""Floor 3: helpers for training many runs as one stack of parameters.
+"""Helpers for training many runs as one stack of parameters.
 
 Runs that share a problem are stacked along a leading batch dimension and trained by one
 optimizer built with ``batch_dims=1`` (see :mod:`gaugekit.optim`), so that every reduction
@@ -14,6 +14,8 @@ averages and per-run counters). Dropping the second kind would restart, say, Flo
 warm-up for the runs that remain, so a run's trajectory would depend on when its neighbours
 finished.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 3: the anisotropy dial's recovery table and FlowAdam's sensing rows (chapter 5).
+r"""The anisotropy dial's recovery table and FlowAdam's sensing rows (chapter 5).
 
 The dial is FlowAdam with the flow path off (:class:`~gaugekit.optim.FlowAdam`,
 ``flow=False``): Adam whose denominator is ``s_i^p s̄^{1−p} + ε`` with ``s_i = √v̂_i`` and one
@@ -28,6 +28,8 @@ no seed diverged and the *mean* training loss is below ``1e-4`` (:data:`PAPER_PR
 book's :data:`~gaugekit.experiments.selection.ORACLE` rule asks instead that *every* seed be
 below the interpolation bar ``tol``. Both are reported.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

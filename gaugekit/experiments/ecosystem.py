@@ -1,4 +1,4 @@
-r"""Floor 3: the optimizer ecosystem, audited — every optimizer class that ``pytorch-optimizer``
+r"""The optimizer ecosystem, audited — every optimizer class that ``pytorch-optimizer``
 and ``heavyball`` export, run through :func:`gaugekit.audit.audit_equivariance`.
 
 One run is one optimizer class of one library at a pinned version (the ``ecosystem`` extra of
@@ -33,6 +33,8 @@ Parts: one per library. Paper scale: every exported class (:data:`CATALOG`, pinn
 compares it with the installed package), records committed under ``results/ecosystem/paper``.
 Quick scale: the first :data:`QUICK_CLASSES` classes of each library, in a temporary folder.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 3: the eigenbasis Adam (:class:`gaugekit.optim.EigenAdam`) on the book's two tests of
+r"""The eigenbasis Adam (:class:`gaugekit.optim.EigenAdam`) on the book's two tests of
 the gauge — recovery on the matrix-sensing zoo protocol, and the attention twins' drift.
 
 Nothing here trains anything itself: the runs are specs of the two existing experiments, trained
@@ -22,6 +22,8 @@ theirs. The records live under ``results/eigenbasis/<scale>`` (one file per part
                (one second moment per cluster of eigenvalues closer than 1e-4 λ₁): layer 0's
                ``W_Q, W_K`` gradients have rank 49 of 64 at the start, a 15-fold collision.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 3: the one training loop of every factor experiment: many runs of ``W = U Vᵀ``, stacked.
+r"""The one training loop of every factor experiment: many runs of ``W = U Vᵀ``, stacked.
 
 Every factor experiment of the book (matrix sensing, spectral tails, hyperspectral completion)
 trains its runs here. A run is a semantic config (a :class:`~gaugekit.experiments.sweep.RunSpec`)::
@@ -52,6 +52,8 @@ the stack and from every optimizer state (:mod:`gaugekit.experiments.batching`),
 run never touches the others, and a batched run equals the same run done alone (tested per
 experiment).
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

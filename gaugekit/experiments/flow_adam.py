@@ -1,4 +1,4 @@
-r"""Floor 3: the anisotropy dial and FlowAdam as optimizers (the chapter ``ch-flowadam``).
+r"""The anisotropy dial and FlowAdam as optimizers (the chapter ``ch-flowadam``).
 
 Three measurements on the paper's matrix-sensing testbed (:mod:`gaugekit.problems.matrix_sensing`,
 ``W = U Vᵀ`` with ``U, V`` n×k, planted ``X_star`` of rank ``r``, ``m = 2 r (2n − r)``):
@@ -19,6 +19,8 @@ Three measurements on the paper's matrix-sensing testbed (:mod:`gaugekit.problem
 Sizes, seeds, grids and budgets live in :class:`FlowAdamConfig`, one per scale
 (:func:`flow_adam_config`); the chapter never looks at the scale.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 
@@ -268,7 +270,8 @@ def audit_flow_adam(config: FlowAdamConfig, **options: Any) -> FlowAudit:
 
     result = audit_equivariance(factory, num_steps=config.audit_steps,
                                 generator=torch.Generator().manual_seed(0))
-    plain, rotated = (int(opt.flow_counters()["flow_steps"]) for opt in made)
+    # made: the plain, the rotated and the noise run, in that order
+    plain, rotated = (int(opt.flow_counters()["flow_steps"]) for opt in made[:2])
     return FlowAudit(result, (plain, rotated))
 
 

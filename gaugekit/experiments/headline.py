@@ -1,4 +1,4 @@
-"""Floor 3: the README's results at a glance, read from the committed paper-scale records.
+"""The README's results at a glance, read from the committed paper-scale records.
 
 ``python -m gaugekit headline`` rewrites the block of ``README.md`` between
 :data:`START` and :data:`END` (a figure and a table of headline numbers, ours beside the
@@ -11,6 +11,8 @@ records (raising :class:`~gaugekit.experiments.sweep.MissingRecords` when they a
 returns :class:`HeadlineRow` objects. An experiment whose records are missing is listed as such
 in the block instead of silently dropped.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 3: hyperspectral completion on real scenes — Table 5, the matched-loss protocol.
+r"""Hyperspectral completion on real scenes — Table 5, the matched-loss protocol.
 
 The problem is :mod:`gaugekit.problems.hyperspectral` (2,000 pixels × ``B`` bands of a scene,
 entries observed with probability ``ρ``, ``W = U Vᵀ`` of rank 48 fitted to the observed entries);
@@ -33,6 +33,8 @@ synthetic scene (600 rows, both densities) and, when its file is present, Salina
 density), a 3,000-step budget, seeds 42/123 for selection and evaluation. A user's own scene:
 :func:`run_scene` (Python) or ``python -m gaugekit hyperspectral FILE --key K --layout L``.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 
@@ -787,6 +789,11 @@ class Collected:
         """Which records the page shows and what made them (the runs still missing are listed
         by :meth:`waiting`)."""
         return replace(self.collected, missing={}).note()
+
+    def note_markdown(self) -> str:
+        """The records note as Markdown, commands in code blocks (for a page); the runs still
+        missing are listed by :meth:`waiting`."""
+        return replace(self.collected, missing={}).note_markdown()
 
 
 def collect(

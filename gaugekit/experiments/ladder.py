@@ -1,4 +1,4 @@
-r"""Floor 3: the size ladder of the matrix-sensing zoo (the paper's GPU appendix), and two arms.
+r"""The size ladder of the matrix-sensing zoo (the paper's GPU appendix), and two arms.
 
 The zoo of :mod:`gaugekit.experiments.matrix_sensing` (Table 2's nine optimizers plus ScaledGD),
 trained with the same factor-training loop and sweep engine, at growing sizes
@@ -34,6 +34,8 @@ Quick scale: n ∈ {8, 12, 16}, r = 2, arms at n = 12 (r ∈ {1, 3}; m / dof ∈
 1,000 steps, tol 1e-6 checked every 100 steps, 50 held-out measurements, one seed, the same
 grids scaled by the same rule.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

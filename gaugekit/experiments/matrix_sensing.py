@@ -1,4 +1,4 @@
-r"""Floor 3: the matrix-sensing optimizer zoo — Table 2, Figure 1 and their controls.
+r"""The matrix-sensing optimizer zoo — Table 2, Figure 1 and their controls.
 
 The experiment trains the factorization ``W = U Vᵀ`` of :mod:`gaugekit.problems.matrix_sensing`
 with every optimizer of the paper's zoo, over a learning-rate grid and several seeds, and
@@ -42,6 +42,8 @@ Paper scale: n = 40, r = 3, k = 40, m = 462, 200 validation measurements, 20,000
 tol 1e-7, seeds 42, 123, 456. Quick scale: n = 20, r = 2, k = 20, m = 152, 100 validation
 measurements, 3,000 steps, tol 1e-6 (second size n = 30, r = 3, m = 342), same seeds and grids.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

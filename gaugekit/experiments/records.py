@@ -1,4 +1,4 @@
-"""Floor 3: run records as JSON Lines — identity, provenance, strict JSON, crash-safe appends.
+"""Run records as JSON Lines — identity, provenance, strict JSON, crash-safe appends.
 
 One record per run, one JSON object per line::
 
@@ -22,6 +22,8 @@ run counts as finished when its latest record has status ``ok`` or ``diverged``;
 records are retried by the next sweep and superseded by its record (readers keep the latest
 record of each run id).
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

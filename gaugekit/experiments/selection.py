@@ -1,4 +1,4 @@
-r"""Floor 3: hyperparameter selection protocols, as functions over run records.
+r"""Hyperparameter selection protocols, as functions over run records.
 
 A *protocol* picks, for each group of runs (say, one optimizer), one value of a knob (say,
 ``lr``) from the records of all seeds at every value tried:
@@ -22,6 +22,8 @@ Three protocols are defined:
 Each :class:`Selection` also reports whether the chosen value sits at an edge of the grid that
 was tried: a selection at an edge says the grid did not bracket the optimum.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 3: spectral tails, Muon and sign methods (Section 8 of arXiv 2608.05136; chapter 6).
+r"""Spectral tails, Muon and sign methods (Section 8 of arXiv 2608.05136; chapter 6).
 
 Three parts, all trained by :func:`gaugekit.experiments.factor_training.train_factored_batch`
 through the sweep engine (no loop of their own):
@@ -26,6 +26,8 @@ steps, tol 1e-7 checked every 200 steps, seeds 42, 123, 456, ``τ ∈ {0, 0.05, 
 Published values (:data:`PUBLISHED_TAU_STAR`, :data:`PUBLISHED_SIGNUM`,
 :data:`PUBLISHED_BALANCEDNESS`) are the paper's, kept apart from anything computed here.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 

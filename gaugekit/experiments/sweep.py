@@ -1,4 +1,4 @@
-"""Floor 3: the generic sweep runner every experiment of the book uses.
+"""The generic sweep runner every experiment of the book uses.
 
 An *experiment* (one module per experiment) says what to run; this module says how:
 
@@ -25,6 +25,8 @@ splitting is left whole.
 Every record of a folder counts for skipping, whichever part wrote it: parts that share runs
 (the same semantic config) compute them once.
 """
+
+# Developer note (layers, DESIGN.md): floor 3.
 
 from __future__ import annotations
 
@@ -426,31 +428,54 @@ class Collected:
                     out.append(tag)
         return out
 
-    def _missing_note(self) -> str:
+    def _missing_parts(self) -> tuple[str, str] | None:
+        """``(what is missing, the command that makes it)``, or ``None`` when nothing is."""
         if not self.missing:
-            return ""
+            return None
         count = sum(self.missing.values())
         make = run_command(self.experiment, self.scale, list(self.missing))
-        return (f" {count} planned runs have no record yet "
-                f"({', '.join(f'{p}: {n}' for p, n in self.missing.items())}); make them with "
-                f"`{make}` (it resumes).")
+        what = (f"{count} planned runs have no record yet "
+                f"({', '.join(f'{p}: {n}' for p, n in self.missing.items())})")
+        return what, make
 
-    def note(self) -> str:
-        """One sentence for a page: which records it shows and where they came from."""
+    def _lead(self, folder: str) -> str:
         total = len({r["run_id"] for runs in self.records.values() for r in runs})
-        if self.persisted:
-            versions = ", ".join(self.code_versions()) or "none"
-            return (
-                f"{self.scale} scale: {total} run records read from the committed folder "
-                f"results/{self.experiment}/{self.scale} ({self.report.ran} computed while "
-                f"building this page); they were made by `{self.command}` at code version "
-                f"{versions}." + self._missing_note()
-            )
+        versions = ", ".join(self.code_versions()) or "none"
+        return (f"{self.scale} scale: {total} run records read from the committed folder "
+                f"{folder} ({self.report.ran} computed while building this page), made at code "
+                f"version {versions}")
+
+    def _recomputed(self) -> str:
         return (
             f"{self.scale} scale: {self.report.ran} runs recomputed for this page in "
             f"{self.seconds:.0f} s on {self.report.batches} batches (records in a temporary "
             f"folder); build with `python3 dev.py book` to see the committed paper-scale records."
         )
+
+    def note(self) -> str:
+        """One sentence for a terminal: which records a page shows and where they came from.
+
+        Commands are between backticks; a page shows :meth:`note_markdown` instead (through
+        :func:`gaugekit.viz.records_note`), where each command is a code block.
+        """
+        if not self.persisted:
+            return self._recomputed()
+        text = f"{self._lead(f'results/{self.experiment}/{self.scale}')} by `{self.command}`."
+        missing = self._missing_parts()
+        if missing is not None:
+            text += f" {missing[0]}; make them with `{missing[1]}` (it resumes)."
+        return text
+
+    def note_markdown(self) -> str:
+        """:meth:`note` as Markdown for a page: every command in a copy-pasteable code block."""
+        if not self.persisted:
+            return self._recomputed()
+        folder = f"`results/{self.experiment}/{self.scale}`"
+        text = f"{self._lead(folder)}, by\n\n```bash\n{self.command}\n```\n"
+        missing = self._missing_parts()
+        if missing is not None:
+            text += f"\n{missing[0]}; make them with (it resumes)\n\n```bash\n{missing[1]}\n```\n"
+        return text
 
 
 def _missing(experiment: Experiment, scale: str, parts: Sequence[str], folder: Path) -> dict[

@@ -1,4 +1,4 @@
-r"""Floor 2: the paper's small attention model, its tasks, its per-head gauge and invariants.
+r"""The paper's small attention model, its tasks, its per-head gauge and invariants.
 
 In head ``h`` of a layer the attention logits between positions ``i`` and ``j`` are
 
@@ -28,6 +28,8 @@ Parameters are a ``dict`` name → tensor (:func:`init_params`). Every function 
 :func:`forward` runs the ``B`` models on the same tokens with batched matrix products; with
 ``B = 1`` it is one model. :class:`PaperTransformer` is the same model as an ``nn.Module``.
 """
+
+# Developer note (layers, DESIGN.md): floor 2.
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-r"""Floor 2: hyperspectral matrix completion, the paper's second testbed (Table 5).
+r"""Hyperspectral matrix completion, the paper's second testbed (Table 5).
 
 The matrix (:func:`scene_matrix`). A scene cube ``X`` (rows × cols × bands) is flattened to
 pixels × bands (row-major pixels), divided by its global maximum, pixels that are zero in every
@@ -45,6 +45,8 @@ Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``
 :class:`CompletionBatch` stacks runs on several instances (several masks).
 """
 
+# Developer note (layers, DESIGN.md): floor 2.
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -80,7 +82,7 @@ __all__ = [
     "scene_matrix",
 ]
 
-#: The paper's matrix protocol: rows kept, their generator seed, factor rank, init scale.
+#: The paper's matrix protocol (rows kept, their generator seed, factor rank, init scale).
 NUM_ROWS = 2000
 MATRIX_SEED = 2026
 FACTOR_RANK = 48

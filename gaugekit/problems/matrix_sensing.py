@@ -1,4 +1,4 @@
-r"""Floor 2: matrix sensing, the paper's testbed (Section 5 of arXiv 2608.05136).
+r"""Matrix sensing, the paper's testbed (Section 5 of arXiv 2608.05136).
 
 A planted rank-``r`` matrix ``X_star = U_star V_starᵀ`` (n×n) is observed through ``m`` dense
 Gaussian measurements ``y_i = ⟨A_i, X_star⟩`` (no noise). The model is a factorization
@@ -24,6 +24,8 @@ Everything accepts stacks: ``U, V`` of shape ``(B, n, k)`` are ``B`` independent
 :class:`SensingBatch` stacks runs on several instances; the measurement operator is then one
 matrix product per instance and step.
 """
+
+# Developer note (layers, DESIGN.md): floor 2.
 
 from __future__ import annotations
 

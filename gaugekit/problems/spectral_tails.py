@@ -1,4 +1,4 @@
-r"""Floor 2: matrix sensing of a low-rank head plus a spectral tail (Section 8 of arXiv 2608.05136).
+r"""Matrix sensing of a low-rank head plus a spectral tail (Section 8 of arXiv 2608.05136).
 
 The target is no longer exactly low rank. With the planted rank-``r`` head
 ``X_3 = U_star V_starᵀ`` of :mod:`gaugekit.problems.matrix_sensing` and a tail ``E_⊥``,
@@ -28,6 +28,8 @@ add how well the head and the tail are fitted separately: with ``W`` the learned
 ``head_rec = ‖P_U W P_V − √(1−τ²) X_3‖_F / ‖√(1−τ²) X_3‖_F`` and
 ``tail_rec = ‖P_U^⊥ W P_V^⊥ − τ E_⊥‖_F / ‖τ E_⊥‖_F`` (NaN at ``τ = 0``).
 """
+
+# Developer note (layers, DESIGN.md): floor 2.
 
 from __future__ import annotations
 
@@ -160,7 +162,7 @@ def split_errors(W: Tensor, instance: TailInstance) -> dict[str, Tensor]:
 @dataclass
 class TailBatch(SensingBatch):
     """A :class:`~gaugekit.problems.matrix_sensing.SensingBatch` of :class:`TailInstance` runs
-    whose :meth:`metrics` add ``head_rec`` and ``tail_rec`` (:func:`split_errors`)."""
+    whose :meth:`TailBatch.metrics` add ``head_rec`` and ``tail_rec`` (:func:`split_errors`)."""
 
     curve_names: ClassVar[tuple[str, ...]] = (
         "train_loss", "rec", "val_rec", "balancedness", "head_rec", "tail_rec")
@@ -173,6 +175,9 @@ class TailBatch(SensingBatch):
         return TailBatch(self.instances, [self.run_instance[i] for i in keep_list], self.min_rows)
 
     def metrics(self, U: Tensor, V: Tensor, *, spectral: bool = True) -> dict[str, Tensor]:
+        """The recovery metrics of every run (those of
+        :meth:`~gaugekit.problems.matrix_sensing.SensingBatch.metrics`) plus ``head_rec`` and
+        ``tail_rec``, the errors on the planted head and on the tail (:func:`split_errors`)."""
         out = super().metrics(U, V, spectral=spectral)
         W = U.double() @ V.double().mT
         head = torch.empty(W.shape[0], dtype=torch.float64, device=W.device)

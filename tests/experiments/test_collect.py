@@ -60,6 +60,11 @@ def test_paper_scale_reads_records_and_never_computes_them(root):
     note = read.note()
     assert "3 run records read from the committed folder results/squares/paper" in note
     assert "python -m gaugekit run squares --scale paper" in note and "code version" in note
+    # on a page: the command alone in a bash code block, the folder as code
+    markdown = read.note_markdown()
+    assert "committed folder `results/squares/paper`" in markdown
+    assert "\n```bash\npython -m gaugekit run squares --scale paper\n```\n" in markdown
+    assert "`python" not in markdown  # no command between single backticks
 
 
 def test_only_the_parts_asked_for_must_exist(root):
@@ -103,6 +108,8 @@ def test_an_experiment_module_collect_is_collect_with_its_scale_settings(root):
     got = lenient()  # only part b by default, and missing runs are named, not raised
     assert list(got.records) == ["b"] and got.records["b"] == [] and exp.computed == 0
     assert "python -m gaugekit run squares --scale paper --part b" in got.note()
+    assert "(it resumes)\n\n```bash\npython -m gaugekit run squares --scale paper --part b\n```" \
+        in got.note_markdown()
     strict(mode="make", parts=["a"])
     assert exp.computed == 2 and len(strict(parts=["a"]).records["a"]) == 2
     quick = strict("quick")  # not persisted: computed afresh in a temporary folder
