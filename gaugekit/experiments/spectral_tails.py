@@ -62,7 +62,9 @@ __all__ = [
     "CONFIGS",
     "EXACT_REC",
     "EXPERIMENT",
+    "PAPER_PHASE_LOG",
     "PAPER_PHASE_LR_GRIDS",
+    "PAPER_TAU_STAR_RULE",
     "PHASE_METHODS",
     "PROBE_METHODS",
     "PUBLISHED_BALANCEDNESS",
@@ -81,6 +83,7 @@ __all__ = [
     "crossings",
     "get_config",
     "horizon_rows",
+    "log_comparison",
     "phase_rows",
     "published_applies",
     "rec_matrix",
@@ -128,6 +131,18 @@ PUBLISHED_TAU_STAR: dict[str, dict[str, Any]] = {
             "means_at_tau_star": {"gd": 0.3512, "muon": 0.3538},
             "means_before_tau_star": {"tau": 0.15, "gd": 0.2827, "muon": 0.2725},
             "note": "GPU, 10 seeds, 14 τ from 0 to 0.6"},
+}
+#: The paper's CPU phase-diagram *log* (``logs/muon_phase_diagram_cpu.txt``, the run behind the
+#: published CPU ``τ*``; a public record, printed to four decimals): ``τ`` → method → mean rec
+#: over seeds 42, 123, 456 at the lr its rule chose (:data:`PAPER_TAU_STAR_RULE`'s selection on
+#: :data:`PAPER_PHASE_LR_GRIDS`).
+PAPER_PHASE_LOG: dict[float, dict[str, float]] = {
+    0.0: {"gd": 0.1313, "adam": 0.5810, "muon": 0.0, "shampoo": 0.2881},
+    0.05: {"gd": 0.1677, "adam": 0.5821, "muon": 0.0945, "shampoo": 0.2976},
+    0.1: {"gd": 0.2310, "adam": 0.5980, "muon": 0.1846, "shampoo": 0.3233},
+    0.2: {"gd": 0.3687, "adam": 0.6435, "muon": 0.3588, "shampoo": 0.4056},
+    0.35: {"gd": 0.5675, "adam": 0.7210, "muon": 0.5873, "shampoo": 0.5723},
+    0.5: {"gd": 0.7464, "adam": 0.7993, "muon": 0.7649, "shampoo": 0.7332},
 }
 #: Published signum audit: lr 3e-3, cosine or linear decay to zero; recovers X_star exactly at
 #: budgets T ≥ 6e4 and not below (T ∈ {1e4, 2e4, 4e4, 6e4}); Table 2's 2e4 cosine run: 0.4454.
@@ -299,7 +314,7 @@ def _build(scale: str, problem: ms.Problem, budget: ms.Budget, horizons: tuple[i
     seeds = (42, 123, 456)
     schedules = {m: ("cosine" if m == "muon" else "constant") for m in PHASE_METHODS}
     phase = PhasePart(
-        "phase", "rec of the full target against τ, five optimizers, the paper's lr grids",
+        "phase", "rec of the full target against τ, five optimizers, Table 2's lr grids",
         problem, budget, seeds, TAUS, PHASE_METHODS,
         {m: ms.PAPER_LR_GRIDS[m] for m in PHASE_METHODS}, schedules)
     horizon = HorizonPart(
@@ -431,6 +446,25 @@ def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle",
             out.append({**row, "tau": tau, "seeds": seeds, "head_rec": mean("head_rec"),
                         "tail_rec": mean("tail_rec"), "nuclear_norm": mean("nuclear_norm"),
                         "missing_lrs": missing})
+    return out
+
+
+def log_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Ours under the paper's phase rule (its lrs, its gate) beside the paper's CPU log
+    (:data:`PAPER_PHASE_LOG`), per ``(τ, method)`` of the log: our mean rec and lr, the log's
+    rec, their difference, and ``missing_lrs``, the lrs of the paper's grid we have no run at
+    (where one of them was the log's choice, the two selections cannot agree)."""
+    rows = {(r["tau"], r["method"]): r
+            for r in phase_rows(records, PAPER_TAU_STAR_RULE["protocol"], PAPER_PHASE_LR_GRIDS)}
+    out = []
+    for tau, by_method in PAPER_PHASE_LOG.items():
+        for method, logged in by_method.items():
+            r = rows.get((tau, method))
+            if r is None:
+                continue
+            out.append({"tau": tau, "method": method, "ours": r["rec"], "lr": r["lr"],
+                        "log": logged, "diff": r["rec"] - logged,
+                        "missing_lrs": r["missing_lrs"]})
     return out
 
 
