@@ -27,9 +27,15 @@ adaptive Runge–Kutta in float64, the equal-rate flow with a terminal event on 
 that the closed forms can be put against something they were not derived from.
 
 **The crossing.** :func:`estimate_crossing` finds where a curve ``a(τ)`` (Muon's recovery error)
-stops being below ``b(τ)`` (GD's): linear interpolation of the difference of the seed means
-between the two grid points that bracket its first sign change, and a paired bootstrap over
-seeds for its spread; when the difference has no sign change in the grid it says so.
+stops being below ``b(τ)`` (GD's), from the difference ``d`` of the seed means on the grid, by
+one of two estimators (:data:`CROSSING_ESTIMATORS`): ``"grid"``, the paper's (the first grid
+``τ`` at which ``d`` turns from ``< 0`` to ``≥ 0``: ``phase_tables`` of its
+``experiments/nibi/collect.py``), or ``"interpolate"``, ours (the zero of the straight line
+through the two grid points that bracket that change). Both come with a paired bootstrap over
+seeds for their spread; when the difference has no such change in the grid it says so. (The
+paper's CPU script ``experiments/muon_phase_diagram.py`` keeps the *last* grid ``τ`` with such
+a change and ``collect.py`` prints every one; :attr:`Crossing.upward` lists them all, and with
+one change the three readings agree.)
 """
 
 # Developer note (layers, DESIGN.md): floor 1.
@@ -46,6 +52,7 @@ from torch import Tensor
 from gaugekit._extras import require_extra
 
 __all__ = [
+    "CROSSING_ESTIMATORS",
     "DYNAMICS",
     "Crossing",
     "closed_form",
@@ -199,13 +206,26 @@ def tail_fraction(dynamics: str, spectrum: Sequence[float], tail: Sequence[bool]
 # --------------------------------------------------------------------------------------------
 
 
+#: The estimators of :func:`estimate_crossing`: ``"grid"`` (the paper's: the first grid ``τ`` at
+#: which ``d = mean(a) − mean(b)`` turns from ``< 0`` to ``≥ 0``) and ``"interpolate"`` (ours:
+#: the zero of the straight line through the two grid points that bracket that change).
+CROSSING_ESTIMATORS: tuple[str, ...] = ("grid", "interpolate")
+
+
 @dataclass(frozen=True)
 class Crossing:
     r"""Where ``a(τ)`` stops being below ``b(τ)``.
 
-    ``tau_star``: linear interpolation of ``d = mean(a) − mean(b)`` over seeds between the two
-    grid points that bracket its first change from ``< 0`` to ``≥ 0`` (``None`` when there is no
-    such change: see ``status``). ``bracket``: those two grid points. ``status``:
+    ``estimator``: ``"grid"`` or ``"interpolate"`` (:data:`CROSSING_ESTIMATORS`). ``tau_star``:
+    from the first change of ``d = mean(a) − mean(b)`` over seeds from ``< 0`` to ``≥ 0``, the
+    grid point where ``d ≥ 0`` (``"grid"``) or the linear interpolation of ``d`` between the two
+    grid points that bracket the change (``"interpolate"``); ``None`` when there is no such
+    change (see ``status``). A change needs a grid point before it, so ``d ≥ 0`` at the first
+    ``τ`` is never a crossing. ``bracket``: those two grid points. ``upward``: every grid ``τ``
+    at which ``d`` turns from ``< 0`` to ``≥ 0`` (``tau_star`` is built from the first; more
+    than one means the curves cross back and forth). ``shares``: for ``"grid"``, the share of
+    bootstrap resamples that gives each value (``(τ*, share)`` pairs in increasing ``τ*``,
+    ``±∞`` for the resamples without a crossing); empty for ``"interpolate"``. ``status``:
     ``"crossing"``, ``"a_below_everywhere"`` (``τ*`` beyond the grid), ``"a_never_below"`` or
     ``"no_upward_crossing"`` (``a`` starts above ``b`` and never crosses from below). ``low``,
     ``high``: the ``level`` interval of the bootstrap over seeds, where a resample without a
@@ -227,6 +247,9 @@ class Crossing:
     sign_changes: int
     num_boot: int
     dropped: tuple[float, ...] = ()
+    estimator: str = "interpolate"
+    upward: tuple[float, ...] = ()
+    shares: tuple[tuple[float, float], ...] = ()
 
     def describe(self, a: str = "a", b: str = "b") -> str:
         """One sentence with the estimate, its interval and what the grid can say."""
@@ -243,7 +266,10 @@ class Crossing:
         boot = (f"{pct} bootstrap interval over seeds [{bound(self.low)}, {bound(self.high)}]; "
                 f"{100 * self.no_crossing:.0f}% of {self.num_boot} resamples have no crossing in "
                 f"the grid")
-        if self.status == "crossing":
+        if self.status == "crossing" and self.estimator == "grid":
+            text = (f"{a} stops beating {b} at τ* = {self.tau_star:g}, the first grid point at "
+                    f"which its mean is no longer below (after {self.bracket[0]:g}); {boot}")
+        elif self.status == "crossing":
             text = (f"{a} stops beating {b} at τ* ≈ {self.tau_star:.3f} (linear interpolation "
                     f"between the grid points {self.bracket[0]:g} and {self.bracket[1]:g}); "
                     f"{boot}")
@@ -264,13 +290,17 @@ def _difference(a: Tensor, b: Tensor) -> Tensor:
     return a.mean(dim=-1) - b.mean(dim=-1)
 
 
-def _first_crossing(taus: Tensor, d: Tensor) -> tuple[float, int]:
-    """``(τ*, i)`` of the first ``d_i < 0 ≤ d_{i+1}``; ``(+∞, -1)`` when ``d < 0`` everywhere,
+def _first_crossing(taus: Tensor, d: Tensor, estimator: str = "interpolate"
+                    ) -> tuple[float, int]:
+    """``(τ*, i)`` of the first ``d_i < 0 ≤ d_{i+1}`` (``τ* = τ_{i+1}`` for ``"grid"``, the
+    interpolated zero for ``"interpolate"``); ``(+∞, -1)`` when ``d < 0`` everywhere,
     ``(−∞, -1)`` when ``d_0 ≥ 0`` and no later change from below to above exists."""
     below = d < 0
     for i in range(len(d) - 1):
         if bool(below[i]) and not bool(below[i + 1]):
             t0, t1 = float(taus[i]), float(taus[i + 1])
+            if estimator == "grid":
+                return t1, i
             d0, d1 = float(d[i]), float(d[i + 1])
             return t0 + (t1 - t0) * (-d0) / (d1 - d0), i
     if bool(below.all()):
@@ -286,14 +316,19 @@ def estimate_crossing(
     num_boot: int = 2000,
     level: float = 0.9,
     seed: int = 0,
+    estimator: str = "interpolate",
 ) -> Crossing:
     r"""The crossing ``τ*`` of two curves with its uncertainty (see :class:`Crossing`).
 
     ``rec_a[i][j]``, ``rec_b[i][j]``: the value of seed ``j`` at ``taus[i]`` (the same seeds,
     so the bootstrap resamples seed indices for both curves together). Grid points where a
     value is not finite are dropped (listed in ``dropped``). The bootstrap draws ``num_boot``
-    resamples from a generator seeded ``seed``.
+    resamples from a generator seeded ``seed`` and applies ``estimator`` (one of
+    :data:`CROSSING_ESTIMATORS`) to each.
     """
+    if estimator not in CROSSING_ESTIMATORS:
+        raise ValueError(
+            f"Invalid estimator: {estimator!r}; expected one of {CROSSING_ESTIMATORS}")
     if not 0 < level < 1:
         raise ValueError(f"Invalid level: {level!r}; expected a number in (0, 1)")
     if num_boot < 1:
@@ -313,27 +348,36 @@ def estimate_crossing(
     if t.numel() < 2:
         raise ValueError("Invalid rec_a, rec_b: expected finite values at two or more τ")
     d = _difference(A, B)
-    tau_star, i = _first_crossing(t, d)
+    tau_star, i = _first_crossing(t, d, estimator)
     status = ("crossing" if math.isfinite(tau_star) else
               "a_below_everywhere" if tau_star == math.inf else
               "a_never_below" if bool((d >= 0).all()) else "no_upward_crossing")
     signs = (d >= 0).to(torch.int8)
     sign_changes = int((signs[1:] != signs[:-1]).sum())
+    upward = tuple(float(t[j + 1]) for j in range(len(d) - 1)
+                   if bool(d[j] < 0) and bool(d[j + 1] >= 0))
 
     g = torch.Generator().manual_seed(seed)
     num_seeds = A.shape[1]
     idx = torch.randint(num_seeds, (num_boot, num_seeds), generator=g)
     boot = []
     for row in idx:
-        boot.append(_first_crossing(t, _difference(A[:, row], B[:, row]))[0])
+        boot.append(_first_crossing(t, _difference(A[:, row], B[:, row]), estimator)[0])
     values = torch.tensor(sorted(boot), dtype=torch.float64)
     q_lo = values[int(math.floor((1 - level) / 2 * (num_boot - 1)))].item()
     q_hi = values[int(math.ceil((1 + level) / 2 * (num_boot - 1)))].item()
     no_cross = float((~torch.isfinite(values)).double().mean())
+    shares: tuple[tuple[float, float], ...] = ()
+    if estimator == "grid":
+        counts: dict[float, int] = {}
+        for v in boot:
+            counts[v] = counts.get(v, 0) + 1
+        shares = tuple((v, counts[v] / num_boot) for v in sorted(counts))
     return Crossing(
         taus=tuple(float(x) for x in t), difference=tuple(float(x) for x in d),
         tau_star=tau_star if status == "crossing" else None,
         bracket=(float(t[i]), float(t[i + 1])) if status == "crossing" else None,
         status=status, low=q_lo, high=q_hi, level=level, no_crossing=no_cross,
         sign_changes=sign_changes, num_boot=num_boot, dropped=dropped,
+        estimator=estimator, upward=upward, shares=shares,
     )

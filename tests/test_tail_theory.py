@@ -157,3 +157,73 @@ def test_invalid_shapes():
         estimate_crossing(TAUS, a[:-1], b)
     with pytest.raises(ValueError, match="^Invalid taus"):
         estimate_crossing(list(reversed(TAUS)), a, b)
+
+
+# the paper's estimator: the first grid τ at which mean(a) − mean(b) turns from < 0 to ≥ 0
+
+
+def curves_from_differences(d, seeds=3):
+    """b = 0 and a = d at every seed: the difference of the means is ``d`` exactly."""
+    a = torch.tensor(d, dtype=F64)[:, None].expand(-1, seeds).clone()
+    return a, torch.zeros_like(a)
+
+
+def test_grid_estimator_is_the_first_grid_point_after_the_change():
+    a, b = curves_from_differences([-0.13, -0.07, -0.04, -0.015, 0.028, 0.025])
+    c = estimate_crossing(TAUS, a, b, num_boot=100, estimator="grid")
+    assert c.estimator == "grid" and c.status == "crossing"
+    assert c.tau_star == 0.35 and c.bracket == (0.2, 0.35) and c.upward == (0.35,)
+    assert c.low == c.high == 0.35  # identical seeds: every resample gives the same grid point
+    assert c.shares == ((0.35, 1.0),)
+    # the interpolated estimate of the same curves lies strictly inside the bracket
+    i = estimate_crossing(TAUS, a, b, num_boot=100)
+    assert 0.2 < i.tau_star < 0.35 and i.tau_star == pytest.approx(
+        0.2 + 0.15 * 0.015 / (0.015 + 0.028), abs=1e-12)
+    assert "τ* = 0.35" in c.describe("Muon", "GD")
+
+
+def test_grid_estimator_counts_zero_as_not_below():
+    # d = 0 exactly is "≥ 0": the crossing is at that grid point
+    a, b = curves_from_differences([-0.1, -0.05, 0.0, 0.02, 0.03, 0.04])
+    c = estimate_crossing(TAUS, a, b, num_boot=10, estimator="grid")
+    assert c.tau_star == 0.1
+
+
+def test_grid_estimator_without_a_crossing():
+    a, b = curves_from_differences([-0.1, -0.09, -0.08, -0.05, -0.02, -0.01])
+    c = estimate_crossing(TAUS, a, b, num_boot=10, estimator="grid")
+    assert c.status == "a_below_everywhere" and c.tau_star is None and c.upward == ()
+    assert c.high == math.inf
+
+
+def test_grid_estimator_ignores_a_start_at_or_above():
+    # d ≥ 0 at the first τ has no grid point before it: not a crossing (as in the paper's loop,
+    # which compares each τ with the previous one); a later change from below still counts
+    a, b = curves_from_differences([0.01, 0.02, 0.03, 0.04, 0.05, 0.06])
+    c = estimate_crossing(TAUS, a, b, num_boot=10, estimator="grid")
+    assert c.status == "a_never_below" and c.tau_star is None
+    a, b = curves_from_differences([0.01, -0.02, 0.03, -0.04, 0.05, 0.06])
+    c = estimate_crossing(TAUS, a, b, num_boot=10, estimator="grid")
+    assert c.tau_star == 0.1 and c.upward == (0.1, 0.35) and c.sign_changes == 4
+
+
+def test_unknown_estimator():
+    a, b = linear_curves(0.27)
+    with pytest.raises(ValueError, match="^Invalid estimator"):
+        estimate_crossing(TAUS, a, b, estimator="last")
+
+
+def test_grid_estimator_bootstrap_shares_follow_the_seeds():
+    # seed 0 turns positive at 0.1, the others at 0.35; a resample's mean turns at 0.1 when
+    # all three draws are seed 0, at 0.2 when two are, at 0.35 otherwise (as the data do)
+    d = torch.tensor([[-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0], [0.4, -1.0, -1.0],
+                      [1.0, -1.0, -1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], dtype=F64)
+    c = estimate_crossing(TAUS, d, torch.zeros_like(d), num_boot=4000, seed=1,
+                          estimator="grid")
+    assert c.tau_star == 0.35
+    shares = dict(c.shares)
+    assert set(shares) == {0.1, 0.2, 0.35} and sum(shares.values()) == pytest.approx(1.0)
+    assert shares[0.1] == pytest.approx(1 / 27, abs=0.01)  # all three draws seed 0
+    assert shares[0.2] == pytest.approx(6 / 27, abs=0.02)  # two draws of seed 0
+    assert shares[0.35] == pytest.approx(20 / 27, abs=0.02)  # at most one draw of seed 0
+    assert estimate_crossing(TAUS, d, torch.zeros_like(d), num_boot=10).shares == ()

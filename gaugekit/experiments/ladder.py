@@ -10,7 +10,9 @@ in float64, 40,000 steps (60,000 at n = 384), tolerance 1e-7 checked every 200 s
 held-out measurements, initial scale 1e-3, seeds 42, 123, 456; and two arms at n = 64: the
 *rank arm* ``r ∈ {2, 5, 8, 12}`` (m = 2·dof) and the *measurement arm*
 ``m / dof ∈ {1.25, 1.5, 2, 3, 4}`` (r = 3). The run protocol (divergence, interpolation,
-schedules: cosine decay for Muon, signum, Lion and RMSProp) is the zoo's.
+schedules: cosine decay for Muon, signum, Lion and RMSProp) is the zoo's, Table 2's; the paper's
+ladder decays Muon, signum and Lion only (:data:`PAPER_LADDER_COSINE`), so our RMSProp runs
+are not its runs (see :data:`PAPER_LADDER_PROTOCOL` for every difference).
 
 Learning rates. Each method's grid is its base grid at n = 40 (:data:`LADDER_BASE_GRIDS`, the
 registry's ``ladder_lr_grid``, the paper's ladder) times a factor of ``n``
@@ -20,12 +22,19 @@ registry's ``ladder_lr_grid``, the paper's ladder) times a factor of ``n``
   grows like ``n / r`` (the columns of ``U_star`` have norm about ``√(n/r)``), and a stable
   constant step is below twice its inverse;
 * Muon, Shampoo and ScaledGD ``× √(40/n)``;
-* Adam and the sign methods (signum, Lion) ``× √(n/40)``; we put the other entrywise- or
-  scalar-normalized rules, shared-scale Adam, RMSProp and Adafactor, with Adam (our choice: their
-  step per entry is about ``lr`` as Adam's is).
+* Adam, the sign methods (signum, Lion), shared-scale Adam, RMSProp and Adafactor
+  ``× √(n/40)`` (every other rule: the paper's ``scale_factor`` in
+  ``experiments/nibi/zoo_ladder.py``; their step per entry is about ``lr``, as Adam's is).
 
 Scaled values are rounded to three significant digits (the run ids are then readable and
-stable). The arms use the grids of their ``n`` (64), whatever ``r`` or ``m``.
+stable; the paper rounds to 12 decimals, so its lrs differ from ours in the fourth digit). The
+arms use the grids of their ``n`` (64), whatever ``r`` or ``m``.
+
+Selection. The paper's ladder (its ``collect.py``, ``best_lr``) chooses per method the lr of
+lowest mean rec among those whose mean training loss over the selection seeds 42, 123, 456 is
+below 1e-4 (:data:`~gaugekit.experiments.selection.ORACLE_LOOSE`), then reports the mean over
+10 seeds at that lr (3 at n = 40, 5 on the arms); the book's default is Table 2's gate, every
+seed below the tolerance. :func:`size_rows` takes either (``protocol``).
 
 Parts, one per size or arm value, each all seeds, and one per seed of each (``n96_s42``), so a
 slow size can be run seed by seed: ``n40`` … ``n384``, ``rank2`` … ``rank12``,
@@ -67,18 +76,29 @@ __all__ = [
     "LADDER_HPARAMS",
     "LADDER_METHODS",
     "LR_SCALING",
+    "PAPER_LADDER_COSINE",
+    "PAPER_LADDER_PROTOCOL",
+    "PAPER_RECORDS_N96_SEED42",
+    "PUBLISHED_ARM_METHODS",
     "PUBLISHED_LADDER_CLAIMS",
+    "PUBLISHED_LADDER_DIGITS",
+    "PUBLISHED_LADDER_MDOF",
+    "PUBLISHED_LADDER_RANK",
     "PUBLISHED_LADDER_REC",
+    "PUBLISHED_LADDER_SEEDS",
     "LadderConfig",
     "LadderExperiment",
     "LadderPart",
     "claims",
     "collect",
+    "comparison_rows",
     "get_config",
     "ladder_lr_grid",
     "lr_scale",
     "published_expectation",
     "published_rec",
+    "published_seeds",
+    "record_comparison",
     "size_rows",
 ]
 
@@ -118,12 +138,80 @@ BASE_N = 40
 #: A run "recovers exactly" when its mean ``rec`` is below this.
 EXACT_REC = 1e-3
 
-#: The paper's ladder (arXiv 2608.05136, GPU appendix, as quoted in issue 13): mean rec of the
-#: selected lr at the smallest and the largest size.
+#: The methods the paper's ladder decays with a cosine (``DECAYED_PROTOCOL`` of its
+#: ``experiments/nibi/common.py``): not RMSProp, which Table 2 and our ladder decay.
+PAPER_LADDER_COSINE: frozenset[str] = frozenset({"muon", "signum", "lion"})
+#: The paper's ladder protocol (``experiments/nibi/zoo_ladder.py``, ``common.py``, ``collect.py``)
+#: beside which the chapter sets ours: seeds, selection, schedule, grid, budget, precision.
+PAPER_LADDER_PROTOCOL: dict[str, Any] = {
+    "seeds": "10 (3 at n = 40, 5 on the arms)",
+    "selection_seeds": (42, 123, 456),
+    "protocol": "oracle_loose",
+    "cosine": PAPER_LADDER_COSINE,
+    "lr_rounding": "12 decimals",
+    "num_steps": 40_000,  # the script's default (its n = 384 budget is not recorded)
+    "dtype": "float64",
+    "device": "GPU (H100)",
+}
+#: The digits the paper prints its ladder means with (its ``SUMMARY.md``: ``0.0000`` is a mean
+#: below 5e-5, which this constant stores as 0.0).
+PUBLISHED_LADDER_DIGITS = 4
+#: The paper's ladder (arXiv 2608.05136, Table 11; its ``experiments/nibi_results/SUMMARY.md``):
+#: mean rec over the seeds of :data:`PUBLISHED_LADDER_SEEDS` at the lr its selection chose, per
+#: method and size. n = 40 is its 3-seed canary (``zoo_n40_canary.jsonl``; issue 13 quoted GD,
+#: shared-scale Adam and Adam there as 0.108, 0.143, 0.550); n = 384 has five methods only.
+#: Printed to :data:`PUBLISHED_LADDER_DIGITS` decimals.
 PUBLISHED_LADDER_REC: dict[str, dict[int, float]] = {
-    "gd": {40: 0.108, 384: 0.515},
-    "scalar_adam": {40: 0.143, 384: 0.666},
-    "adam": {40: 0.550, 384: 0.805},
+    "gd": {40: 0.1078, 64: 0.1429, 96: 0.2018, 128: 0.2481, 192: 0.3462, 256: 0.4099,
+           384: 0.5146},
+    "scalar_adam": {40: 0.1425, 64: 0.1947, 96: 0.2787, 128: 0.3447, 192: 0.4684, 256: 0.5483,
+                    384: 0.6656},
+    "muon": {40: 0.0, 64: 0.0, 96: 0.0, 128: 0.0, 192: 0.0, 256: 0.0, 384: 0.6044},
+    "shampoo": {40: 0.2856, 64: 0.6459, 96: 0.5952, 128: 0.6587, 192: 0.8383, 256: 0.9176,
+                384: 0.9698},
+    "adam": {40: 0.5498, 64: 0.5742, 96: 0.6090, 128: 0.6426, 192: 0.6964, 256: 0.7407,
+             384: 0.8045},
+    "rmsprop": {40: 0.0172, 64: 0.5958, 96: 0.6147, 128: 0.6166, 192: 0.6692, 256: 0.7078},
+    "signum": {40: 0.0131, 64: 0.0, 96: 0.0, 128: 0.0, 192: 0.0, 256: 0.0},
+    "lion": {40: 0.4240, 64: 0.4834, 96: 0.5476, 128: 0.6017, 192: 0.7596, 256: 0.8953},
+    "adafactor": {40: 0.5430, 64: 0.6123, 96: 0.6874, 128: 0.7448, 192: 0.8172, 256: 0.8672},
+}
+#: Seeds behind each published size (the arms: 5).
+PUBLISHED_LADDER_SEEDS: dict[int, int] = {40: 3, 64: 10, 96: 10, 128: 10, 192: 10, 256: 10,
+                                          384: 10}
+#: The methods whose arm values Table 11 gives.
+PUBLISHED_ARM_METHODS: dict[str, tuple[str, ...]] = {
+    "rank": ("gd", "scalar_adam", "adam", "muon", "shampoo"),
+    "mdof": ("gd", "scalar_adam", "adam", "muon"),
+}
+#: The rank arm of Table 11 (n = 64, m = 2 dof, 5 seeds): r → method → mean rec.
+PUBLISHED_LADDER_RANK: dict[int, dict[str, float]] = {
+    2: {"gd": 0.1906, "scalar_adam": 0.2589, "adam": 0.6407, "muon": 0.0, "shampoo": 0.4731},
+    5: {"gd": 0.0736, "scalar_adam": 0.1043, "adam": 0.4694, "muon": 0.0, "shampoo": 0.2600},
+    8: {"gd": 0.0224, "scalar_adam": 0.0316, "adam": 0.3000, "muon": 0.0, "shampoo": 0.3618},
+    12: {"gd": 0.0083, "scalar_adam": 0.0098, "adam": 0.1407, "muon": 0.0, "shampoo": 0.4866},
+}
+#: The measurement arm of Table 11 (n = 64, r = 3, 5 seeds): m / dof → method → mean rec
+#: (m / dof = 2 is the ladder's n = 64).
+PUBLISHED_LADDER_MDOF: dict[float, dict[str, float]] = {
+    1.25: {"gd": 0.6069, "scalar_adam": 0.6362, "adam": 0.7896, "muon": 0.0},
+    1.5: {"gd": 0.4206, "scalar_adam": 0.4681, "adam": 0.7179, "muon": 0.0},
+    3.0: {"gd": 0.0144, "scalar_adam": 0.0233, "adam": 0.3466, "muon": 0.0},
+    4.0: {"gd": 0.0033, "scalar_adam": 0.0051, "adam": 0.1952, "muon": 0.0},
+}
+#: The paper's public *record* (not its table) of seed 42 at n = 96 (``zoo_n96.jsonl``): per
+#: method, the lr its selection chose (on seeds 42, 123, 456; unrounded) and seed 42's rec
+#: there. A seed-to-seed reference for our ``n96_s42`` part, labelled as a record.
+PAPER_RECORDS_N96_SEED42: dict[str, tuple[float, float]] = {
+    "gd": (0.000416666667, 0.13321516766017777),
+    "scalar_adam": (0.000154919334, 0.2047514701659424),
+    "muon": (0.19364916731, 2.1880191404920974e-06),
+    "shampoo": (0.006454972244, 0.5393316247849769),
+    "adam": (0.000154919334, 0.5326662895040866),
+    "rmsprop": (0.015491933385, 0.5863579019054063),
+    "signum": (0.004647580015, 3.6100010881506023e-06),
+    "lion": (0.000154919334, 0.46467847691763714),
+    "adafactor": (0.000464758002, 0.6209072400635206),
 }
 #: The paper's qualitative findings on the ladder, in the words of :func:`claims`.
 PUBLISHED_LADDER_CLAIMS: dict[str, str] = {
@@ -303,14 +391,27 @@ collect = sweep.collector(EXPERIMENT, get_config, allow_missing=True,
 
 
 def published_rec(part: LadderPart) -> dict[str, float] | None:
-    """The published mean rec per method at ``part``'s size when ``part`` is the paper's own
-    (:data:`PUBLISHED_LADDER_REC`; only n = 40 and n = 384 are published), else ``None``."""
+    """The published mean rec per method of ``part`` when ``part`` is one of the paper's own
+    all-seed parts (a size: :data:`PUBLISHED_LADDER_REC`; a rank or m/dof arm point:
+    :data:`PUBLISHED_LADDER_RANK`, :data:`PUBLISHED_LADDER_MDOF`), else ``None``."""
     paper = _paper_config()
-    if part not in paper.parts or part.arm != "size":
+    if part not in paper.parts:
         return None
-    n = part.problem.n
-    values = {m: v[n] for m, v in PUBLISHED_LADDER_REC.items() if n in v}
+    if part.arm == "size":
+        n = part.problem.n
+        values = {m: v[n] for m, v in PUBLISHED_LADDER_REC.items() if n in v}
+    elif part.arm == "rank":
+        values = dict(PUBLISHED_LADDER_RANK.get(int(part.value), {}))
+    else:
+        values = dict(PUBLISHED_LADDER_MDOF.get(float(part.value), {}))
     return values or None
+
+
+def published_seeds(part: LadderPart) -> int | None:
+    """How many seeds the published value of ``part`` averages (``None`` when unpublished)."""
+    if published_rec(part) is None:
+        return None
+    return PUBLISHED_LADDER_SEEDS[part.problem.n] if part.arm == "size" else 5
 
 
 def published_expectation(part: LadderPart, claim: str) -> bool | None:
@@ -333,10 +434,11 @@ def published_expectation(part: LadderPart, claim: str) -> bool | None:
 
 
 def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, Any]]],
-              arm: str = "size") -> list[dict[str, Any]]:
+              arm: str = "size", protocol: str = "oracle") -> list[dict[str, Any]]:
     """One row per part of ``arm``: its value, problem, seeds and runs recorded, and the
-    oracle selection (:func:`~gaugekit.experiments.matrix_sensing.selection_rows`) per method
-    under ``rows``, for the methods whose whole lr grid is recorded at every seed used; the
+    selection of ``protocol`` (:func:`~gaugekit.experiments.matrix_sensing.selection_rows`;
+    ``"oracle"``: Table 2's gate, ``"oracle_loose"``: the paper ladder's) per method under
+    ``rows``, for the methods whose whole lr grid is recorded at every seed used; the
     others are named under ``incomplete`` (a selection over part of a grid is not the paper's).
 
     The seeds used are those whose every run is recorded (a seed part cut by a time limit
@@ -367,8 +469,52 @@ def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, 
             "complete": len(recorded) == planned,
             "partial_seeds": sorted(s for s in counts if s not in seeds),
             "incomplete": [m for m in part.methods if m not in whole],
-            "rows": {row["method"]: row for row in selection_rows(chosen)} if chosen else {},
+            "rows": ({row["method"]: row for row in selection_rows(chosen, protocol)}
+                     if chosen else {}),
         })
+    return out
+
+
+def comparison_rows(config: LadderConfig, rows: Sequence[Mapping[str, Any]]
+                    ) -> list[dict[str, Any]]:
+    """Ours beside the published value, one row per (part, method) that has both a selection
+    in ``rows`` (:func:`size_rows` of one arm) and a published value (:func:`published_rec`):
+    ``ours``, ``seeds`` (ours), ``published``, ``published_seeds``, the lr we chose and
+    whether it sits at a grid edge."""
+    out = []
+    for row in rows:
+        part = config.part(row["part"])
+        pub = published_rec(part) or {}
+        for method, value in pub.items():
+            sel = row["rows"].get(method)
+            if sel is None:
+                continue
+            out.append({"part": row["part"], "arm": part.arm, "value": part.value,
+                        "method": method, "ours": sel["rec"], "seeds": len(row["seeds"]),
+                        "published": value, "published_seeds": published_seeds(part),
+                        "lr": sel["lr"], "at_grid_edge": sel["at_grid_edge"]})
+    return out
+
+
+def record_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Seed 42 at n = 96, ours against the paper's public record
+    (:data:`PAPER_RECORDS_N96_SEED42`), at the lr the paper's selection chose: per method our
+    run at the nearest lr of our grid (ours round to three digits), its rec and schedule, the
+    record's rec, and their relative difference. ``records``: the runs of ``n96_s42``."""
+    out = []
+    for method, (lr, paper_rec) in PAPER_RECORDS_N96_SEED42.items():
+        runs = [r for r in records if r["config"]["method"] == method and r["config"]["seed"] == 42
+                and r.get("status") == "ok"
+                and math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=3e-3)]
+        if not runs:
+            continue
+        r = runs[0]
+        ours = float(r["metrics"]["rec"])
+        out.append({"method": method, "lr": r["config"]["hparams"]["lr"], "paper_lr": lr,
+                    "schedule": r["config"]["schedule"],
+                    "paper_schedule": "cosine" if method in PAPER_LADDER_COSINE else "constant",
+                    "ours": ours, "paper": paper_rec,
+                    "rel_diff": abs(ours - paper_rec) / paper_rec})
     return out
 
 

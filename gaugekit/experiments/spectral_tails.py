@@ -6,11 +6,16 @@ through the sweep engine (no loop of their own):
 ``phase``           the phase diagram: recovery error of the full target
                     ``X = √(1−τ²) X_3 + τ E_⊥`` (:mod:`gaugekit.problems.spectral_tails`, problem
                     kind ``"spectral_tail"``) against ``τ`` for gradient descent, Adam,
-                    shared-scale Adam, Muon and Shampoo, over the paper's lr grids
-                    (:data:`~gaugekit.experiments.matrix_sensing.PAPER_LR_GRIDS`) and seeds, cosine
-                    decay for Muon only (the others constant). The lr is chosen per method and
-                    ``τ`` as in Table 2 (:func:`phase_rows`, the oracle rule of
-                    :func:`~gaugekit.experiments.matrix_sensing.selection_rows`).
+                    shared-scale Adam, Muon and Shampoo, over Table 2's lr grids
+                    (:data:`~gaugekit.experiments.matrix_sensing.PAPER_LR_GRIDS`, three to
+                    five values per method; the paper's phase script tried two,
+                    :data:`PAPER_PHASE_LR_GRIDS`, which are in them but for Adam's 3e-3) and
+                    seeds, cosine decay for Muon only (the others constant). The lr is chosen
+                    per method and ``τ`` by :func:`phase_rows`: by default with Table 2's gate
+                    (every seed below the tolerance, the oracle rule of
+                    :func:`~gaugekit.experiments.matrix_sensing.selection_rows`); the phase
+                    script's own rule is the loose gate on its two lrs
+                    (``phase_rows(records, "oracle_loose", PAPER_PHASE_LR_GRIDS)``).
 ``signum_horizon``  the signum audit on the plain sensing problem (the zoo's instances):
                     signum at lr 3e-3 with cosine and linear decay to zero over budgets ``T``.
 ``balancedness``    ``‖UᵀU − VᵀV‖_F`` at the end for GD, shared-scale Adam, Muon and Shampoo: the
@@ -25,6 +30,8 @@ steps, tol 1e-7 checked every 200 steps, seeds 42, 123, 456, ``τ ∈ {0, 0.05, 
 
 Published values (:data:`PUBLISHED_TAU_STAR`, :data:`PUBLISHED_SIGNUM`,
 :data:`PUBLISHED_BALANCEDNESS`) are the paper's, kept apart from anything computed here.
+:func:`crossings` estimates ``τ*`` from the records twice: by the paper's definition (its
+selection, its grid estimator) and by ours (Table 2's selection, linear interpolation).
 """
 
 # Developer note (layers, DESIGN.md): floor 3.
@@ -51,11 +58,15 @@ from gaugekit.problems.matrix_sensing import (
     init_factors,
 )
 from gaugekit.problems.spectral_tails import TailBatch, make_tail_instance
+from gaugekit.tail_theory import Crossing, estimate_crossing
 
 __all__ = [
     "CONFIGS",
     "EXACT_REC",
     "EXPERIMENT",
+    "PAPER_PHASE_LOG",
+    "PAPER_PHASE_LR_GRIDS",
+    "PAPER_TAU_STAR_RULE",
     "PHASE_METHODS",
     "PROBE_METHODS",
     "PUBLISHED_BALANCEDNESS",
@@ -71,8 +82,10 @@ __all__ = [
     "TailFamily",
     "balancedness_rows",
     "collect",
+    "crossings",
     "get_config",
     "horizon_rows",
+    "log_comparison",
     "phase_rows",
     "published_applies",
     "rec_matrix",
@@ -86,13 +99,52 @@ TAIL_KIND = "spectral_tail"
 PHASE_METHODS: tuple[str, ...] = ("gd", "adam", "scalar_adam", "muon", "shampoo")
 PROBE_METHODS: tuple[str, ...] = ("gd", "scalar_adam", "muon", "shampoo")
 
-#: Published crossing of the Muon and GD curves (arXiv 2608.05136, Section 8): ``τ*`` and
-#: the setting it was measured in. Muon beats GD for ``τ < τ*``.
+#: The lr grids of the paper's CPU phase script (``experiments/muon_phase_diagram.py``, two
+#: values per method, no shared-scale Adam); its GPU script (``experiments/nibi/phase_fine.py``)
+#: adds shared-scale Adam on (1e-3, 3e-3). All but Adam's 3e-3 are points of Table 2's grids,
+#: so the records of ``phase`` hold them.
+PAPER_PHASE_LR_GRIDS: dict[str, tuple[float, ...]] = {
+    "gd": (0.01, 0.03), "adam": (3e-3, 0.01), "muon": (0.03, 0.1), "shampoo": (0.03, 0.1),
+}
+#: The paper's estimator of ``τ*`` (its ``phase_tables`` in ``experiments/nibi/collect.py``,
+#: and ``muon_phase_diagram.py``): the first grid ``τ`` at which mean(Muon) − mean(GD) over the
+#: seeds turns from ``< 0`` to ``≥ 0``, each method at the lr of its selection per ``τ``:
+#: lowest mean rec among the lrs whose mean training loss is below 1e-4.
+PAPER_TAU_STAR_RULE: dict[str, str] = {
+    "estimator": "grid", "protocol": "oracle_loose",
+}
+#: Published crossing of the Muon and GD curves (arXiv 2608.05136, Section 8 and Appendix C8):
+#: ``τ*`` and the setting it was measured in (Muon beats GD for ``τ < τ*``), both by the rule of
+#: :data:`PAPER_TAU_STAR_RULE`. ``cpu``: ``muon_phase_diagram.py``, 3 seeds, six ``τ``, the
+#: grids of :data:`PAPER_PHASE_LR_GRIDS`, float32, 20,000 steps (the grid and seeds of this
+#: experiment). ``gpu``: ``nibi/phase_fine.py`` + ``collect.py`` (``SUMMARY.md``), 10 seeds on a
+#: finer grid of 14 ``τ``, the same lr grids plus shared-scale Adam (1e-3, 3e-3), float64,
+#: 20,000 steps; its means at ``τ = 0.2``, where Muon first stops beating GD: GD 0.3512,
+#: Muon 0.3538 (at ``τ = 0.15``: GD 0.2827, Muon 0.2725).
 PUBLISHED_TAU_STAR: dict[str, dict[str, Any]] = {
     "cpu": {"tau_star": 0.35, "seeds": 3, "grid": (0.0, 0.05, 0.1, 0.2, 0.35, 0.5),
-            "note": "3 seeds on CPU, the grid of this experiment"},
-    "gpu": {"tau_star": 0.2, "seeds": 10, "grid": None,
-            "note": "10 seeds and a finer τ grid on GPU (grid not given)"},
+            "lr_grids": dict(PAPER_PHASE_LR_GRIDS), "num_steps": 20_000, "dtype": "float32",
+            "note": "CPU, 3 seeds, 6 τ (the grid of this experiment)"},
+    "gpu": {"tau_star": 0.2, "seeds": 10,
+            "grid": (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.325, 0.35, 0.375, 0.4, 0.45, 0.5,
+                     0.6),
+            "lr_grids": {**PAPER_PHASE_LR_GRIDS, "scalar_adam": (1e-3, 3e-3)},
+            "num_steps": 20_000, "dtype": "float64",
+            "means_at_tau_star": {"gd": 0.3512, "muon": 0.3538},
+            "means_before_tau_star": {"tau": 0.15, "gd": 0.2827, "muon": 0.2725},
+            "note": "GPU, 10 seeds, 14 τ from 0 to 0.6"},
+}
+#: The paper's CPU phase-diagram *log* (``logs/muon_phase_diagram_cpu.txt``, the run behind the
+#: published CPU ``τ*``; a public record, printed to four decimals): ``τ`` → method → mean rec
+#: over seeds 42, 123, 456 at the lr its rule chose (:data:`PAPER_TAU_STAR_RULE`'s selection on
+#: :data:`PAPER_PHASE_LR_GRIDS`).
+PAPER_PHASE_LOG: dict[float, dict[str, float]] = {
+    0.0: {"gd": 0.1313, "adam": 0.5810, "muon": 0.0, "shampoo": 0.2881},
+    0.05: {"gd": 0.1677, "adam": 0.5821, "muon": 0.0945, "shampoo": 0.2976},
+    0.1: {"gd": 0.2310, "adam": 0.5980, "muon": 0.1846, "shampoo": 0.3233},
+    0.2: {"gd": 0.3687, "adam": 0.6435, "muon": 0.3588, "shampoo": 0.4056},
+    0.35: {"gd": 0.5675, "adam": 0.7210, "muon": 0.5873, "shampoo": 0.5723},
+    0.5: {"gd": 0.7464, "adam": 0.7993, "muon": 0.7649, "shampoo": 0.7332},
 }
 #: Published signum audit: lr 3e-3, cosine or linear decay to zero; recovers X_star exactly at
 #: budgets T ≥ 6e4 and not below (T ∈ {1e4, 2e4, 4e4, 6e4}); Table 2's 2e4 cosine run: 0.4454.
@@ -264,7 +316,7 @@ def _build(scale: str, problem: ms.Problem, budget: ms.Budget, horizons: tuple[i
     seeds = (42, 123, 456)
     schedules = {m: ("cosine" if m == "muon" else "constant") for m in PHASE_METHODS}
     phase = PhasePart(
-        "phase", "rec of the full target against τ, five optimizers, the paper's lr grids",
+        "phase", "rec of the full target against τ, five optimizers, Table 2's lr grids",
         problem, budget, seeds, TAUS, PHASE_METHODS,
         {m: ms.PAPER_LR_GRIDS[m] for m in PHASE_METHODS}, schedules)
     horizon = HorizonPart(
@@ -354,15 +406,31 @@ def _by_tau(records: Sequence[Mapping[str, Any]]) -> dict[float, list[Mapping[st
     return dict(sorted(out.items()))
 
 
-def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle"
-               ) -> list[dict[str, Any]]:
-    """One row per ``(τ, method)``: the selection row of
-    :func:`~gaugekit.experiments.matrix_sensing.selection_rows` on the runs of that ``τ``
-    (chosen lr, mean metrics, rec per seed, whether every seed interpolated), plus ``tau``
-    and ``head_rec``, ``tail_rec`` means and ``seeds`` (the seeds, in the order of
-    ``rec_seeds``)."""
+def _within(records: Sequence[Mapping[str, Any]],
+            lr_grids: Mapping[str, Sequence[float]] | None) -> list[Mapping[str, Any]]:
+    """The records whose lr is in their method's grid of ``lr_grids`` (a method not named there
+    keeps every lr)."""
+    if lr_grids is None:
+        return list(records)
     out = []
-    for tau, recs in _by_tau(records).items():
+    for r in records:
+        grid = lr_grids.get(r["config"]["method"])
+        if grid is None or any(math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=1e-9)
+                               for lr in grid):
+            out.append(r)
+    return out
+
+
+def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle",
+               lr_grids: Mapping[str, Sequence[float]] | None = None) -> list[dict[str, Any]]:
+    """One row per ``(τ, method)``: the selection row of
+    :func:`~gaugekit.experiments.matrix_sensing.selection_rows` under ``protocol`` on the runs
+    of that ``τ`` (chosen lr, mean metrics, rec per seed, whether the gate passed, under
+    ``interpolated``), plus ``tau`` and ``head_rec``, ``tail_rec`` means and ``seeds`` (the
+    seeds, in the order of ``rec_seeds``). ``lr_grids`` restricts a method's candidates to the
+    lrs named there (``missing_lrs``: those of its grid without a record)."""
+    out = []
+    for tau, recs in _by_tau(_within(records, lr_grids)).items():
         for row in ms.selection_rows(recs, protocol):
             chosen = [r for r in recs if r["config"]["method"] == row["method"]
                       and r["config"]["hparams"]["lr"] == row["lr"]]
@@ -374,8 +442,59 @@ def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle"
                     return math.nan
                 return sum(float(v) for v in vals) / len(vals)
 
+            wanted = (lr_grids or {}).get(row["method"], ())
+            missing = [lr for lr in wanted
+                       if not any(math.isclose(lr, g, rel_tol=1e-9) for g in row["grid"])]
             out.append({**row, "tau": tau, "seeds": seeds, "head_rec": mean("head_rec"),
-                        "tail_rec": mean("tail_rec"), "nuclear_norm": mean("nuclear_norm")})
+                        "tail_rec": mean("tail_rec"), "nuclear_norm": mean("nuclear_norm"),
+                        "missing_lrs": missing})
+    return out
+
+
+def log_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Ours under the paper's phase rule (its lrs, its gate) beside the paper's CPU log
+    (:data:`PAPER_PHASE_LOG`), per ``(τ, method)`` of the log: our mean rec and lr, the log's
+    rec, their difference, and ``missing_lrs``, the lrs of the paper's grid we have no run at
+    (where one of them was the log's choice, the two selections cannot agree)."""
+    rows = {(r["tau"], r["method"]): r
+            for r in phase_rows(records, PAPER_TAU_STAR_RULE["protocol"], PAPER_PHASE_LR_GRIDS)}
+    out = []
+    for tau, by_method in PAPER_PHASE_LOG.items():
+        for method, logged in by_method.items():
+            r = rows.get((tau, method))
+            if r is None:
+                continue
+            out.append({"tau": tau, "method": method, "ours": r["rec"], "lr": r["lr"],
+                        "log": logged, "diff": r["rec"] - logged,
+                        "missing_lrs": r["missing_lrs"]})
+    return out
+
+
+def crossings(records: Sequence[Mapping[str, Any]], *, num_boot: int = 2000,
+              level: float = 0.9, seed: int = 0) -> dict[str, Crossing]:
+    """``τ*`` of Muon against GD from the ``phase`` records, twice, each with its bootstrap over
+    seeds (the lrs stay those chosen on all seeds):
+
+    ``"paper"``  the paper's definition (:data:`PAPER_TAU_STAR_RULE`): lrs chosen on the paper's
+                 phase grids (:data:`PAPER_PHASE_LR_GRIDS`) with the loose gate, ``τ*`` the
+                 first grid ``τ`` at which mean(Muon) − mean(GD) turns from ``< 0`` to ``≥ 0``;
+    ``"ours"``   Table 2's gate on Table 2's grids (:func:`phase_rows` by default), ``τ*``
+                 linearly interpolated between the two grid points of that change.
+    """
+    settings = {
+        "paper": (PAPER_TAU_STAR_RULE["protocol"], PAPER_PHASE_LR_GRIDS,
+                  PAPER_TAU_STAR_RULE["estimator"]),
+        "ours": ("oracle", None, "interpolate"),
+    }
+    out = {}
+    for key, (protocol, grids, estimator) in settings.items():
+        rows = phase_rows(records, protocol, grids)
+        taus, rec_muon, seeds_m = rec_matrix(rows, "muon")
+        taus_g, rec_gd, seeds_g = rec_matrix(rows, "gd")
+        if taus != taus_g or seeds_m != seeds_g:
+            raise ValueError("Invalid records: Muon and GD differ in their τ or seeds")
+        out[key] = estimate_crossing(taus, rec_muon, rec_gd, num_boot=num_boot, level=level,
+                                     seed=seed, estimator=estimator)
     return out
 
 

@@ -18,8 +18,11 @@ The model (the paper's): a pre-norm transformer, ``num_layers`` blocks of
 with RMSNorm ``N(x) = x/‖x‖ · √d · g`` (learned gain ``g``, initialised to 1), no biases
 anywhere, no qk-norm, a token embedding (``N(0, 1)``, torch's ``nn.Embedding`` default), a learned
 positional parameter ``0.02 · N(0, 1)`` of shape ``(1, T, d)``, a final RMSNorm and a linear
-head (torch's default ``nn.Linear`` init, ``U(−1/√fan_in, 1/√fan_in)``). The issue does not say
-whether the reference has the final RMSNorm before the head; this implementation has one.
+head (torch's default ``nn.Linear`` init, ``U(−1/√fan_in, 1/√fan_in)``). This is the architecture
+of the paper's public reference script (``experiments/attention_gauge.py`` of
+``idevender/loss-basis-adam``), final RMSNorm before the head included; the initial values are
+drawn from our own generator in the order of :func:`param_names`, not from torch's global
+generator in the reference's module order, so the two scripts start from different weights.
 For modular addition the head reads the last position only and there is no mask (3 tokens);
 for the character-level LM it reads every position under a causal mask.
 

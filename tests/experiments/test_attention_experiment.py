@@ -187,3 +187,42 @@ def test_published_values_are_a_labelled_constant():
     assert att.PUBLISHED["adam_final_m_drift"] == 0.56
     assert att.PUBLISHED["structural_ratio"] == 662.0
     assert dataclasses.is_dataclass(att.TwinFamily)
+
+
+def test_published_muon_values_name_their_quantity():
+    # the 0.85 / 0.87 of the paper's logs are logit drifts; its gauge twin's M_h drift is 0.80
+    pub = att.PUBLISHED
+    assert pub["muon_gauge_final_logit_drift"] == 0.85
+    assert pub["muon_noise1e-7_final_logit_drift"] == 0.87
+    assert pub["muon_gauge_final_m_drift"] == 0.80
+    assert "muon_gauge_final" not in pub and "muon_noise_final" not in pub
+    lm = pub["charlm_gpu"]
+    assert (lm["num_layers"], lm["d_model"], lm["num_steps"]) == (6, 256, 3000)
+    assert lm["adam_step1_structural_ratio"] == 39.0
+    # comparably far apart: the noise twins' range reaches most of the gauge twins'
+    assert lm["adam_noise_final_logit_drift"][1] > 0.8 * lm["adam_gauge_final_logit_drift"][0]
+
+
+def _timed(method, wall, end, size=5, steps=1500):
+    from datetime import UTC, datetime
+
+    created = datetime.fromtimestamp(end, tz=UTC).isoformat()
+    return [{"config": {"method": method, "num_steps": steps, "twin": {"kind": k}},
+             "batch": {"size": size, "wall_time_s": wall}, "created": created}
+            for k in ("base", "gauge")]
+
+
+def test_machine_throughput_counts_every_worker():
+    # two batches side by side (two workers), then one alone: 3 × 7,500 model-steps in 200 s
+    records = [*_timed("adam", 100.0, 1000.0), *_timed("momentum", 100.0, 1000.0),
+               *_timed("muon_adam", 100.0, 1100.0)]
+    t = att.machine_throughput(records)
+    assert t["workers"] == 2 and t["batches"] == 3 and t["model_steps"] == 22_500
+    assert t["span_s"] == pytest.approx(200.0)
+    assert t["rate"] == pytest.approx(112.5) and t["per_batch_rate"] == pytest.approx(75.0)
+    # negative control: the same batches one after the other are one worker, at its own rate
+    serial = [*_timed("adam", 100.0, 1000.0), *_timed("momentum", 100.0, 1100.0),
+              *_timed("muon_adam", 100.0, 1200.0)]
+    s = att.machine_throughput(serial)
+    assert s["workers"] == 1 and s["rate"] == pytest.approx(s["per_batch_rate"])
+    assert att.machine_throughput([])["rate"] is None

@@ -234,3 +234,28 @@ def test_ablation_records_rebuild_the_columns_of_train_variants():
             assert torch.equal(rebuilt[label][key].to(value.dtype), value), (label, key)
     rates = fx.trigger_rates(rebuilt)
     assert rates["FlowAdam (invariant)"].min() > 0.5  # the flow fires (not an empty check)
+
+
+def test_seed_stats_sample_and_population():
+    vals = [0.1, 0.2, 0.4]
+    mean, sample = dx.seed_stats(vals)
+    _, population = dx.seed_stats(vals, ddof=0)
+    assert mean == pytest.approx(0.7 / 3)
+    # the paper's collect.py prints np.std (ddof 0), its dial_flowlong.py np.std(ddof=1)
+    assert population == pytest.approx(sample * math.sqrt(2 / 3))
+    assert dx.seed_stats([0.5], ddof=0) == (0.5, 0.0)
+    with pytest.raises(ValueError, match="^Invalid ddof"):
+        dx.seed_stats(vals, ddof=2)
+    assert dx.PUBLISHED_LR_EDGE["sd_ddof"] == 0 and dx.PUBLISHED_FLOW_LONG["sd_ddof"] == 1
+
+
+def test_flow_rows_by_the_papers_gate_give_the_published_rows():
+    records = dx.collect("paper", parts=["flow_rows"], mode="read").records["flow_rows"]
+    strict = {r["row"]: r for r in dx.flow_rows(records)}
+    for name, value in dx.PUBLISHED_FLOW_ROWS.items():
+        assert strict[name]["all_interpolated"]
+        assert strict[name]["rec"] == pytest.approx(value, abs=1e-3), name
+    # negative control: the loose gate (mean below 1e-4) picks runs that stopped above the bar
+    loose = {r["row"]: r for r in dx.flow_rows(records, dx.PAPER_PROTOCOL)}
+    assert not loose["globalnorm_p1"]["all_interpolated"]
+    assert abs(loose["globalnorm_p1"]["rec"] - dx.PUBLISHED_FLOW_ROWS["globalnorm_p1"]) > 0.05

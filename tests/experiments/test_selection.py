@@ -7,7 +7,11 @@ import math
 import pytest
 
 from gaugekit.experiments.selection import (
+    LOOSE_BAR,
     ORACLE,
+    ORACLE_LOOSE,
+    ORACLE_MEAN,
+    PROTOCOLS,
     TRAIN_SPEED,
     VALIDATION,
     Protocol,
@@ -122,3 +126,62 @@ def test_grouping_by_several_paths_and_custom_protocol():
                      fallback=lambda runs: 0.0)
     assert select(records, worst, group_by=("config.method", "config.schedule"))[
         ("gd", "cosine")].value == 0.3
+
+
+# --------------------------------------------------------------------------------------------
+# the paper's gates: worst seed < tol (Table 2), mean < tol (newer controls), mean < 1e-4
+# --------------------------------------------------------------------------------------------
+
+
+def with_tol(records, tol=1e-7):
+    for r in records:
+        r["config"]["budget"] = {"tol": tol}
+    return records
+
+
+def gate_grid():
+    """lr 1e-3: one seed just above 1e-7, the mean below it; lr 3e-3: the mean between 1e-7 and
+    1e-4; lr 1e-2: every seed below 1e-7. Lower rec at the smaller lr, as for GD at n = 40."""
+    return with_tol(grid("gd", {
+        1e-3: {"rec": 0.10, "train": [1.4e-7, 5e-8, 5e-8], "interp": [False, True, True]},
+        3e-3: {"rec": 0.12, "train": [2e-6, 3e-7, 1e-5], "interp": False},
+        1e-2: {"rec": 0.15, "train": 6e-8},
+    }))
+
+
+def test_the_three_gates_pick_three_learning_rates():
+    records = gate_grid()
+    # Table 2's gate: the worst seed must be below the tolerance
+    assert select(records, ORACLE)["gd"].value == 1e-2
+    # the newer controls' gate: the mean (8e-8) is below 1e-7 at lr 1e-3
+    assert select(records, ORACLE_MEAN)["gd"].value == 1e-3
+    # the loose gate admits 3e-3 too, but 1e-3 still has the lowest rec
+    loose = select(records, ORACLE_LOOSE)["gd"]
+    assert loose.value == 1e-3 and loose.gated
+    assert loose.candidates[3e-3][:2] == (True, True)
+    assert select(records, ORACLE_MEAN)["gd"].candidates[3e-3][:2] == (True, False)
+
+
+def test_loose_gate_bar_and_fallback():
+    # negative control: a mean at or above the bar fails the loose gate, and with no lr gated
+    # the fallback (rec + mean train) decides and says so
+    records = with_tol(grid("rmsprop", {
+        1e-4: {"rec": 0.30, "train": LOOSE_BAR, "interp": False},
+        1e-3: {"rec": 0.20, "train": 2e-4, "interp": False},
+    }))
+    s = select(records, ORACLE_LOOSE)["rmsprop"]
+    assert not s.gated and s.value == 1e-3
+    assert s.score == pytest.approx(0.20 + 2e-4)
+
+
+def test_mean_gate_needs_the_budget_tolerance():
+    # without a recorded tolerance the mean gate cannot pass (no silent default)
+    records = grid("gd", {1e-3: {"rec": 0.1, "train": 1e-12}})
+    assert not select(records, ORACLE_MEAN)["gd"].gated
+    assert select(with_tol(records, 1e-7), ORACLE_MEAN)["gd"].gated
+
+
+def test_protocol_registry_names_every_gate():
+    assert {"oracle", "oracle_mean", "oracle_loose"} <= set(PROTOCOLS)
+    assert PROTOCOLS["oracle_loose"].gate_text.endswith("0.0001")
+    assert "every seed" in ORACLE.gate_text and "mean" in ORACLE_MEAN.gate_text
