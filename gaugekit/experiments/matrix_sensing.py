@@ -79,10 +79,15 @@ from gaugekit.problems.matrix_sensing import (
 
 __all__ = [
     "CONFIGS",
+    "DecayArm",
     "EXPERIMENT",
+    "DECAY_ADAM_LRS",
+    "DECAY_ARMS",
+    "DECAY_WDS",
     "EXTRA_HPARAMS",
     "PAPER_HPARAMS",
     "PAPER_LR_GRIDS",
+    "PUBLISHED_DECAY_CEILING",
     "PER_MATRIX_RULES",
     "PUBLISHED_CONVEX_REC",
     "PUBLISHED_NUCLEAR_NORMS",
@@ -99,6 +104,7 @@ __all__ = [
     "SensingFamily",
     "collect",
     "compare_with_published",
+    "decay_rows",
     "get_config",
     "published_convex",
     "published_table2",
@@ -169,6 +175,49 @@ PAPER_LR_GRIDS: dict[str, tuple[float, ...]] = {
     "adafactor": (3e-4, 1e-3, 3e-3, 1e-2),
     "adam": (1e-3, 1e-2, 3e-2),
 }
+
+
+@dataclass(frozen=True)
+class DecayArm:
+    """One arm of the weight-decay part: a registry ``method``, its extra hyperparameters, and
+    how the grid's ``wd`` enters the run. ``"loss"``: the paper's penalty
+    ``wd·(‖U‖_F² + ‖V‖_F²)`` added to the loss, whose gradient ``2·wd·θ`` is exactly the rule's
+    coupled ``weight_decay = 2·wd``; ``"decoupled"``: ``θ ← θ − lr·wd·θ`` before the update."""
+
+    method: str
+    label: str
+    decay: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def hparams(self, wd: float) -> dict[str, Any]:
+        """The optimizer hyperparameters (besides ``lr``) of this arm at decay ``wd``."""
+        factor = 2.0 if self.decay == "loss" else 1.0
+        return {**PAPER_HPARAMS[self.method], **self.extra, "weight_decay": factor * wd}
+
+
+#: The weight-decay part: the paper's "Adam + tuned weight decay" ceiling (the L2 penalty in
+#: the loss, ``experiments/flowadam_upgrade.py``), AdamW's decoupled decay, and the equivariant
+#: rules with decay (GD with the same L2, shared-scale Adam and Muon with decoupled decay).
+DECAY_ARMS: dict[str, DecayArm] = {
+    "adam_l2": DecayArm("adam", "Adam + L2 in the loss (the paper's ceiling)", "loss"),
+    "adamw": DecayArm("adam", "AdamW (decoupled decay)", "decoupled",
+                      {"decoupled_weight_decay": True}),
+    "gd_l2": DecayArm("gd", "GD + L2 in the loss", "loss"),
+    "scalar_adam_wd": DecayArm("scalar_adam", "Shared-scale Adam, decoupled decay",
+                               "decoupled"),
+    "muon_wd": DecayArm("muon", "Muon, decoupled decay", "decoupled"),
+}
+#: The ceiling's grids (``flowadam_upgrade.py``): wd × Adam's lr; the equivariant arms take
+#: Table 2's lr grid of their rule.
+DECAY_WDS: tuple[float, ...] = (1e-4, 1e-3, 1e-2)
+DECAY_ADAM_LRS: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2)
+#: The paper's ceiling (``flowadam_upgrade.py``, "Adam + TUNED wd (ceiling)"): 30,000 steps,
+#: the mean final training loss over seeds below 1e-7, selected lr and wd, mean and per-seed
+#: recovery error.
+PUBLISHED_DECAY_CEILING: dict[str, Any] = {
+    "arm": "adam_l2", "lr": 1e-2, "wd": 1e-4, "rec": 0.4838,
+    "seeds": {42: 0.512, 123: 0.451, 456: 0.489}, "num_steps": 30_000,
+}
 #: The published convex reference: rec of the min-nuclear-norm solution for seeds 42, 123, 456.
 PUBLISHED_CONVEX_REC: dict[int, float] = {42: 0.0, 123: 0.0, 456: 0.1005}
 
@@ -231,9 +280,13 @@ class Part:
     schedules: Mapping[str, str] = field(default_factory=dict)
     dtype: str = "float32"
     kind: str = "factored"
+    #: weight-decay arms (arm name → :class:`DecayArm`; ``lr_grids`` and ``schedules`` are then
+    #: keyed by arm) and the decays each runs
+    decay_arms: Mapping[str, DecayArm] = field(default_factory=dict)
+    weight_decays: tuple[float, ...] = ()
 
     def specs(self) -> list[RunSpec]:
-        """The runs of the part, ordered method, lr, seed."""
+        """The runs of the part, ordered method (or decay arm), [weight decay,] lr, seed."""
         problem = self.problem.to_config()
         if self.kind == "convex":
             return [
@@ -246,11 +299,19 @@ class Part:
                 )
                 for seed in self.seeds
             ]
+        cells: list[tuple[str, dict[str, Any], dict[str, Any]]] = []  # method, hparams, tags
+        if self.decay_arms:
+            for arm, spec in self.decay_arms.items():
+                for wd in self.weight_decays:
+                    cells.append((spec.method, spec.hparams(wd), {"arm": arm, "wd": wd}))
+        else:
+            cells = [(m, PAPER_HPARAMS.get(m, EXTRA_HPARAMS.get(m, {})), {})
+                     for m in self.methods]
         out = []
-        for method in self.methods:
-            fixed = PAPER_HPARAMS.get(method, EXTRA_HPARAMS.get(method, {}))
-            schedule = self.schedules.get(method, "constant")
-            for lr in self.lr_grids[method]:
+        for method, fixed, tags in cells:
+            key = tags.get("arm", method)
+            schedule = self.schedules.get(key, "constant")
+            for lr in self.lr_grids[key]:
                 hparams = {**fixed, "lr": float(lr)}
                 for seed in self.seeds:
                     config = {
@@ -262,6 +323,7 @@ class Part:
                         "budget": self.budget.to_config(),
                         "seed": seed,
                         "dtype": self.dtype,
+                        **tags,
                     }
                     seeds = {"instance": seed, "init": seed + INIT_SEED_OFFSET}
                     out.append(RunSpec(NAME, self.name, config, seeds))
@@ -313,12 +375,16 @@ def _build_config(
     grids: Mapping[str, tuple[float, ...]],
     wide_factor: float,
     persist: bool,
+    decay_budget: Budget,
 ) -> ScaleConfig:
     methods = TABLE2_METHODS
     table2 = _table2_schedules(methods, TABLE2_COSINE)
     all_cosine = _table2_schedules(methods, frozenset(methods))
     wide = {m: wide_grid(grids[m], wide_factor) for m in methods}
     init_problem = Problem(base.n, base.r, base.k, base.m, base.num_val, 1e-2)
+    decay_grids = {a: DECAY_ADAM_LRS if d.method == "adam" else grids[d.method]
+                   for a, d in DECAY_ARMS.items()}
+    decay_schedules = {a: table2[d.method] for a, d in DECAY_ARMS.items()}
     parts = (
         Part("zoo", "Table 2: the paper's grids and schedules", base, budget, seeds,
              methods, grids, table2),
@@ -330,6 +396,9 @@ def _build_config(
              second, budget, seeds, methods, grids, table2),
         Part("wide", f"lr grids widened {wide_factor:g}x on both sides", base, budget, seeds,
              methods, wide, table2),
+        Part("decay", "weight decay: the paper's Adam ceiling, AdamW, the equivariant rules",
+             base, decay_budget, seeds, lr_grids=decay_grids, schedules=decay_schedules,
+             decay_arms=DECAY_ARMS, weight_decays=DECAY_WDS),
         Part("convex", "min nuclear norm subject to the measurements (cvxpy)", base, budget,
              seeds, kind="convex"),
         Part("convex_second_size", "the convex reference at the second size", second, budget,
@@ -344,6 +413,7 @@ def _paper_config() -> ScaleConfig:
     return _build_config(
         "paper", base, second, Budget(20_000), (42, 123, 456),
         PAPER_LR_GRIDS, 10.0, persist=True,
+        decay_budget=Budget(PUBLISHED_DECAY_CEILING["num_steps"], check_every=100),
     )
 
 
@@ -353,6 +423,7 @@ def _quick_config() -> ScaleConfig:
     return _build_config(
         "quick", base, second, Budget(3_000, tol=1e-6, check_every=100), (42, 123, 456),
         PAPER_LR_GRIDS, 10.0, persist=False,
+        decay_budget=Budget(3_000, tol=1e-6, check_every=100),
     )
 
 
@@ -600,6 +671,35 @@ def selection_rows(
             "balancedness": s.mean("balancedness"),
             "train_loss_worst": max((r["metrics"]["train_loss"] for r in s.runs), default=math.nan),
             "steps": s.mean("steps"),
+        })
+    return rows
+
+
+def decay_rows(
+    records: Sequence[Mapping[str, Any]], protocol: str = "oracle_mean"
+) -> list[dict[str, Any]]:
+    """One row per weight-decay arm of the ``decay`` part: the ``(lr, wd)`` a protocol of
+    :mod:`gaugekit.experiments.selection` chooses (default the ceiling script's: the mean
+    training loss over seeds below the tolerance, lowest mean ``rec``), whether it passed the
+    gate, whether lr or wd sits at an edge of its grid, and the mean metrics over seeds."""
+    selections = select(records, PROTOCOLS[protocol], group_by="config.arm",
+                        knob=("config.hparams.lr", "config.wd"))
+    rows = []
+    for arm, spec in DECAY_ARMS.items():
+        s = selections.get(arm)
+        if s is None:
+            continue
+        lr, wd = s.value if s.value is not None else (None, None)
+        lrs = sorted({v[0] for v in s.grid})
+        wds = sorted({v[1] for v in s.grid})
+        rows.append({
+            "arm": arm, "label": spec.label, "method": spec.method, "decay": spec.decay,
+            "equivariant": get_spec(spec.method).equivariant, "lr": lr, "wd": wd,
+            "interpolated": s.gated,
+            "at_grid_edge": lr in (lrs[0], lrs[-1]) or wd in (wds[0], wds[-1]),
+            "rec": s.mean("rec"), "rec_seeds": [r["metrics"]["rec"] for r in s.runs],
+            "effective_rank": s.mean("effective_rank"), "nuclear_norm": s.mean("nuclear_norm"),
+            "balancedness": s.mean("balancedness"), "steps": s.mean("steps"),
         })
     return rows
 

@@ -199,9 +199,10 @@ def select(
     protocol: Protocol,
     *,
     group_by: str | Sequence[str] = "config.method",
-    knob: str = "config.hparams.lr",
+    knob: str | Sequence[str] = "config.hparams.lr",
 ) -> dict[Hashable, Selection]:
-    """Apply ``protocol`` to ``records`` grouped by ``group_by`` (dotted paths), choosing ``knob``.
+    """Apply ``protocol`` to ``records`` grouped by ``group_by`` (dotted paths), choosing ``knob``
+    (one dotted path, or several: the knob value is then the tuple, e.g. ``(lr, weight decay)``).
 
     Returns ``group → Selection`` in the order groups first appear. A single ``group_by`` path
     gives plain group keys; several give tuples.
@@ -211,7 +212,9 @@ def select(
     for record in records:
         key_parts = tuple(get_path(record, p) for p in paths)
         key = key_parts[0] if len(paths) == 1 else key_parts
-        grouped.setdefault(key, {}).setdefault(get_path(record, knob), []).append(record)
+        value = (get_path(record, knob) if isinstance(knob, str)
+                 else tuple(get_path(record, k) for k in knob))
+        grouped.setdefault(key, {}).setdefault(value, []).append(record)
 
     out: dict[Hashable, Selection] = {}
     for key, by_value in grouped.items():

@@ -376,3 +376,58 @@ def test_convex_reference_run():
     assert result.status == "ok"
     assert result.metrics["feasibility"] < 1e-6
     assert result.metrics["nuclear_norm"] <= result.metrics["nuclear_norm_star"] * (1 + 1e-6)
+
+
+def test_the_decay_part_runs_the_papers_ceiling_as_an_l2_term():
+    """The paper's ceiling adds wd·(‖U‖² + ‖V‖²) to the loss; its gradient is 2·wd·θ, so the
+    arm runs Adam with the coupled weight_decay = 2·wd (checked against autograd on the
+    penalised loss, one wd off as the control); AdamW and the equivariant arms decay
+    decoupled; every (lr, wd) of the paper's grid runs on every seed."""
+    from gaugekit.optim import Adam
+
+    part = ms.get_config("paper").part("decay")
+    specs = part.specs()
+    assert len(specs) == 3 * 3 * sum(len(part.lr_grids[a]) for a in ms.DECAY_ARMS)
+    ceiling = [s for s in specs if s.config["arm"] == "adam_l2"]
+    assert {s.config["hparams"]["weight_decay"] / s.config["wd"] for s in ceiling} == {2.0}
+    assert {s.config["hparams"]["lr"] for s in ceiling} == set(ms.DECAY_ADAM_LRS)
+    adamw = [s for s in specs if s.config["arm"] == "adamw"]
+    assert all(s.config["hparams"]["decoupled_weight_decay"] for s in adamw)
+    assert {s.config["budget"]["num_steps"] for s in specs} == {30_000}
+    assert {s.config["schedule"] for s in specs if s.config["arm"] == "muon_wd"} == {"cosine"}
+
+    g = torch.Generator().manual_seed(0)
+    A, theta0 = torch.randn(5, 4, generator=g, dtype=torch.float64), torch.randn(
+        4, 3, generator=g, dtype=torch.float64)
+    wd = 1e-2
+
+    def run(penalty: float, weight_decay: float) -> torch.Tensor:
+        theta = theta0.clone().requires_grad_(True)
+        opt = Adam([theta], lr=1e-2, weight_decay=weight_decay)
+        for _ in range(5):
+            opt.zero_grad()
+            loss = (A @ theta).square().mean() + penalty * theta.square().sum()
+            loss.backward()
+            opt.step()
+        return theta.detach()
+
+    reference = run(wd, 0.0)
+    torch.testing.assert_close(run(0.0, 2 * wd), reference, rtol=0, atol=1e-12)
+    assert (run(0.0, wd) - reference).abs().max() > 1e-6
+
+
+def test_decay_rows_choose_lr_and_wd_together():
+    def rec(arm, lr, wd, seed, value, train=1e-9):
+        return {"status": "ok", "config": {"arm": arm, "hparams": {"lr": lr}, "wd": wd,
+                                           "seed": seed, "budget": {"tol": 1e-7}},
+                "metrics": {"rec": value, "train_loss": train, "interpolated": train < 1e-7,
+                            "effective_rank": 3.0, "nuclear_norm": 1.0, "balancedness": 0.0,
+                            "steps": 10}}
+
+    records = [rec("adam_l2", lr, wd, s, 0.5 + lr + wd) for lr in (1e-3, 1e-2)
+               for wd in (1e-4, 1e-3) for s in (42, 123)]
+    records += [rec("adam_l2", 1e-3, 1e-4, 7, 0.1, train=1e-3)]   # fails the mean gate
+    rows = ms.decay_rows(records)
+    (row,) = rows
+    assert (row["lr"], row["wd"]) == (1e-3, 1e-3)
+    assert row["interpolated"] and row["at_grid_edge"]
