@@ -105,6 +105,7 @@ __all__ = [
     "collect",
     "compare_with_published",
     "decay_rows",
+    "decay_runs",
     "get_config",
     "published_convex",
     "published_table2",
@@ -702,6 +703,14 @@ def decay_rows(
             "balancedness": s.mean("balancedness"), "steps": s.mean("steps"),
         })
     return rows
+
+
+def decay_runs(records: Sequence[Mapping[str, Any]], arm: str, lr: float,
+               wd: float) -> list[Mapping[str, Any]]:
+    """The records of one weight-decay cell (arm, lr, wd), in seed order."""
+    runs = [r for r in records if r["config"].get("arm") == arm
+            and r["config"]["hparams"]["lr"] == lr and r["config"].get("wd") == wd]
+    return sorted(runs, key=lambda r: r["config"]["seed"])
 
 
 # --------------------------------------------------------------------------------------------
