@@ -854,7 +854,7 @@ def readme_headline() -> list[Any]:
     """README rows (:mod:`gaugekit.experiments.headline`) from the committed paper records:
     Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
     ratio; a missing value shows as a dash."""
-    from gaugekit.experiments.headline import HeadlineRow
+    from gaugekit.experiments.headline import HeadlineRow, number_verdict
 
     got = collect("paper")
     h = headline(got.records)
@@ -866,13 +866,16 @@ def readme_headline() -> list[Any]:
 
     ratio = h["structural"]["adam"]
     n = ratio["num_gauge"], ratio["num_noise"]
+    adam, scalar = h["adam"]["gauge_final_m"], h["scalar_adam"]["gauge_final_m"]
     return [
         HeadlineRow(NAME, "attention, Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
-                    fmt(h["adam"]["gauge_final_m"]), fmt(PUBLISHED["adam_final_m_drift"]), "8"),
+                    fmt(adam), fmt(PUBLISHED["adam_final_m_drift"]), "8",
+                    number_verdict(adam, PUBLISHED["adam_final_m_drift"])),
         HeadlineRow(NAME, "attention, shared-scale Adam: the same drift (equivariant)",
-                    fmt(h["scalar_adam"]["gauge_final_m"]),
-                    fmt(PUBLISHED["scalar_adam_final_m_drift"]), "8"),
+                    fmt(scalar), fmt(PUBLISHED["scalar_adam_final_m_drift"]), "8",
+                    number_verdict(scalar, PUBLISHED["scalar_adam_final_m_drift"])),
         HeadlineRow(NAME, f"attention, Adam: min gauge / max noise drift ({n[0]} gauge, "
                     f"{n[1]} noise twins)", fmt(ratio["ratio"]),
-                    fmt(PUBLISHED["structural_ratio"]), "8"),
+                    fmt(PUBLISHED["structural_ratio"]), "8",
+                    number_verdict(ratio["ratio"], PUBLISHED["structural_ratio"])),
     ]

@@ -31,8 +31,10 @@ __all__ = [
     "PROVIDERS",
     "START",
     "HeadlineRow",
+    "VERDICTS",
     "check_readme",
     "headline_rows",
+    "number_verdict",
     "readme_block",
     "update_readme",
 ]
@@ -45,20 +47,47 @@ FIGURE = "results/headline.png"
 #: experiment → "module:function" returning its headline rows (in README order)
 PROVIDERS: dict[str, str] = {
     "matrix_sensing": "gaugekit.experiments.matrix_sensing:headline",
+    "spectral_tails": "gaugekit.experiments.spectral_tails:headline",
     "hyperspectral": "gaugekit.experiments.hyperspectral:readme_headline",
     "attention": "gaugekit.experiments.attention:readme_headline",
+    "ladder": "gaugekit.experiments.ladder:headline",
 }
+
+#: The verdicts a row may carry (README and the book's results page).
+VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not run here",
+                             "beyond the paper", "—")
 
 
 @dataclass(frozen=True)
 class HeadlineRow:
-    """One line of the README table: the claim, our number, the paper's, where it comes from."""
+    """One line of the README table: the claim, our number, the paper's, our verdict on the
+    claim (one of :data:`VERDICTS`), and the chapter that tells the story."""
 
     experiment: str
     claim: str
     ours: str
     published: str
     chapter: str
+    verdict: str = "—"
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"Invalid verdict: {self.verdict!r}; expected one of {VERDICTS}")
+
+
+def number_verdict(ours: float | None, published: float | None, *, rel: float = 0.05,
+                   exact: float = 1e-4) -> str:
+    """Whether our number reproduces the paper's for the same quantity: ``"holds"`` within
+    ``rel`` (relative) or when both are below ``exact`` (an exact recovery), ``"partly"``
+    within ``5·rel``, else ``"does not hold"``; ``"—"`` when either is missing."""
+    import math
+
+    if ours is None or published is None or not (math.isfinite(ours) and math.isfinite(published)):
+        return "—"
+    if abs(ours) < exact and abs(published) < exact:
+        return "holds"
+    diff = abs(ours - published) / max(abs(published), exact)
+    return "holds" if diff <= rel else "partly" if diff <= 5 * rel else "does not hold"
 
 
 def _provider(path: str) -> Callable[[], list[HeadlineRow]]:
@@ -89,10 +118,11 @@ def readme_block(rows: list[HeadlineRow], missing: list[str]) -> str:
         START,
         f"![Recovery error of the optimizer zoo at paper scale]({FIGURE})",
         "",
-        "| result | ours | published | chapter |",
-        "|---|---|---|---|",
+        "| result | ours | published | verdict | chapter |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| {r.claim} | {r.ours} | {r.published} | {r.chapter} |" for r in rows]
+    lines += [f"| {r.claim} | {r.ours} | {r.published} | {r.verdict} | {r.chapter} |"
+              for r in rows]
     if missing:
         lines += ["", "Not shown (paper-scale records not committed yet): "
                   + ", ".join(missing) + "."]

@@ -550,3 +550,23 @@ def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
         "adam_worst_of_three": bool(adam > gd and adam > sa) if three else None,
     }
 
+
+
+def headline() -> list[Any]:
+    """README row (:mod:`gaugekit.experiments.headline`): Muon's recovery at the largest size of
+    the ladder with a complete record at some seed, beside the paper's value for that size."""
+    from gaugekit.experiments.headline import HeadlineRow, number_verdict
+
+    config = get_config("paper")
+    got = collect("paper")
+    rows = [r for r in size_rows(config, got.records, protocol="oracle_loose")
+            if "muon" in r["rows"] and r["n"] in PUBLISHED_LADDER_REC["muon"]]
+    if not rows:
+        return []
+    top = max(rows, key=lambda r: r["n"])
+    n = top["n"]
+    ours, pub = float(top["rows"]["muon"]["rec"]), PUBLISHED_LADDER_REC["muon"][n]
+    return [HeadlineRow(
+        NAME, f"ladder: Muon recovers exactly at the largest size run here (n = {n}, "
+        f"{len(top['seeds'])} of {PUBLISHED_LADDER_SEEDS.get(n, 10)} seeds)", f"{ours:.1e}",
+        f"{pub:.4f}", "9", number_verdict(ours, pub))]
