@@ -53,13 +53,15 @@ def test_every_chapter_file_is_in_the_toc():
     assert unlisted == []
 
 
-def test_toc_has_the_three_parts_in_order():
+def test_toc_has_the_parts_in_order_with_the_results_and_notation_first():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     assert [part["caption"] for part in toc["parts"]] == [
+        "Start here",
         "Theory",
         "Experiments",
         "Library and appendix",
     ]
+    assert [c["file"] for c in toc["parts"][0]["chapters"]] == ["book/results", "book/notation"]
     assert toc["options"]["numbered"] is True
 
 
