@@ -269,9 +269,13 @@ def levels_text(rows: Sequence[Mapping[str, Any]]) -> str:
         name = m.split(" (")[0]
         values = [r["rmse"] for r in mine]
         best = min(range(len(values)), key=values.__getitem__)
+        worst = max(range(len(values)), key=values.__getitem__)
         if all(b <= a for a, b in zip(values, values[1:], strict=False)):
             out.append(f"{name}'s falls at every level, to {values[-1]:.4f} at "
                        f"{mine[-1]['level']:g}")
+        elif best == len(values) - 1:
+            out.append(f"{name}'s rises to {values[worst]:.4f} at {mine[worst]['level']:g} "
+                       f"before falling to {values[-1]:.4f} at {mine[-1]['level']:g}")
         else:
             out.append(f"{name}'s is lowest at {mine[best]['level']:g} ({values[best]:.4f}) and "
                        f"{values[-1]:.4f} at {mine[-1]['level']:g}")
