@@ -10,7 +10,8 @@ def _cells(method, values, pub=None, lr=1.0, lr_pub=1.0):
     pub = pub or [None] * len(values)
     return [{"method": method, "lr": lr, "lr_pub": lr_pub, "level": 10.0 ** -(i + 2), "n": 4,
              "rmse": v, "erank": 5.0, "rmse_pub": p, "erank_pub": 5 if p else None,
-             "diff": None if p is None else v - p} for i, (v, p) in enumerate(zip(values, pub, strict=True))]
+             "diff": None if p is None else v - p}
+            for i, (v, p) in enumerate(zip(values, pub, strict=True))]
 
 
 def test_table5_verdict_counts_the_cells_that_agree_to_the_digits_printed():
