@@ -40,3 +40,18 @@ def test_content_that_fits_passes(tmp_path):
     assert check_layout.measure(_page(tmp_path, body), BROWSER) == []
     assert check_layout.main([str(tmp_path)]) == 0
     assert not list(tmp_path.glob(".*.layout.html"))      # the probe copy is removed
+
+
+def test_a_known_problem_with_its_reason_does_not_fail(tmp_path, monkeypatch, capsys):
+    body = (f'<figure><div style="overflow-x: auto"><table><tr><td style="white-space: nowrap">'
+            f"{WIDE}</td></tr></table></div><figcaption>Table 9: wide on purpose</figcaption>"
+            "</figure>")
+    _page(tmp_path, body)
+    known = tmp_path / "known.txt"
+    known.write_text("# page | kind | context | reason\n"
+                     "page.html | table | Table 9 | a reason given here\n")
+    monkeypatch.setattr(check_layout, "KNOWN", known)
+    assert check_layout.main([str(tmp_path)]) == 0
+    assert "known, a reason given here" in capsys.readouterr().out
+    known.write_text("page.html | table | Table 8 | another table\n")
+    assert check_layout.main([str(tmp_path)]) == 1
