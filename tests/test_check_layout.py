@@ -40,3 +40,15 @@ def test_content_that_fits_passes(tmp_path):
     assert check_layout.measure(_page(tmp_path, body), BROWSER) == []
     assert check_layout.main([str(tmp_path)]) == 0
     assert not list(tmp_path.glob(".*.layout.html"))      # the probe copy is removed
+
+
+def test_the_measurement_is_read_back_when_the_theme_marks_scrolling_blocks(tmp_path):
+    """The book's theme gives every sideways-scrolling <pre> a tabindex once the page has
+    loaded, the measurement's own block included when it reports problems."""
+    theme = ('<script>document.addEventListener("DOMContentLoaded", function () {'
+             'document.querySelectorAll("pre").forEach(function (p) {'
+             'if (p.scrollWidth > p.clientWidth) p.setAttribute("tabindex", "0");});});'
+             "</script>")
+    body = theme + f"<pre>{'x' * 200}</pre>" + "".join(f"<pre>{'y' * 120}</pre>" for _ in range(3))
+    kinds = [p["kind"] for p in check_layout.measure(_page(tmp_path, body), BROWSER)]
+    assert kinds == ["code"] * 4
