@@ -760,7 +760,7 @@ def fixed_lr_numbers(fixed: Mapping[str, Any]) -> dict[str, Any]:
         "fixed_cells_ok": sum(v for row in fixed["interpolated"] for v in row),
         "fixed_cells": len(fixed["lrs"]) * len(fixed["powers"]),
         "fixed_max_gap": worst[0],
-        "fixed_max_gap_cell": f"lr {worst[1]:g}, p = {worst[2]:g}",
+        "fixed_max_gap_cell": f"lr {worst[1]:g}, p = {worst[2]:g}" if gaps else "—",
         "fixed_second_gap": gaps[-2][0] if len(gaps) > 1 else math.nan,
     }
 
@@ -790,6 +790,9 @@ def lr_edge_numbers(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "edge_interp": at_pub.get("interpolated", 0), "edge_seeds": at_pub.get("seeds", 0),
         "edge_steps": at_pub.get("steps", math.nan),
         "edge_min_lr": min((r["lr"] for r in edge), default=math.nan),
+        "edge_detail": (f"{at_pub['interpolated']} of them below the bar, in "
+                        f"{at_pub['steps']:.0f} steps on average" if at_pub.get("seeds")
+                        else "this scale's grid has no run at that learning rate"),
     }
     full = [r for r in edge if r["interpolated"] == r["seeds"] and r["seeds"]]
     for p in sorted({r["p"] for r in edge}):
@@ -875,9 +878,10 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
         out[f"flowrow_{name}_interp"] = "yes" if r.get("all_interpolated") else "no"
         out[f"flowrow_{name}_loose_rec"] = r.get("loose_rec", math.nan)
         out[f"flowrow_{name}_loose_lr"] = r.get("loose_lr") or math.nan
+    paper = is_paper_setting(records["flow_rows"])  # published rows describe only that
     compared = [abs(r["rec"] - value) for name, r in table.items()
                 for value in [PUBLISHED_FLOW_ROWS.get(name, math.nan)]
-                if math.isfinite(value) and math.isfinite(r["rec"])]
+                if paper and math.isfinite(value) and math.isfinite(r["rec"])]
     out["flow_max_gap"] = max(compared) if compared else math.nan
     out["flow_num_compared"] = len(compared)
     out["flow_loose_above"] = sum(1 for r in table.values()
@@ -900,8 +904,10 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
         "short_lr": short_cfg["lr"], "short_pub_loss": short_cfg["train_loss"],
     })
     below = bool(short) and out["short_interp"] == len(short)
-    out["short_verdict"] = "reaches the bar" if below else "does not reach the bar"
-    out["short_reading"] = ("there every seed interpolates" if below else
+    out["short_verdict"] = ("has no run at this scale" if not short else
+                            "reaches the bar" if below else "does not reach the bar")
+    out["short_reading"] = ("this scale has no run at that learning rate" if not short else
+                            "there every seed interpolates" if below else
                             "that number is not an interpolating run's")
     long_runs = [x for x in records["flow_long"] if x["status"] == "ok"]
     mean, sd = (seed_stats([x["metrics"]["rec"] for x in long_runs]) if long_runs

@@ -744,6 +744,10 @@ def ablation_numbers(results: Mapping[str, RunColumns],
         "dial_quarter_first": mean_by_lr(results[dial_label(min(config.dial_factors))],
                                          config.lrs)[0],
         "flow_interp_first": int(flow["interpolated"][first].sum()),
+        "dial_quarter_first_ok": (
+            "did reach it" if interpolated_by_lr(
+                results[dial_label(min(config.dial_factors))], config.lrs)[0]
+            else "did not reach it either"),
         "num_seeds": len(config.seeds), "num_lrs": len(config.lrs),
     })
     return out
