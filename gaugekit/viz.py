@@ -165,7 +165,7 @@ def recovery_bars(
     if published:
         extra.append(Line2D([], [], color="k", marker="D", mfc="white", ls="",
                             label="published"))
-    class_legend(ax, extra, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    class_legend(ax, extra, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
@@ -181,13 +181,12 @@ def lr_sensitivity(
 ) -> Figure:
     """Mean ``metrics[metric]`` over seeds against ``lr`` (log axes), one line per method.
 
-    Each method gets its own colour (use one call per gauge class to keep classes apart). A
-    filled marker: every seed interpolated; hollow: some seed did not; an ``x`` at the top:
-    some seed diverged. ``marks[method]`` (a selected lr) is circled. With ``log``, values below
-    ``floor`` are drawn at ``floor``.
+    Each method gets the book's colour (:func:`method_color`; use one call per gauge class to
+    keep classes apart). A filled marker: every seed interpolated; hollow: some seed did not; an
+    ``x`` at the top: some seed diverged. ``marks[method]`` (a selected lr) is circled. With
+    ``log``, values below ``floor`` are drawn at ``floor``.
     """
     fig, ax = _axes(ax, (7.0, 3.6))
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     grouped: dict[str, dict[float, list[Record]]] = {}
     for r in records:
         c = r["config"]
@@ -195,7 +194,7 @@ def lr_sensitivity(
     order = list(methods) if methods is not None else list(grouped)
     top = 0.0
     diverged_at: dict[str, list[float]] = {}
-    for index, method in enumerate(order):
+    for method in order:
         by_lr = grouped.get(method, {})
         xs, ys, filled, diverged = [], [], [], []
         for lr in sorted(by_lr):
@@ -210,7 +209,7 @@ def lr_sensitivity(
             mean = sum(values) / len(values)
             ys.append(max(mean, floor) if log else mean)
             filled.append(all(r["metrics"].get("interpolated") for r in runs))
-        color = palette[index % len(palette)]
+        color = method_color(method)
         ax.plot(xs, ys, "-", color=color, lw=1.2, label=_label(method))
         for x, y, f in zip(xs, ys, filled, strict=True):
             ax.plot(x, y, "o", color=color, mfc=color if f else "white", ms=5)
@@ -238,9 +237,14 @@ def training_curves(
     ax: Axes | None = None,
     label: Callable[[Record], str] | None = None,
     log: bool = False,
+    color_by: str = "class",
+    annotate: bool = True,
 ) -> Figure:
-    """``curves[metric]`` against ``curves["step"]`` for each record, coloured by gauge class."""
+    """``curves[metric]`` against ``curves["step"]`` for each record, coloured by gauge class
+    (``color_by="class"``) or in the book's colour of each optimizer (``"method"``), each line
+    labelled at its end (``annotate``; turn it off and use a legend when the ends crowd)."""
     fig, ax = _axes(ax, (7.0, 3.4))
+    colour = method_color if color_by == "method" else class_color
     for r in records:
         curve = r.get("curves") or {}
         steps, values = curve.get("step", []), curve.get(metric, [])
@@ -249,10 +253,11 @@ def training_curves(
             continue
         method = r["config"]["method"]
         text = label(r) if label else _label(method)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=class_color(method), lw=1.2,
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour(method), lw=1.2,
                 label=text)
-        ax.annotate(text, pts[-1], fontsize=7, color=class_color(method),
-                    xytext=(3, 0), textcoords="offset points", va="center")
+        if annotate:
+            ax.annotate(text, pts[-1], fontsize=7, color=colour(method),
+                        xytext=(3, 0), textcoords="offset points", va="center")
     ax.set_xlabel("optimizer steps")
     ax.set_ylabel(metric)
     if log:
@@ -275,7 +280,7 @@ def scatter_metrics(
         ax.set_xscale("log")
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    class_legend(ax, fontsize=8)
+    class_legend(ax)
     return fig
 
 
@@ -308,7 +313,7 @@ def protocol_comparison(
     ax.set_xticks(range(len(methods)), [_label(m) for m in methods], rotation=30, ha="right")
     ax.set_ylabel(metric)
     ax.set_yscale("log")
-    class_legend(ax, handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    class_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
@@ -323,7 +328,8 @@ def table_html(
     function; ``None`` and non-finite numbers show as an em dash. The table is set a little
     smaller than the text, in a box that scrolls sideways when it is still wider than the text
     column, instead of running over the page's margin. A cell with no space in it is one word and
-    is never broken (a browser would otherwise break ``5.3e-6`` at its hyphen)."""
+    is never broken (a browser would otherwise break ``5.3e-6`` at its hyphen); a no-break space
+    (``"\u00a0"``) joins words into one such cell (``"Lion\u00a05.3e-6"``)."""
     headers = headers or {}
     formats = formats or {}
 
@@ -341,7 +347,8 @@ def table_html(
     one_word = 'style="padding: 2px 6px; white-space: nowrap"'
 
     def td(text: str) -> str:
-        return f"<td {pad if any(ch.isspace() for ch in text) else one_word}>{text}</td>"
+        breaks = any(ch.isspace() and ch != "\u00a0" for ch in text)
+        return f"<td {pad if breaks else one_word}>{text}</td>"
 
     head = "".join(f"<th {pad}>{html.escape(headers.get(c, c))}</th>" for c in columns)
     body = "".join(
@@ -416,4 +423,29 @@ def records_note(source: Any) -> Any:
             f"Invalid source: {type(source).__name__}; expected a collected result with "
             f"note_markdown() or a Markdown string"
         )
-    return Markdown(text)
+    return Markdown(_wrap_commands(text))
+
+
+def _wrap_commands(text: str, width: int = 72) -> str:
+    """Every line of a ```` ```bash ```` block of ``text`` longer than ``width`` broken before
+    an option (`` --``) with a shell continuation, so that a page shows it without a sideways
+    scroll and it still pastes as one command."""
+    out, in_bash = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            in_bash = line.strip() == "```bash"
+            out.append(line)
+            continue
+        if not in_bash or len(line) <= width or " --" not in line:
+            out.append(line)
+            continue
+        head, *options = line.split(" --")
+        current = head
+        for option in options:
+            if len(current) + 3 + len(option) > width - 2:
+                out.append(current + " \\")
+                current = "    --" + option
+            else:
+                current += " --" + option
+        out.append(current)
+    return "\n".join(out)

@@ -1,10 +1,14 @@
-"""Figures of the dial sweep (chapter 5), in the style of :mod:`gaugekit.viz`.
+"""Figures and tables of the dial and FlowAdam chapter (chapter 5), in the style of
+:mod:`gaugekit.viz`.
 
-Each function takes rows from :mod:`gaugekit.experiments.dial` (:func:`dial_rows`,
-:func:`fixed_lr_table`, :func:`lr_edge_rows`), draws on a given ``ax`` (or a new figure) and
-returns the figure. Filled markers: every seed reached the interpolation bar; hollow: some did
-not (the value is measured at a larger training loss). Published values are drawn as black
-crosses.
+Each figure function takes rows from :mod:`gaugekit.experiments.dial` (:func:`dial_rows`,
+:func:`fixed_lr_table`, :func:`lr_edge_rows`) or results of :mod:`gaugekit.experiments.flow_adam`,
+draws on a given ``ax`` (or a new figure) and returns the figure. Filled markers: every seed
+reached the interpolation bar; hollow: some did not (the value is measured at a larger training
+loss). Published values are drawn as black crosses. The dial's ends are optimizers of the
+book: ``p = 1`` is Adam and ``p = 0`` (RMS) shared-scale Adam, so a value of ``p`` gets the
+colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables
+through :func:`gaugekit.viz.table_html`.
 """
 
 # Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
@@ -20,11 +24,23 @@ require_extra("gaugekit.viz_dial", "experiments", "matplotlib")
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 
-from gaugekit.viz import COORDINATEWISE_COLOR, EQUIVARIANT_COLOR, _axes, _finite
+from gaugekit.viz import (
+    COORDINATEWISE_COLOR,
+    EQUIVARIANT_COLOR,
+    _axes,
+    _finite,
+    method_color,
+    table_html,
+)
 
-__all__ = ["SCALAR_COLORS", "dial_curve", "fixed_lr_heatmap", "lr_edge"]
+__all__ = [
+    "SCALAR_COLORS", "ablation_figure", "ablation_html", "audit_html", "dial_curve",
+    "dial_figure", "dial_html", "fixed_lr_heatmap", "flow_html", "gauge_residuals", "lr_edge",
+    "lr_edge_html", "power_color", "spread_cdf", "trigger_figure",
+]
 
 #: ``'rms'`` (gauge-invariant at p = 0) in the equivariant blue, ``'geomean'`` in orange.
 SCALAR_COLORS: dict[str, str] = {"rms": EQUIVARIANT_COLOR, "geomean": COORDINATEWISE_COLOR}
@@ -40,12 +56,14 @@ def dial_curve(
     planted: float | None = None,
     published: bool = True,
     ax: Axes | None = None,
+    legend: bool = True,
 ) -> Figure:
     """``row[metric]`` of the selected lr against ``p``, one line per shared scalar, with seed
     standard deviations for ``rec``, a horizontal ``reference`` (GD) and ``planted`` (the
     planted rank, for ``effective_rank``) line, and the published values (``row["published"]``,
-    rec only) as crosses."""
-    fig, ax = _axes(ax, (5.6, 3.6))
+    rec only) as crosses; ``legend=False`` leaves the legend to the caller (a figure legend
+    for several panels)."""
+    fig, ax = _axes(ax, (7.0, 3.6))
     for scalar, rows in rows_by_scalar.items():
         color = SCALAR_COLORS.get(scalar, "0.4")
         xs = [r["p"] for r in rows if _finite(r.get(metric))]
@@ -71,7 +89,8 @@ def dial_curve(
     ax.set_ylabel({"rec": "recovery error rec", "effective_rank": "effective rank"}.get(
         metric, metric))
     ax.invert_xaxis()
-    ax.legend(fontsize=7)
+    if legend:
+        ax.legend(fontsize=7)
     return fig
 
 
@@ -80,7 +99,7 @@ def fixed_lr_heatmap(table: Mapping[str, Any], *, key: str = "rec",
     """The fixed-lr arm as a heat map: ``table[key][i][j]`` at lr ``i`` (rows) and ``p`` ``j``
     (columns, 1 to 0), each cell annotated; a cell where some seed missed the bar is hatched.
     Lrs where the values fall monotonically in ``p`` are marked ``✓`` on the right."""
-    fig, ax = _axes(ax, (5.6, 3.6))
+    fig, ax = _axes(ax, (7.0, 3.6))
     values = table[key]
     lrs, powers = table["lrs"], table["powers"]
     finite = [v for row in values for v in row if _finite(v)]
@@ -92,7 +111,7 @@ def fixed_lr_heatmap(table: Mapping[str, Any], *, key: str = "rec",
             if not _finite(v):
                 continue
             light = (v - lo) / (hi - lo + 1e-300) < 0.5
-            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7,
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=8,
                     color="white" if light else "black")
             if not table["interpolated"][i][j]:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//",
@@ -113,11 +132,11 @@ def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None
     """Mean rec ± sd over seeds against lr, one line per ``p``; hollow where some seed missed
     the bar; ``published`` (``{"p", "lr", "rec", "rec_sd"}``) as a cross with its error bar;
     ``reference`` (GD) as a dashed line."""
-    fig, ax = _axes(ax, (5.6, 3.6))
+    fig, ax = _axes(ax, (7.0, 3.6))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     powers = sorted({r["p"] for r in rows}, reverse=True)
     for index, p in enumerate(powers):
-        color = {1.0: COORDINATEWISE_COLOR, 0.0: EQUIVARIANT_COLOR}.get(p, palette[index + 2])
+        color = power_color(p) if p in (0.0, 1.0) else palette[index % len(palette)]
         mine = [r for r in rows if r["p"] == p and _finite(r["rec"])]
         ax.plot([r["lr"] for r in mine], [r["rec"] for r in mine], "-", color=color, lw=1.2,
                 label=f"$p = {p:g}$")
@@ -132,7 +151,204 @@ def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None
     if reference is not None and _finite(reference):
         ax.axhline(reference, color="0.3", ls="--", lw=1, label="GD")
     ax.set_xscale("log")
+    lrs = sorted({r["lr"] for r in rows})
+    ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
+    ax.minorticks_off()
     ax.set_xlabel("learning rate")
     ax.set_ylabel("mean rec over seeds (± sd)")
-    ax.legend(fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
+
+
+# --------------------------------------------------------------------------------------------
+# the chapter's other figures, and its tables
+# --------------------------------------------------------------------------------------------
+
+
+def power_color(p: float) -> str:
+    """The colour of dial value ``p``: shared-scale Adam's at ``p = 0``, Adam's at ``p = 1``
+    (:func:`gaugekit.viz.method_color`), blended linearly between."""
+    a, b = to_rgb(method_color("scalar_adam")), to_rgb(method_color("adam"))
+    t = min(max(float(p), 0.0), 1.0)
+    return to_hex(tuple((1 - t) * x + t * y for x, y in zip(a, b, strict=True)))
+
+
+def spread_cdf(log_steps: Mapping[float, Any], *, ax: Axes | None = None) -> Figure:
+    """Empirical CDF of ``log₁₀`` of the per-entry learning rate at each ``p`` (the output of
+    :func:`gaugekit.experiments.flow_adam.per_entry_log_lr`), the ends drawn thicker, the
+    legend beside the axes."""
+    import torch
+
+    fig, ax = _axes(ax, (7.0, 3.4))
+    for p, values in log_steps.items():
+        v = torch.sort(values).values
+        cdf = torch.arange(1, v.numel() + 1, dtype=torch.float64) / v.numel()
+        ax.plot(v, cdf, color=power_color(p), label=f"$p = {p:g}$",
+                lw=2.2 if p in (0.0, 1.0) else 1.3)
+    ax.set_xlabel(r"$\log_{10}$ per-entry learning rate")
+    ax.set_ylabel("fraction of entries")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def gauge_residuals(powers: Sequence[float], residuals: Mapping[str, Sequence[float]],
+                    threshold: float, *, ax: Axes | None = None) -> Figure:
+    """The dial's audit residual against ``p`` (log–log; ``p = 0`` drawn a decade left of the
+    smallest positive ``p``), one line per shared scalar, the audit's threshold dotted. Only
+    ``p = 0`` and the decades of ``p`` are labelled, so that the labels do not overlap."""
+    fig, ax = _axes(ax, (7.0, 3.4))
+    x = [p if p > 0 else powers[1] / 10 for p in powers]
+    for scalar, marker in (("rms", "o"), ("geomean", "s")):
+        ax.loglog(x, residuals[scalar], marker=marker, color=SCALAR_COLORS[scalar],
+                  label=f"shared scalar: {scalar}")
+    ax.axhline(threshold, color="k", ls=":", lw=1, label="audit threshold")
+    decades = {10.0 ** k for k in range(-12, 1)}
+    ax.set_xticks(x, ["0" if p == 0 else f"{p:g}" if p in decades or p == powers[1] else ""
+                      for p in powers])
+    ax.minorticks_off()
+    ax.set_xlabel("dial $p$")
+    ax.set_ylabel("gauge residual")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def trigger_figure(results: Mapping[str, Any], lrs: Sequence[float],
+                   kappas: Sequence[float], paper_kappa: float, warmup: int) -> Figure:
+    """How often the flow path fires. Left: per run, flow steps / eligible steps against the
+    run's learning rate, for the invariant preset and the prototype's configuration (one
+    marker per seed). Right: the invariant preset's mean rate per learning rate against the
+    stiffness threshold κ (the paper's, then ``kappas``)."""
+    from gaugekit.experiments import flow_adam as fx
+
+    rates = fx.trigger_rates(results, warmup)
+    inv = results["FlowAdam (invariant)"]
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(7.0, 3.6), layout="constrained")
+    for label, marker, shift, color in (
+            ("FlowAdam (invariant)", "o", 0.96, method_color("flow_adam")),
+            ("FlowAdam (prototype)", "s", 1.04, "0.55")):
+        ax0.plot([lr * shift for lr in inv["base_lr"].tolist()], rates[label].tolist(),
+                 marker, color=color, mfc="none" if marker == "s" else color, ls="",
+                 label=label.split("(")[1][:-1])
+    ax0.set_xscale("log")
+    ax0.set_xticks(list(lrs), [f"{lr:g}" for lr in lrs])
+    ax0.minorticks_off()
+    ax0.set_ylim(0, 1.08)
+    ax0.set_xlabel("learning rate (one marker per seed)")
+    ax0.set_ylabel("flow steps / eligible steps")
+    ax0.legend(loc="lower left")
+    axis = (paper_kappa, *kappas)
+    labels = ["FlowAdam (invariant)", *[fx.stiffness_label(k) for k in kappas]]
+    for lr in lrs:
+        mask = inv["base_lr"] == lr
+        ax1.plot(axis, [rates[lab][mask].mean().item() for lab in labels], "o-",
+                 label=f"lr {lr:g}")
+    ax1.set_xscale("log")
+    ax1.set_xticks(list(axis), [f"{k:g}" for k in axis])
+    ax1.minorticks_off()
+    ax1.set_xlabel(r"stiffness threshold $\kappa$")
+    ax1.set_ylabel("mean over seeds")
+    ax1.set_ylim(-0.03, 1.08)
+    ax1.legend(loc="lower left")
+    return fig
+
+
+def ablation_figure(results: Mapping[str, Any], labels: Sequence[str],
+                    lrs: Sequence[float]) -> Figure:
+    """Mean rec at the stop against the nominal learning rate for each variant of the
+    ablation (FlowAdam in its colour, the dial alone in shared-scale Adam's, lighter as its
+    factor shrinks, GD at ``lr·T`` in GD's); hollow where some seed did not reach the bar;
+    the legend beside the axes."""
+    from gaugekit.experiments import flow_adam as fx
+
+    fig, ax = _axes(ax=None, figsize=(7.0, 3.6))
+    dial_shades = ("1.0", "0.72", "0.5", "0.35")
+    for i, (label, marker) in enumerate(zip(labels, "o^vs<>D", strict=False)):
+        if label == fx.FLOW_LABEL:
+            color = method_color("flow_adam")
+        elif label == fx.GD_LABEL:
+            color = method_color("gd")
+        else:
+            shade = float(dial_shades[min(i - 1, len(dial_shades) - 1)])
+            base = to_rgb(method_color("scalar_adam"))
+            color = to_hex(tuple(1 - shade * (1 - c) for c in base))
+        recs = fx.mean_by_lr(results[label], lrs)
+        oks = fx.interpolated_by_lr(results[label], lrs)
+        ax.plot(lrs, recs, "-", lw=1.0, color=color, marker=marker, ms=7, mfc=color,
+                label=label, markevery=[j for j, ok in enumerate(oks) if ok] or [])
+        for lr, rec, ok in zip(lrs, recs, oks, strict=True):
+            if not ok:
+                ax.plot(lr, rec, marker, color=color, mfc="none", ms=7)
+    ax.set_xscale("log")
+    ax.set_xticks(list(lrs), [f"{lr:g}" for lr in lrs])
+    ax.minorticks_off()
+    ax.set_xlabel("nominal learning rate")
+    ax.set_ylabel("recovery error rec")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def dial_figure(dial: Mapping[str, Sequence[Row]], gd_rec: float, gd_erank: float,
+                planted: float) -> Figure:
+    """The dial's recovery table as two panels (:func:`dial_curve` of rec and of the
+    effective rank) with one legend below both."""
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(7.0, 3.9), layout="constrained")
+    dial_curve(dial, metric="rec", reference=gd_rec, ax=ax0, legend=False)
+    dial_curve(dial, metric="effective_rank", reference=gd_erank, planted=planted, ax=ax1,
+               legend=False)
+    handles, labels = ax0.get_legend_handles_labels()
+    extra = [(h, lab) for h, lab in zip(*ax1.get_legend_handles_labels(), strict=True)
+             if lab not in labels]
+    handles += [h for h, _ in extra]
+    labels += [lab for _, lab in extra]
+    fig.legend(handles, labels, loc="outside lower center", ncol=3)
+    return fig
+
+
+def audit_html(rows: Sequence[Row]) -> str:
+    """The audits of FlowAdam with the flow path on (rows of
+    :func:`gaugekit.experiments.flow_adam.audit_rows`)."""
+    return table_html(
+        rows, ["name", "residual", "verdict", "flow_steps"],
+        headers={"name": "FlowAdam configuration", "residual": "gauge residual",
+                 "flow_steps": "flow steps (plain / rotated run)"},
+        formats={"residual": ".2e"})
+
+
+def ablation_html(rows: Sequence[Row], lrs: Sequence[float]) -> str:
+    """The ablation (rows of :func:`gaugekit.experiments.flow_adam.ablation_rows`): mean rec
+    per learning rate and Table 2's selection."""
+    columns = ["variant", *[f"lr{i}" for i in range(len(lrs))], "selected"]
+    headers = {"variant": "variant", "selected": "selected: rec (lr)",
+               **{f"lr{i}": f"lr {lr:g}" for i, lr in enumerate(lrs)}}
+    return table_html(rows, columns, headers=headers)
+
+
+def dial_html(rows: Sequence[Row]) -> str:
+    """The dial's recovery table (rows of :func:`gaugekit.experiments.dial.dial_table`)."""
+    return table_html(
+        rows, ["scalar", "p", "lr_text", "rec_text", "published", "steps", "train_loss_mean",
+               "strict_text"],
+        headers={"lr_text": "lr", "rec_text": "rec ± sd", "published": "rec, paper",
+                 "train_loss_mean": "train loss",
+                 "strict_text": "every seed < bar: rec (lr)"},
+        formats={"p": "g", "published": ".4f", "steps": ".0f", "train_loss_mean": ".1e"})
+
+
+def lr_edge_html(rows: Sequence[Row]) -> str:
+    """The lr-edge grid (rows of :func:`gaugekit.experiments.dial.lr_edge_table`)."""
+    return table_html(
+        rows, ["p", "lr", "rec_text", "below", "steps"],
+        headers={"rec_text": "rec ± sd", "below": "seeds below the bar",
+                 "steps": "steps (mean)"},
+        formats={"p": "g", "lr": "g", "steps": ".0f"})
+
+
+def flow_html(rows: Sequence[Row]) -> str:
+    """FlowAdam's rows (rows of :func:`gaugekit.experiments.dial.flow_table`)."""
+    return table_html(
+        rows, ["label", "lr_text", "rec_text", "published_text", "steps", "train_loss_mean",
+               "interp", "loose_text"],
+        headers={"label": "FlowAdam row", "lr_text": "lr", "rec_text": "rec ± sd",
+                 "published_text": "rec, paper", "train_loss_mean": "train loss",
+                 "interp": "every seed < bar", "loose_text": "older gate: rec (lr)"},
+        formats={"steps": ".0f", "train_loss_mean": ".1e"})

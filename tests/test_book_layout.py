@@ -185,3 +185,39 @@ def test_the_summary_check_sees_a_missing_name():
             "   product\n")
     assert _summaries(text) == {"gaugekit.gauge": {"product"}}
     assert _summaries(text)["gaugekit.gauge"] != _public_names("gaugekit.gauge")
+
+
+# --------------------------------------------------------------------------------------------
+# code that fits the text column (about 80 characters): every line of every code cell
+# --------------------------------------------------------------------------------------------
+
+#: the chapters held to the rule so far (the integrator widens this to every chapter)
+NARROW_CHAPTERS = ("04_matrix_sensing", "05_anisotropy_flowadam", "06_spectral_tails")
+CODE_WIDTH = 80
+
+
+def _code_cell_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line inside a ``code-cell`` block, metadata included."""
+    out, inside = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not inside and line.startswith("```{code-cell}"):
+            inside = True
+        elif inside and line.startswith("```"):
+            inside = False
+        elif inside:
+            out.append((number, line))
+    return out
+
+
+@pytest.mark.parametrize("stem", NARROW_CHAPTERS)
+def test_code_cells_fit_the_text_column(stem):
+    text = (ROOT / "chapters" / f"{stem}.md").read_text()
+    long = [f"{stem}.md:{n}: {len(line)}" for n, line in _code_cell_lines(text)
+            if len(line) > CODE_WIDTH]
+    assert long == []
+
+
+def test_the_code_width_check_sees_a_long_line():
+    """Negative control: a line of 81 characters in a code cell is found, one outside is not."""
+    text = "```{code-cell} ipython3\n" + "x" * 81 + "\n```\n" + "y" * 90 + "\n"
+    assert [len(line) for _, line in _code_cell_lines(text)] == [81]

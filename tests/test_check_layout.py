@@ -55,3 +55,15 @@ def test_a_known_problem_with_its_reason_does_not_fail(tmp_path, monkeypatch, ca
     assert "known, a reason given here" in capsys.readouterr().out
     known.write_text("page.html | table | Table 8 | another table\n")
     assert check_layout.main([str(tmp_path)]) == 1
+
+
+def test_the_measurement_is_read_back_when_the_theme_marks_scrolling_blocks(tmp_path):
+    """The book's theme gives every sideways-scrolling <pre> a tabindex once the page has
+    loaded, the measurement's own block included when it reports problems."""
+    theme = ('<script>document.addEventListener("DOMContentLoaded", function () {'
+             'document.querySelectorAll("pre").forEach(function (p) {'
+             'if (p.scrollWidth > p.clientWidth) p.setAttribute("tabindex", "0");});});'
+             "</script>")
+    body = theme + f"<pre>{'x' * 200}</pre>" + "".join(f"<pre>{'y' * 120}</pre>" for _ in range(3))
+    kinds = [p["kind"] for p in check_layout.measure(_page(tmp_path, body), BROWSER)]
+    assert kinds == ["code"] * 4

@@ -40,3 +40,22 @@ def test_records_note_is_markdown_with_the_command_in_a_code_block():
     assert records_note("plain `code`").data == "plain `code`"
     with pytest.raises(ValueError, match="Invalid source"):
         records_note(42)
+
+
+def test_a_no_break_space_keeps_a_cell_on_one_line():
+    out = viz.table_html([{"a": "Lion\u00a05.3e-06", "b": "two words"}], ["a", "b"])
+    cells = {text: style for style, text in _cells(out)}
+    assert "white-space: nowrap" in cells["Lion\u00a05.3e-06"]
+    assert "nowrap" not in cells["two words"]
+
+
+def test_records_note_breaks_a_long_command_before_its_options():
+    from gaugekit.viz import records_note
+
+    command = "python -m gaugekit run dial --scale paper" + "".join(
+        f" --part part_number_{i}" for i in range(6))
+    note = records_note(f"made by\n\n```bash\n{command}\n```\n").data
+    block = note.split("```bash\n")[1].split("\n```")[0].split("\n")
+    assert len(block) > 1 and all(len(line) <= 72 for line in block)
+    assert all(line.endswith(" \\") for line in block[:-1])
+    assert " ".join(line.rstrip(" \\").strip() for line in block) == command

@@ -53,7 +53,10 @@ from gaugekit.problems.matrix_sensing import (
 )
 
 __all__ = [
+    "AUDIT_CASES",
     "CONFIGS",
+    "FLOW_LABEL",
+    "GD_LABEL",
     "FLOW_COUNTERS",
     "INVARIANT",
     "PROTOTYPE",
@@ -64,23 +67,35 @@ __all__ = [
     "RunColumns",
     "StackedFactory",
     "Variant",
+    "ablation_labels",
+    "ablation_numbers",
+    "ablation_rows",
     "ablation_variants",
+    "audit_cases",
     "audit_flow_adam",
+    "audit_numbers",
+    "audit_rows",
     "best_selection",
     "dial_gauge_residuals",
+    "describe",
     "dial_label",
     "distance_from_init",
     "eligible_steps",
     "final_factor_gap",
     "flow_adam_config",
+    "hand_numbers",
     "interpolated_by_lr",
     "lower_rec_count",
     "mean_by_lr",
     "per_entry_log_lr",
+    "relative_gap",
     "select_lr",
+    "spread_ratios",
     "stiffness_label",
     "train_on_instance",
     "train_variants",
+    "trigger_lines",
+    "trigger_numbers",
     "trigger_rates",
     "trigger_share",
 ]
@@ -560,3 +575,197 @@ def best_selection(results: Mapping[str, RunColumns], labels: Iterable[str]) -> 
     chosen = [select_lr(results[label]) for label in labels]
     finite = [c for c in chosen if not math.isnan(c[0])]
     return min(finite) if finite else (math.nan, math.nan)
+
+
+# --------------------------------------------------------------------------------------------
+# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
+# --------------------------------------------------------------------------------------------
+
+
+def describe(config: FlowAdamConfig) -> str:
+    """The testbed and grid of ``config`` in two short lines (for a page's setup output)."""
+    p = config.problem
+    seeds = ", ".join(str(s) for s in config.seeds)
+    lrs = ", ".join(f"{lr:g}" for lr in config.lrs)
+    return (f"testbed n = {p.n}, r = {p.r}, k = {p.k}; seeds {seeds}\n"
+            f"lrs {lrs}; budget {config.budget.num_steps} steps")
+
+
+def relative_gap(a: float, b: float) -> float:
+    """``|a − b| / max(|a|, |b|)``: a relative difference that stays in ``[0, 1]`` for values
+    of one sign (``0`` when both are ``0``), unlike ``|a − b| / |b|``, which a tiny ``b``
+    blows up."""
+    big = max(abs(a), abs(b))
+    return abs(a - b) / big if big else 0.0
+
+
+def spread_ratios(log_steps: Mapping[float, Tensor]) -> dict[float, float]:
+    """The standard deviation of ``log₁₀`` of the per-entry learning rate at each ``p``
+    (:func:`per_entry_log_lr`) over Adam's (``p = 1``)."""
+    adam = log_steps[1.0].std().item()
+    return {p: v.std().item() / adam for p, v in log_steps.items()}
+
+
+#: The four FlowAdam configurations the chapter audits with the flow path on, and the short
+#: names its glue keys use.
+AUDIT_CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "invariant preset": ("inv", dict(INVARIANT)),
+    "invariant, per-coordinate clip": (
+        "pc", {**INVARIANT, "flow_clip_mode": "percoord", "flow_clip": 0.05}),
+    "invariant, geometric mean": ("geo", {**INVARIANT, "precond_scalar": "geomean"}),
+    "prototype preset": ("proto", dict(PROTOTYPE)),
+}
+
+
+def audit_cases(config: FlowAdamConfig) -> dict[str, FlowAudit]:
+    """:func:`audit_flow_adam` of each configuration of :data:`AUDIT_CASES`, by name."""
+    return {name: audit_flow_adam(config, **options)
+            for name, (_, options) in AUDIT_CASES.items()}
+
+
+def audit_rows(audits: Mapping[str, FlowAudit]) -> list[dict[str, Any]]:
+    """One table row per audit: residual, verdict, flow steps of the plain and rotated run."""
+    return [{"name": name, "residual": a.result.residual,
+             "verdict": a.result.verdict.replace(" ", "\u00a0"),
+             "flow_steps": f"{a.flow_steps[0]} / {a.flow_steps[1]}"}
+            for name, a in audits.items()]
+
+
+def audit_numbers(config: FlowAdamConfig, residuals: Mapping[str, Sequence[float]],
+                  audits: Mapping[str, FlowAudit]) -> dict[str, Any]:
+    """The audit's numbers for the text: the dial's residual at ``p = 0`` for both scalars,
+    at the smallest positive ``p`` and at ``p = 1``, the log–log slope over the first decade
+    of ``p``, and the residual and flow steps of each audit of :data:`AUDIT_CASES`."""
+    rms, powers = residuals["rms"], config.audit_powers
+    out: dict[str, Any] = {
+        "res_rms_p0": rms[0], "res_geo_p0": residuals["geomean"][0],
+        "res_rms_small": rms[1], "p_small": powers[1], "res_rms_p1": rms[-1],
+        "res_slope": math.log10(rms[2] / rms[1]) / math.log10(powers[2] / powers[1]),
+        "audit_steps": config.audit_steps,
+    }
+    for name, audited in audits.items():
+        key = AUDIT_CASES[name][0]
+        out[f"audit_{key}_res"] = audited.result.residual
+        out[f"audit_{key}_flows"] = audited.min_flow_steps
+    others = [a for name, a in audits.items() if name != "invariant preset"]
+    broken = sum(not a.result.equivariant for a in others)
+    out["audit_broken_text"] = (
+        "each non-invariant choice alone breaks the gauge" if broken == len(others) else
+        f"{broken} of the {len(others)} non-invariant choices break the gauge")
+    return out
+
+
+def trigger_numbers(results: Mapping[str, RunColumns], config: FlowAdamConfig,
+                    warmup: int = INVARIANT["flow_warmup"]) -> dict[str, Any]:
+    """How often the flow path fired (:func:`trigger_rates`), for the text: the smallest rate
+    of the invariant preset and of the prototype, the shares of the two tests, the mean rate at
+    ``κ = 1`` and at the largest ``κ``, and the plateau test's share there."""
+    rates = trigger_rates(results, warmup)
+    inv = results["FlowAdam (invariant)"]
+    kappa_max = config.stiffness_grid[-1]
+    return {
+        "rate_inv_min": rates["FlowAdam (invariant)"].min().item(),
+        "rate_proto_min": rates["FlowAdam (prototype)"].min().item(),
+        "stiff_share_inv": trigger_share(inv, "stiff_triggers"),
+        "plateau_share_inv": trigger_share(inv, "plateau_triggers"),
+        "num_runs": inv["rec"].numel(), "kappa_max": kappa_max,
+        "rate_kappa_max": rates[stiffness_label(kappa_max)].mean().item(),
+        "rate_kappa_1": rates[stiffness_label(1.0)].mean().item(),
+        "plateau_share_kappa_max": trigger_share(results[stiffness_label(kappa_max)],
+                                                 "plateau_triggers"),
+    }
+
+
+def trigger_lines(results: Mapping[str, RunColumns],
+                  warmup: int = INVARIANT["flow_warmup"]) -> str:
+    """The trigger rate of every FlowAdam variant, one short line each (min and mean over
+    runs of flow steps / eligible steps)."""
+    rates = trigger_rates(results, warmup)
+    width = max(len(label) for label in rates)
+    head = f"{'flow steps / eligible steps':<{width}}   min     mean"
+    return "\n".join([head] + [f"{label:<{width}}  {r.min():.4f}  {r.mean():.4f}"
+                               for label, r in rates.items()])
+
+
+def hand_numbers(hand: RunColumns, flow: RunColumns) -> dict[str, Any]:
+    """FlowAdam against "dial warm-up, then clipped GD": in how many runs they stop at the
+    same step, their largest difference in rec (:func:`relative_gap`, bounded), and the
+    fraction of FlowAdam's steps at which the global clip was active."""
+    gaps = [relative_gap(a, b) for a, b in zip(hand["rec"].tolist(), flow["rec"].tolist(),
+                                               strict=True)]
+    return {"same_stop_runs": int((hand["stop"] == flow["stop"]).sum()),
+            "gap_hand": max(gaps, default=math.nan),
+            "clip_frac": (flow["clip_bound"].sum() / flow["stop"].sum()).item()}
+
+
+FLOW_LABEL = "FlowAdam (invariant)"
+GD_LABEL = "GD, lr × T"
+
+
+def ablation_labels(config: FlowAdamConfig) -> list[str]:
+    """The variants of the ablation, in the order of its figure and table: FlowAdam
+    (invariant), the dial alone at each factor, GD at ``lr·T``."""
+    return [FLOW_LABEL, *[dial_label(c) for c in config.dial_factors], GD_LABEL]
+
+
+def ablation_numbers(results: Mapping[str, RunColumns],
+                     config: FlowAdamConfig) -> dict[str, Any]:
+    """The ablation's numbers for the text (glue names as keys): Table 2's selection for each
+    variant (``sel_<name>_rec``, ``_lr``, ``_rec_text``), the best dial-alone selection and
+    its ratio to FlowAdam's, FlowAdam against the dial whose step matches the flow step lr by
+    lr, GD at ``lr·T``, the paper's single-lr comparison and ours at the smallest lr."""
+    T = INVARIANT["flow_time_scale"]
+    names = {FLOW_LABEL: "flow", GD_LABEL: "gd"}
+    names.update({dial_label(c): f"dial{i}" for i, c in enumerate(config.dial_factors)})
+    out: dict[str, Any] = {"dial_factor_min": min(config.dial_factors)}
+    for label in ablation_labels(config):
+        rec, lr = select_lr(results[label])
+        out[f"sel_{names[label]}_rec"] = rec
+        out[f"sel_{names[label]}_lr"] = lr
+        out[f"sel_{names[label]}_rec_text"] = (
+            f"{rec:.4f}" if math.isfinite(rec) else
+            "— (no learning rate let every seed reach the threshold within the budget)")
+    flow = results[FLOW_LABEL]
+    dials = [dial_label(c) for c in config.dial_factors]
+    best = best_selection(results, dials)
+    wins, pairs = lower_rec_count(flow, results[dial_label(T)], config.lrs)
+    gd = results[GD_LABEL]
+    first = flow["base_lr"] == config.lrs[0]
+    out.update({
+        "best_dial_rec": best[0], "dial_over_flow": best[0] / select_lr(flow)[0],
+        "matched_pairs": pairs, "matched_flow_wins": wins, "time_scale": T,
+        "gd_rec_min": min(mean_by_lr(gd, config.lrs)),
+        "gd_interp_count": sum(interpolated_by_lr(gd, config.lrs)),
+        "published_flow": PUBLISHED_FLOW_VS_DIAL["flow"],
+        "published_dial": PUBLISHED_FLOW_VS_DIAL["dial"],
+        "published_lr": PUBLISHED_FLOW_VS_DIAL["lr"], "lr_first": config.lrs[0],
+        "flow_rec_first": mean_by_lr(flow, config.lrs)[0],
+        "dial_rec_first": mean_by_lr(results[dial_label(1.0)], config.lrs)[0],
+        "dial_quarter_first": mean_by_lr(results[dial_label(min(config.dial_factors))],
+                                         config.lrs)[0],
+        "flow_interp_first": int(flow["interpolated"][first].sum()),
+        "dial_quarter_first_ok": (
+            "did reach it" if interpolated_by_lr(
+                results[dial_label(min(config.dial_factors))], config.lrs)[0]
+            else "did not reach it either"),
+        "num_seeds": len(config.seeds), "num_lrs": len(config.lrs),
+    })
+    return out
+
+
+def ablation_rows(results: Mapping[str, RunColumns],
+                  config: FlowAdamConfig) -> list[dict[str, Any]]:
+    """One table row per variant of :func:`ablation_labels`: the mean rec over seeds at each
+    lr of the config (a star where some seed did not reach the threshold) and Table 2's
+    selection (``"rec (lr)"``, or a dash)."""
+    rows = []
+    for label in ablation_labels(config):
+        recs = mean_by_lr(results[label], config.lrs)
+        oks = interpolated_by_lr(results[label], config.lrs)
+        rec, lr = select_lr(results[label])
+        row: dict[str, Any] = {"variant": label, "selected": (
+            f"{rec:.4f}\u00a0({lr:g})" if math.isfinite(rec) else None)}
+        for i, (value, ok) in enumerate(zip(recs, oks, strict=True)):
+            row[f"lr{i}"] = f"{value:.4f}" + ("" if ok else "*")
+        rows.append(row)
+    return rows

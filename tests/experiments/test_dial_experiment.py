@@ -204,6 +204,14 @@ def test_a_tiny_sweep_fills_every_summary(tmp_path, monkeypatch):
     assert all(math.isfinite(r["rec"]) for r in rows)
     assert len(dx.flow_rows(got.records["flow_rows"])) == len(dx.FLOW_ROWS)
     assert len(dx.lr_edge_rows(got.records["lr_edge"])) == 4
+    # the chapter's summaries run off the paper's setting too (no published column there)
+    numbers = dx.dial_numbers(got.records, _tiny_config())
+    assert numbers["dial_num_compared"] == 0 and math.isnan(numbers["dial_max_gap"])
+    assert len(dx.dial_table(got.records)) == 4
+    assert all(r["published_text"] is None for r in dx.flow_table(got.records["flow_rows"]))
+    assert dx.flow_numbers(got.records, _tiny_config())["long_seeds"] == 3
+    assert "edge_gap_verdict" in dx.lr_edge_numbers(got.records["lr_edge"])
+    assert dx.fixed_lr_numbers(dx.fixed_lr_table(got.records["dial_rms"]))["fixed_num_lrs"] == 2
     assert run_sweep(dx.EXPERIMENT, tmp_path, scale="quick", parts=parts, progress=False).ran == 0
 
 
@@ -259,3 +267,14 @@ def test_flow_rows_by_the_papers_gate_give_the_published_rows():
     loose = {r["row"]: r for r in dx.flow_rows(records, dx.PAPER_PROTOCOL)}
     assert not loose["globalnorm_p1"]["all_interpolated"]
     assert abs(loose["globalnorm_p1"]["rec"] - dx.PUBLISHED_FLOW_ROWS["globalnorm_p1"]) > 0.05
+
+
+def test_the_quoted_invariant_figure_is_the_same_in_the_table_and_the_text():
+    """The chapter's claim quotes 0.169 for the invariant row: its table shows it (marked, as
+    no selection) and the text glues it from the same function."""
+    records = dx.collect("paper", parts=["flow_rows", "flow_long"], mode="read").records
+    row = next(r for r in dx.flow_table(records["flow_rows"]) if r["row"] == "globalnorm_p0_rms")
+    assert row["published_text"] == f"{dx.PUBLISHED_FLOW_SHORT_RMS['rec']:g}†"
+    numbers = dx.flow_numbers(records)
+    assert numbers["short_pub_rec"] == row["published_quoted"] == 0.169
+    assert numbers["short_verdict"] == "does not reach the bar"

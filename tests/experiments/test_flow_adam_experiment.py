@@ -303,3 +303,11 @@ def test_lower_rec_count_only_counts_lrs_where_both_interpolated():
     b = runs_table([(0.1, 0.2, True), (0.3, 0.4, True), (1.0, 0.9, True)])
     assert fx.lower_rec_count(a, b, (0.1, 0.3, 1.0)) == (1, 2)
     assert fx.lower_rec_count(b, a, (0.1, 0.3, 1.0)) == (1, 2)
+
+
+def test_relative_gap_stays_bounded_where_the_plain_ratio_blows_up():
+    from gaugekit.experiments import flow_adam as fx
+
+    assert fx.relative_gap(0.3, 0.3) == 0.0 and fx.relative_gap(0.0, 0.0) == 0.0
+    assert fx.relative_gap(1e-9, 0.2) == pytest.approx(1.0)  # |a-b|/|a| would be 2e8
+    assert fx.relative_gap(0.2, 0.1) == fx.relative_gap(0.1, 0.2) == pytest.approx(0.5)

@@ -1,0 +1,576 @@
+r"""What the matrix-sensing chapter shows, computed from the records of
+:func:`gaugekit.experiments.matrix_sensing.collect`: tables (HTML through
+:func:`gaugekit.viz.table_html`), the rows behind them, sentences and figures.
+
+Nothing here is typed in: our numbers come from the records through the selection protocols of
+:mod:`gaugekit.experiments.selection`, the published ones from the constants of
+:mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC``,
+``PUBLISHED_NUCLEAR_NORMS``, ``PUBLISHED_DECAY_CEILING``), each in its own column. The chapter
+keeps the computations a reader should see; this module keeps the bookkeeping (columns,
+headers, formats, the words of a verdict).
+"""
+
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book);
+# matplotlib is imported inside the figure functions only.
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.optim.registry import get_spec
+
+__all__ = [
+    "GATE_WORDS",
+    "balancedness_summary",
+    "controls",
+    "convex_html",
+    "convex_rows",
+    "decay_html",
+    "decay_seeds_html",
+    "decay_texts",
+    "edge_word",
+    "extremes",
+    "fmt_lr",
+    "fmt_seeds",
+    "instances_html",
+    "late_change",
+    "late_change_summary",
+    "lr_sensitivity_figure",
+    "order_text",
+    "selected_runs",
+    "settings_html",
+    "spearman",
+    "split_numbers",
+    "survival",
+    "table2_diagnostics_html",
+    "table2_html",
+    "training_figure",
+    "wide_html",
+    "wide_numbers",
+    "yes_no",
+    "zoo_numbers",
+]
+
+Row = Mapping[str, Any]
+Record = Mapping[str, Any]
+#: joins the words of a table cell that should not wrap (:func:`gaugekit.viz.table_html`)
+NBSP = "\u00a0"
+
+
+def _table_html(*args: Any, **kwargs: Any) -> str:
+    from gaugekit.viz import table_html
+
+    return table_html(*args, **kwargs)
+
+
+def label(method: str) -> str:
+    """The display name of an optimizer (the registry's)."""
+    return get_spec(method).label
+
+
+def fmt_lr(x: float | None) -> str:
+    """A learning rate, or a dash."""
+    return "—" if x is None else f"{x:g}"
+
+
+def fmt_seeds(values: Sequence[float | None], spec: str = ".3f") -> str:
+    """Per-seed values, comma separated (a dash for a missing one)."""
+    return ", ".join("—" if v is None else format(v, spec) for v in values)
+
+
+def yes_no(value: Any) -> str:
+    """``'yes'`` or ``'no'`` for a table cell (never ``True``/``False``)."""
+    return "yes" if value else "no"
+
+
+def edge_word(row: Row) -> str:
+    """Where a selected learning rate sits in its grid: ``'lowest'``, ``'highest'`` or
+    ``'no'`` (inside the grid)."""
+    grid = sorted(row.get("grid") or [])
+    if not row.get("at_grid_edge") or not grid:
+        return "no"
+    return "lowest" if row["lr"] == grid[0] else "highest"
+
+
+# --------------------------------------------------------------------------------------------
+# the testbed
+# --------------------------------------------------------------------------------------------
+
+def instances_html(check_rows: Sequence[Row]) -> str:
+    """The nuclear-norm check of the paper's instances (rows: seed, ours, published, diff)."""
+    return _table_html(
+        check_rows, ["seed", "ours", "published", "diff"],
+        headers={"ours": "‖X⋆‖* (ours)", "published": "‖X⋆‖* (paper)",
+                 "diff": "|difference|"},
+        formats={"ours": ".6f", "published": ".6f", "diff": ".1e"})
+
+
+def settings_html(config: ms.ScaleConfig) -> str:
+    """One row per sweep (part) of the chapter: sizes, budget, seeds, runs."""
+    rows = [{"setting": part.name, "n": part.problem.n, "r": part.problem.r,
+             "k": part.problem.k, "m": part.problem.m, "m_val": part.problem.num_val,
+             "init": part.problem.init_scale, "steps": part.budget.num_steps,
+             "tol": part.budget.tol, "seeds": len(part.seeds), "runs": len(part.specs())}
+            for part in config.parts]
+    return _table_html(
+        rows, ["setting", "n", "r", "k", "m", "m_val", "init", "steps", "tol", "seeds",
+               "runs"],
+        formats={"init": "g", "tol": "g"})
+
+
+def zoo_numbers(zoo: ms.Part) -> dict[str, Any]:
+    """The sizes and budget of the main sweep, for the text."""
+    p = zoo.problem
+    return {"n": p.n, "r": p.r, "k": p.k, "m": p.m, "num_val": p.num_val,
+            "steps": zoo.budget.num_steps, "tol": zoo.budget.tol,
+            "check": zoo.budget.check_every, "seeds": len(zoo.seeds),
+            "runs": len(zoo.specs())}
+
+
+# --------------------------------------------------------------------------------------------
+# Table 2
+# --------------------------------------------------------------------------------------------
+
+def table2_html(rows: Sequence[Row],
+                published: Mapping[str, tuple[float, float]] | None) -> str:
+    """Table 2: the selected learning rate and the mean recovery error per optimizer, each
+    beside the published value (a dash where this page is not the paper's setting), and the
+    recovery error of every seed."""
+    table = []
+    for row in rows:
+        pub = (published or {}).get(row["method"], (None, None))
+        table.append({**row, "class": "equivariant" if row["equivariant"]
+                      else "coordinate-wise", "published_rec": pub[0],
+                      "published_lr": pub[1], "seeds": fmt_seeds(row["rec_seeds"])})
+    return _table_html(
+        table, ["label", "class", "lr", "published_lr", "rec", "published_rec", "seeds"],
+        headers={"label": "optimizer", "class": "gauge class", "published_lr": "lr, paper",
+                 "published_rec": "rec, paper", "seeds": "rec per seed"},
+        formats={"lr": fmt_lr, "published_lr": fmt_lr, "rec": ".4f",
+                 "published_rec": ".4f"})
+
+
+def table2_diagnostics_html(rows: Sequence[Row]) -> str:
+    """What Table 2 does not show, per optimizer: the effective rank and the balancedness of
+    the final factors (means over seeds), whether every seed interpolated, and whether the
+    selected learning rate sits at an edge of its grid."""
+    table = [{**row, "interp": yes_no(row["interpolated"]), "edge": edge_word(row)}
+             for row in rows]
+    return _table_html(
+        table, ["label", "effective_rank", "balancedness", "interp", "edge"],
+        headers={"label": "optimizer", "effective_rank": "eff. rank",
+                 "balancedness": "‖UᵀU−VᵀV‖", "interp": "every seed interpolated",
+                 "edge": "lr at a grid edge"},
+        formats={"effective_rank": ".2f", "balancedness": ".2e"})
+
+
+def split_numbers(split: Mapping[str, Any]) -> dict[str, Any]:
+    """The split of :func:`~gaugekit.experiments.matrix_sensing.split_summary` for the text:
+    the worst equivariant and the best coordinate-wise optimizer, the gap, the verdict."""
+    return {
+        "worst_eq": label(split["worst_equivariant"]),
+        "worst_eq_rec": split["worst_equivariant_rec"],
+        "best_cw": label(split["best_coordinatewise"]),
+        "best_cw_rec": split["best_coordinatewise_rec"], "gap": split["gap"],
+        "split": "holds" if split["clean"] else "fails", "edges": split["at_grid_edge"],
+        "methods": split["methods"],
+    }
+
+
+def _ranked(rows: Sequence[Row]) -> list[Row]:
+    return sorted((r for r in rows if r["rec"] is not None and math.isfinite(r["rec"])),
+                  key=lambda r: r["rec"])
+
+
+def order_text(rows: Sequence[Row]) -> str:
+    """The optimizers from the lowest mean recovery error to the highest (names only: the
+    numbers are in the table)."""
+    return " < ".join(r["label"] for r in _ranked(rows))
+
+
+def extremes(rows: Sequence[Row]) -> dict[str, Any]:
+    """The best and the worst optimizer of the table, with their rec and effective rank."""
+    ranked = _ranked(rows)
+    return {"best": ranked[0]["label"], "best_rec": ranked[0]["rec"],
+            "best_erank": ranked[0]["effective_rank"], "worst": ranked[-1]["label"],
+            "worst_rec": ranked[-1]["rec"], "worst_erank": ranked[-1]["effective_rank"]}
+
+
+def balancedness_summary(rows: Sequence[Row]) -> dict[str, Any]:
+    """Does balancedness separate the gauge classes? The largest mean among equivariant
+    optimizers against the smallest among coordinate-wise ones, and GD's and Adam's."""
+    by_method = {r["method"]: r for r in rows}
+    eq = max((r for r in rows if r["equivariant"]), key=lambda r: r["balancedness"])
+    cw = min((r for r in rows if not r["equivariant"]), key=lambda r: r["balancedness"])
+    return {"split": "does" if eq["balancedness"] < cw["balancedness"] else "does not",
+            "eq_max": eq["balancedness"], "eq_max_label": eq["label"],
+            "cw_min": cw["balancedness"], "cw_min_label": cw["label"],
+            "gd": by_method["gd"]["balancedness"],
+            "adam": by_method["adam"]["balancedness"]}
+
+
+# --------------------------------------------------------------------------------------------
+# how the runs get there
+# --------------------------------------------------------------------------------------------
+
+def selected_runs(records: Sequence[Record], rows: Sequence[Row],
+                  seed: int) -> list[Record]:
+    """The run of each selected (method, lr) of ``rows`` on ``seed``, in the rows' order."""
+    return [r for row in rows for r in records
+            if r["config"]["method"] == row["method"]
+            and r["config"]["hparams"]["lr"] == row["lr"] and r["config"]["seed"] == seed]
+
+
+def late_change(record: Record, threshold: float = 1e-2) -> float:
+    """Largest |rec − final rec| over the curve points after the training loss first fell
+    below ``threshold``."""
+    curve = record["curves"]
+    points = [(loss, rec) for loss, rec in zip(curve["train_loss"], curve["rec"], strict=True)
+              if loss is not None and rec is not None]
+    start = next((i for i, (loss, _) in enumerate(points) if loss < threshold), len(points))
+    final = record["metrics"]["rec"]
+    return max((abs(rec - final) for _, rec in points[start:]), default=0.0)
+
+
+def late_change_summary(selected: Sequence[Record], threshold: float = 1e-2,
+                        settled: float = 0.1) -> dict[str, Any]:
+    """The answer to "is the recovery error set at the end of training or along the way?":
+    the largest late change (:func:`late_change`) and whose it is, the spread of the final
+    errors, their ratio, and in words how many runs are *settled* (late change below
+    ``settled`` times the spread) once the loss is below ``threshold``."""
+    changes = {r["config"]["method"]: late_change(r, threshold) for r in selected}
+    finals = [r["metrics"]["rec"] for r in selected]
+    spread = max(finals) - min(finals)
+    worst = max(changes, key=changes.get)
+    moving = [label(m) for m, c in changes.items() if not c < settled * spread]
+    n = len(changes)
+    verdict = ("along the way" if not moving else "mostly along the way"
+               if len(moving) < n / 2 else "mostly at the end")
+    if not moving:
+        still = "none moves after that"
+    elif len(moving) == 1:
+        still = f"{moving[0]} still moves after that"
+    else:
+        still = f"{', '.join(moving[:-1])} and {moving[-1]} still move after that"
+    return {"late_rec_change": changes[worst], "late_rec_method": label(worst),
+            "rec_spread": spread,
+            "late_ratio": changes[worst] / spread if spread else math.nan,
+            "late_verdict": verdict, "late_settled": n - len(moving), "late_runs": n,
+            "late_still": still}
+
+
+def training_figure(selected: Sequence[Record]) -> Any:
+    """Recovery error (left) and training loss (right) along training, one line per
+    optimizer in the book's colour, one legend for both panels below them."""
+    import matplotlib.pyplot as plt
+
+    from gaugekit import viz
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.0, 3.6), layout="constrained")
+    viz.training_curves(selected, metric="rec", ax=ax1, color_by="method", annotate=False)
+    viz.training_curves(selected, metric="train_loss", ax=ax2, log=True,
+                        color_by="method", annotate=False)
+    ax1.set_ylim(bottom=0)
+    ax1.set_ylabel("recovery error rec")
+    ax2.set_ylabel("training loss")
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=5)
+    return fig
+
+
+def lr_sensitivity_figure(records: Sequence[Record], marks: Mapping[str, float]) -> Any:
+    """Mean rec against the learning rate on the wide grids: equivariant optimizers on the
+    left, coordinate-wise ones on the right, the book's colour per optimizer, each panel's
+    legend below it."""
+    import matplotlib.pyplot as plt
+
+    from gaugekit import viz
+
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.9), layout="constrained", sharey=True)
+    for ax, eq, title in ((axes[0], True, "gauge-equivariant"),
+                          (axes[1], False, "coordinate-wise")):
+        methods = [m for m in ms.TABLE2_METHODS if get_spec(m).equivariant == eq]
+        viz.lr_sensitivity(records, methods=methods, ax=ax, marks=marks)
+        ax.get_legend().remove()
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=9,
+                  handlelength=1.2, columnspacing=1.0)
+        ax.set_title(title)
+    axes[1].set_ylabel("")
+    return fig
+
+
+def wide_numbers(records: Sequence[Record]) -> dict[str, Any]:
+    """The selection on the wide grids (Table 2's gate): the split, its gap, the best
+    coordinate-wise and worst equivariant optimizer, the selections at a grid edge, and
+    whether the section's claim holds."""
+    split = ms.split_summary(ms.selection_rows(records, "oracle"))
+    return {
+        "split": "holds" if split["clean"] else "fails", "gap": split["gap"],
+        "best_cw": label(split["best_coordinatewise"]),
+        "best_cw_rec": split["best_coordinatewise_rec"],
+        "worst_eq": label(split["worst_equivariant"]),
+        "worst_eq_rec": split["worst_equivariant_rec"], "edges": split["at_grid_edge"],
+        "claim": "holds" if split["clean"] else "does not hold",
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the convex reference
+# --------------------------------------------------------------------------------------------
+
+def convex_rows(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
+                zoo: ms.Part) -> list[dict[str, Any]]:
+    """Per seed: the convex program's rec and feasibility residual (beside the published rec)
+    and the rec of the selected Muon and GD runs of Table 2."""
+    convex = {r["config"]["seed"]: r for r in records["convex"]}
+    published = ms.published_convex(zoo) or {}
+    lrs = {r["method"]: r["lr"] for r in rows}
+    per_seed = {m: {r["config"]["seed"]: r["metrics"]["rec"] for r in records["zoo"]
+                    if r["config"]["method"] == m and r["config"]["hparams"]["lr"] == lrs[m]}
+                for m in ("muon", "gd")}
+    return [{"seed": s, "convex": convex[s]["metrics"]["rec"],
+             "feasibility": convex[s]["metrics"]["feasibility"],
+             "muon": per_seed["muon"].get(s), "gd": per_seed["gd"].get(s),
+             "published": published.get(s)} for s in zoo.seeds]
+
+
+def convex_html(rows: Sequence[Row]) -> str:
+    """The table of :func:`convex_rows`."""
+    return _table_html(
+        rows, ["seed", "convex", "published", "feasibility", "muon", "gd"],
+        headers={"convex": "rec, min ‖X‖*", "published": "rec, min ‖X‖* (paper)",
+                 "feasibility": "‖A vec X − y‖/‖y‖", "muon": "rec, Muon", "gd": "rec, GD"},
+        formats={"convex": ".4f", "published": ".4f", "feasibility": ".1e",
+                 "muon": ".1e", "gd": ".4f"})
+
+
+# --------------------------------------------------------------------------------------------
+# the controls
+# --------------------------------------------------------------------------------------------
+
+def _control_titles(config: ms.ScaleConfig) -> dict[str, str]:
+    second = config.part("second_size").problem
+    return {"zoo": "main sweep", "cosine_all": "cosine decay for every optimizer",
+            "init_1e-2": f"initial scale {config.part('init_1e-2').problem.init_scale:g}",
+            "second_size": f"second size: n = {second.n}, r = {second.r}, m = {second.m}"}
+
+
+def controls(records: Mapping[str, Sequence[Record]],
+             config: ms.ScaleConfig) -> tuple[str, dict[str, Any]]:
+    """The controls table (mean rec, and the selected lr beneath it, per optimizer and
+    sweep, Table 2's gate) and the numbers the text quotes: the verdict, gap, worst
+    equivariant and best coordinate-wise optimizer per sweep, how often the paper's gate
+    (mean over seeds below the tolerance) selects the same lr, Muon's rec and the convex
+    program's largest rec at the second size."""
+    titles = _control_titles(config)
+    rows = {part: ms.selection_rows(records[part]) for part in titles}
+    mean_gate = {part: {r["method"]: r["lr"]
+                        for r in ms.selection_rows(records[part], "oracle_mean")}
+                 for part in titles}
+    table = []
+    for method in ms.TABLE2_METHODS:
+        entry: dict[str, Any] = {"label": label(method)}
+        for part, rows_ in rows.items():
+            row = next((r for r in rows_ if r["method"] == method), None)
+            entry[part] = ("—" if row is None or not _finite(row["rec"]) else
+                           f"{row['rec']:.4f}{NBSP}({fmt_lr(row['lr'])})")
+        table.append(entry)
+    html = _table_html(table, ["label", *titles],
+                       headers={"label": "optimizer", **titles})
+    out: dict[str, Any] = {
+        "controls_same_gate": sum(r["lr"] == mean_gate[part][r["method"]]
+                                  for part, rows_ in rows.items() for r in rows_),
+        "controls_cells": sum(len(rows_) for rows_ in rows.values()),
+    }
+    for part, rows_ in rows.items():
+        s = ms.split_summary(rows_)
+        key = part.replace("-", "_")
+        out[f"split_{key}"] = "holds" if s["clean"] else "fails"
+        out[f"gap_{key}"] = s["gap"]
+        out[f"worst_eq_{key}"] = label(s["worst_equivariant"])
+        out[f"best_cw_{key}"] = label(s["best_coordinatewise"])
+    out["convex2_max"] = max(r["metrics"]["rec"] for r in records["convex_second_size"])
+    out["rec2_muon"] = next(r["rec"] for r in rows["second_size"] if r["method"] == "muon")
+    return html, out
+
+
+def _finite(x: Any) -> bool:
+    return x is not None and math.isfinite(float(x))
+
+
+# --------------------------------------------------------------------------------------------
+# which claims survive (selection protocols)
+# --------------------------------------------------------------------------------------------
+
+SURVIVAL_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("zoo", "oracle", "paper's grids, oracle (Table 2)"),
+    ("zoo", "validation", "paper's grids, validation"),
+    ("zoo", "train_speed", "paper's grids, train speed"),
+    ("wide", "oracle", "our wide grids, oracle"),
+    ("wide", "validation", "our wide grids, validation"),
+    ("wide", "train_speed", "our wide grids, train speed"),
+    ("cosine_all", "oracle", "cosine for all (the paper's control), oracle"),
+    ("init_1e-2", "oracle", "larger init (ours, nine optimizers), oracle"),
+    ("second_size", "oracle", "second size (ours, nine optimizers), oracle"),
+)
+
+
+def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[str, Any]]:
+    """Which claims survive: the table (one row per sweep and protocol of
+    :data:`SURVIVAL_SETTINGS`), the selection rows of each protocol on the wide grids (for
+    the figure), and the counts the text quotes."""
+    summary, protocol_rows = [], {}
+    for part, protocol, title in SURVIVAL_SETTINGS:
+        sel = ms.selection_rows(records[part], protocol)
+        if part == "wide":
+            protocol_rows[protocol.replace("_", " ")] = sel
+        s = ms.split_summary(sel)
+        summary.append({
+            "setting": title,
+            "worst_eq": (f"{label(s['worst_equivariant'])}{NBSP}"
+                         f"{s['worst_equivariant_rec']:.3g}"),
+            "best_cw": (f"{label(s['best_coordinatewise'])}{NBSP}"
+                        f"{s['best_coordinatewise_rec']:.3g}"),
+            "gap": s["gap"], "clean": "yes" if s["clean"] else "no",
+            "edges": f"{s['at_grid_edge']}/{s['methods']}",
+            "not_interp": s["not_interpolated"],
+        })
+    html = _table_html(
+        summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "edges", "not_interp"],
+        headers={"worst_eq": "worst equivariant (rec)",
+                 "best_cw": "best coordinate-wise (rec)", "gap": "gap",
+                 "clean": "clean split", "edges": "lr at grid edge",
+                 "not_interp": "selected without interpolating"},
+        formats={"gap": "+.4f"})
+    honest = [r for r in summary if "oracle" not in r["setting"]]
+    zoo = ms.selection_rows(records["zoo"], "oracle")
+    val = ms.selection_rows(records["zoo"], "validation")
+    counts = {
+        "n_clean": sum(r["clean"] == "yes" for r in summary),
+        "n_settings": len(summary),
+        "n_clean_honest": sum(r["clean"] == "yes" for r in honest),
+        "n_honest": len(honest),
+        "same_choice": sum(a["lr"] == b["lr"] for a, b in zip(zoo, val, strict=True)),
+    }
+    return html, protocol_rows, counts
+
+
+# --------------------------------------------------------------------------------------------
+# weight decay: the paper's Adam ceiling
+# --------------------------------------------------------------------------------------------
+
+#: The two gates of the weight-decay table, in two words each (the caption says them in full).
+GATE_WORDS: dict[str, str] = {"oracle_mean": "paper's", "oracle_loose": "loose"}
+
+
+def _decay_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
+    pub = ms.PUBLISHED_DECAY_CEILING
+    rows = []
+    for gate in GATE_WORDS:
+        for r in ms.decay_rows(decay, gate):
+            rows.append({**r, "gate": gate, "gate_word": GATE_WORDS[gate],
+                         "pub": pub["rec"] if r["arm"] == pub["arm"]
+                         and gate == "oracle_mean" else None,
+                         "cell": f"{r['lr']:g}{NBSP}·{NBSP}{r['wd']:g}" if r["lr"] else None})
+    return rows
+
+
+def decay_html(decay: Sequence[Record]) -> str:
+    """The weight-decay selections: per gate (in two words, :data:`GATE_WORDS`) and arm, the
+    chosen (lr, wd), the mean rec beside the published ceiling, effective rank, steps."""
+    return _table_html(
+        _decay_rows(decay), ["gate_word", "label", "cell", "rec", "pub", "effective_rank",
+                             "steps"],
+        headers={"gate_word": "gate", "label": "rule and decay", "cell": "lr · wd",
+                 "rec": "rec", "pub": "rec, paper", "effective_rank": "erank",
+                 "steps": "steps"},
+        formats={"rec": ".3g", "pub": ".4f", "effective_rank": ".1f", "steps": ".0f"})
+
+
+def _seed_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
+    pub = ms.PUBLISHED_DECAY_CEILING
+    return [{"seed": r["config"]["seed"], "rec": r["metrics"]["rec"],
+             "pub": pub["seeds"].get(r["config"]["seed"]),
+             "train": r["metrics"]["train_loss"], "steps": r["metrics"]["steps"]}
+            for r in ms.decay_runs(decay, pub["arm"], pub["lr"], pub["wd"])]
+
+
+def decay_seeds_html(decay: Sequence[Record]) -> str:
+    """Adam + L2 at the paper's selected cell, seed by seed, beside the published values."""
+    return _table_html(
+        _seed_rows(decay), ["seed", "rec", "pub", "train", "steps"],
+        headers={"rec": "rec", "pub": "rec, paper", "train": "final training loss"},
+        formats={"rec": ".3f", "pub": ".3f", "train": ".1e"})
+
+
+def decay_texts(decay: Sequence[Record], zoo_records: Sequence[Record],
+                tol: float) -> dict[str, str]:
+    """The sentences of the weight-decay section (glue names without their ``decay_``
+    prefix): the published ceiling, its budget, the seeds at the paper's cell, the strongest
+    decay's recovery and training loss, the selections under the paper's gate, and how many
+    selections sit at an edge of a grid."""
+    pub = ms.PUBLISHED_DECAY_CEILING
+    rows = _decay_rows(decay)
+    seed_rows = _seed_rows(decay)
+    out = {"pub_text": (f"rec = {pub['rec']:.4f} at lr {pub['lr']:g}, wd {pub['wd']:g} "
+                        "(seeds " + ", ".join(f"{v:.3f}" for v in pub["seeds"].values())
+                        + ")"),
+           "steps": f"{pub['num_steps']:,}"}
+    miss = [r for r in seed_rows if r["train"] >= tol]
+    out["seed_text"] = "; ".join(
+        f"seed {r['seed']}: {r['rec']:.3f} against {r['pub']:.3f}" for r in seed_rows) + (
+        ", and seed " + ", ".join(str(r["seed"]) for r in miss) + " ends above the bar "
+        "(final loss " + ", ".join(f"{r['train']:.1e}" for r in miss) + "), so the "
+        "paper's gate leaves this cell out of our selection" if miss else "")
+    strong = [r for r in decay if r["config"].get("wd") == max(ms.DECAY_WDS)
+              and r["config"]["arm"] in ("adam_l2", "gd_l2") and r["status"] == "ok"]
+    out["strong_text"] = ", ".join(
+        f"{r['metrics']['rec']:.3f}" for r in sorted(
+            strong, key=lambda r: r["metrics"]["rec"])[:6]) or "—"
+    out["strong_train"] = (
+        f"{min((r['metrics']['train_loss'] for r in strong), default=0):.0e}")
+    strict = [r for r in rows if r["gate"] == rows[0]["gate"] and r["lr"]] if rows else []
+    table2 = {r["method"]: r["rec"] for r in ms.selection_rows(zoo_records, "oracle")}
+    eq = [r for r in strict if r["equivariant"]]
+    cw = [r for r in strict if not r["equivariant"]]
+    separated = eq and cw and max(r["rec"] for r in eq) < min(r["rec"] for r in cw)
+    out["strict_text"] = "; ".join(
+        f"{r['label']} {r['rec']:.3f} (without decay, Table 2: "
+        f"{table2.get(r['method'], float('nan')):.3f})" for r in strict) + (
+        ". Every equivariant rule with decay stays below every coordinate-wise one"
+        if separated else ". The gauge classes overlap")
+    out["edges"] = f"{sum(r['at_grid_edge'] for r in rows)} of {len(rows)}"
+    return out
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Spearman's rank correlation of two equally long sequences (ranks by sort order, ties
+    in sort order, as the chapter's figure counts them)."""
+    def ranks(values: Sequence[float]) -> list[float]:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        for rank, i in enumerate(order):
+            out[i] = float(rank)
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(rx)
+    mx, my = sum(rx) / n, sum(ry) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    vx = sum((a - mx) ** 2 for a in rx)
+    vy = sum((b - my) ** 2 for b in ry)
+    return cov / math.sqrt(vx * vy)
+
+
+def wide_html(rows: Sequence[Row]) -> str:
+    """The selection on the wide grids: per optimizer, the chosen lr, its mean rec, and
+    whether it sits at an edge of the grid (:func:`edge_word`)."""
+    table = [{**r, "edge": edge_word(r)} for r in rows]
+    return _table_html(
+        table, ["label", "lr", "rec", "edge"],
+        headers={"label": "optimizer", "lr": "lr (wide grid)", "rec": "rec",
+                 "edge": "lr at a grid edge"},
+        formats={"lr": fmt_lr, "rec": ".3g"})

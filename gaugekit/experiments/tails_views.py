@@ -1,0 +1,608 @@
+r"""What the spectral-tails chapter shows, computed from the records of
+:func:`gaugekit.experiments.spectral_tails.collect` and from :mod:`gaugekit.tail_theory`:
+tables (HTML through :func:`gaugekit.viz.table_html`), the numbers and sentences of its text
+(glue names as keys) and its figures.
+
+Nothing here is typed in: our numbers come from the records and the closed forms, the
+published ones from the constants of :mod:`gaugekit.experiments.spectral_tails`
+(``PUBLISHED_TAU_STAR``, ``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``)
+and :mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``), each in its own column.
+Optimizers are drawn in the book's colour (:func:`gaugekit.viz.method_color`).
+"""
+
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book);
+# matplotlib is imported inside the figure functions only.
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from gaugekit import tail_theory as tt
+from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.experiments import selection
+from gaugekit.experiments import spectral_tails as st
+from gaugekit.optim.registry import get_spec
+from gaugekit.problems.matrix_sensing import make_instance
+from gaugekit.problems.spectral_tails import make_tail_instance
+
+__all__ = [
+    "balancedness_figure",
+    "balancedness_html",
+    "balancedness_numbers",
+    "crossing_figure",
+    "crossing_html",
+    "crossing_numbers",
+    "instance_rows",
+    "instances_html",
+    "label",
+    "modes_figure",
+    "phase_figure",
+    "phase_html",
+    "phase_numbers",
+    "problem_numbers",
+    "signum_figure",
+    "signum_html",
+    "signum_numbers",
+    "spectrum_figure",
+]
+
+Row = Mapping[str, Any]
+Record = Mapping[str, Any]
+NBSP = "\u00a0"
+
+
+def label(method: str) -> str:
+    """The display name of an optimizer (the registry's)."""
+    return get_spec(method).label
+
+
+def _table_html(*args: Any, **kwargs: Any) -> str:
+    from gaugekit.viz import table_html
+
+    return table_html(*args, **kwargs)
+
+
+def _color(method: str) -> str:
+    from gaugekit.viz import method_color
+
+    return method_color(method)
+
+
+def _new_figure(figsize: tuple[float, float]) -> tuple[Any, Any]:
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=figsize, layout="constrained")
+
+
+def _legend_beside(ax: Any, **kwargs: Any) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# the tail problem
+# --------------------------------------------------------------------------------------------
+
+def problem_numbers(config: st.ScaleConfig) -> dict[str, Any]:
+    """The phase diagram's problem and protocol for the text (``tails_…`` glue names)."""
+    phase, p = config.phase, config.phase.problem
+    return {"tails_n": p.n, "tails_r": p.r, "tails_k": p.k, "tails_m": p.m,
+            "tails_steps": phase.budget.num_steps, "tails_tol": phase.budget.tol,
+            "tails_seeds": len(phase.seeds),
+            "tails_taus": ", ".join(f"{t:g}" for t in phase.taus),
+            "tails_runs": len(phase.specs()), "tails_init": p.init_scale}
+
+
+def instance_rows(config: st.ScaleConfig,
+                  taus: Sequence[float] = (0.0, 0.2, 0.5)) -> list[dict[str, Any]]:
+    """Checks of the tail construction per seed and ``τ`` in float64: the tail's overlap with
+    the head's column and row spaces, ``‖τE⊥‖/‖X₃‖``, ``‖X‖/‖X₃‖``, the head against the zoo's
+    planted matrix, and whether the measurements are the zoo's (``'yes'``/``'no'``)."""
+    p = config.phase.problem
+    rows = []
+    for seed in config.phase.seeds:
+        zoo = make_instance(seed, p.n, p.r, p.m)
+        for tau in taus:
+            inst = make_tail_instance(seed, tau, p.n, p.r, p.m, dtype=torch.float64)
+            E, head = inst.E_perp, inst.head
+            nE, nH = torch.linalg.matrix_norm(E).item(), torch.linalg.matrix_norm(head).item()
+            same = bool(torch.equal(inst.A.float(), zoo.A))
+            rows.append({
+                "seed": seed, "tau": tau,
+                "left": torch.linalg.matrix_norm(inst.Q_U.mT @ E).item() / nE,
+                "right": torch.linalg.matrix_norm(E @ inst.Q_V).item() / nE,
+                "tail_norm": (tau * nE) / nH,
+                "norm_ratio": torch.linalg.matrix_norm(inst.X_star).item() / nH,
+                "head_vs_zoo": (head.float() - zoo.X_star).abs().max().item(),
+                "same_A": same, "same_A_word": "yes" if same else "no",
+            })
+    return rows
+
+
+def instances_html(rows: Sequence[Row]) -> str:
+    """The table of :func:`instance_rows`."""
+    return _table_html(
+        rows, ["seed", "tau", "left", "right", "tail_norm", "norm_ratio", "head_vs_zoo",
+               "same_A_word"],
+        headers={"tau": "τ", "left": "‖Q_Uᵀ E⊥‖/‖E⊥‖", "right": "‖E⊥ Q_V‖/‖E⊥‖",
+                 "tail_norm": "‖τE⊥‖/‖X₃‖", "norm_ratio": "‖X‖/‖X₃‖",
+                 "head_vs_zoo": "max |X₃ − zoo X⋆|", "same_A_word": "A = zoo's A"},
+        formats={"tau": "g", "left": ".1e", "right": ".1e", "tail_norm": ".6f",
+                 "norm_ratio": ".12f", "head_vs_zoo": ".1e"})
+
+
+def spectrum_figure(config: st.ScaleConfig) -> Any:
+    """Singular values of the target for the first seed at each ``τ`` of the phase diagram."""
+    import matplotlib.pyplot as plt
+
+    phase, p = config.phase, config.phase.problem
+    fig, ax = _new_figure((7.0, 3.3))
+    shades = plt.get_cmap("viridis")
+    for i, tau in enumerate(phase.taus):
+        inst = make_tail_instance(phase.seeds[0], tau, p.n, p.r, p.m, dtype=torch.float64)
+        sv = torch.linalg.svdvals(inst.X_star)
+        sv = sv[sv > 1e-12 * sv[0]]
+        ax.semilogy(range(1, len(sv) + 1), sv, marker=".",
+                    color=shades(i / max(len(phase.taus) - 1, 1) * 0.9), label=f"τ = {tau:g}")
+    ax.set_xlabel("index")
+    ax.set_ylabel("singular value of X")
+    _legend_beside(ax)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Prop. 8.1: greedy and equal-rate modes
+# --------------------------------------------------------------------------------------------
+
+#: the spectrum of the tail-fraction panel: three head modes, three tail modes
+MODE_SPECTRUM: tuple[tuple[float, ...], tuple[bool, ...]] = (
+    (1.0, 0.8, 0.6, 0.05, 0.05, 0.05), (False,) * 3 + (True,) * 3)
+
+
+def modes_figure() -> tuple[Any, dict[str, Any]]:
+    """The per-mode dynamics, closed forms against integration, and the tail fitted at a
+    fixed horizon, with the numbers the text quotes (``tails_…`` glue names).
+
+    Top: the fitted fraction ``w(t)/s`` of a head mode (``s = 1``, solid) and a tail mode
+    (``s = 0.05``, dashed) from ``w₀ = 1e-4`` (dark) and ``1e-8`` (light), greedy (left) and
+    equal-rate (right), closed forms as lines and :func:`gaugekit.tail_theory.integrate_mode`
+    as dots, ``η = 1``. Bottom: the share of the tail of :data:`MODE_SPECTRUM` fitted at the
+    time the greedy flow fits 99% of the head from ``w₀ = 1e-4``, against ``w₀``.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    times = torch.logspace(-3, 3.2, 120, dtype=torch.float64)
+    modes, inits = (1.0, 0.05), (1e-4, 1e-8)
+    errors = {}
+    fig, axes = plt.subplot_mosaic([["greedy", "equal_rate"], ["tail", "tail"]],
+                                   figsize=(7.0, 5.6), layout="constrained")
+    titles = {"greedy": "greedy (gradient flow)", "equal_rate": "equal-rate (Muon-like)"}
+    for dynamics in tt.DYNAMICS:
+        ax = axes[dynamics]
+        for s, ls in zip(modes, ("-", "--"), strict=True):
+            for w0, shade in zip(inits, ("0.1", "0.6"), strict=True):
+                exact = tt.closed_form(dynamics, times, s, w0, 1.0)
+                numeric = tt.integrate_mode(dynamics, times, s, w0, 1.0)
+                errors[(dynamics, s, w0)] = (exact - numeric).abs().max().item()
+                ax.plot(times, exact / s, ls=ls, color=shade)
+                ax.plot(times[::6], numeric[::6] / s, ".", ms=4,
+                        color="C3" if s == 1 else "C0")
+        ax.set_xscale("log")
+        ax.set_xlabel("t")
+        ax.set_title(titles[dynamics])
+    axes["greedy"].set_ylabel("w(t) / s")
+    axes["equal_rate"].legend(handles=[
+        Line2D([], [], color="0.3", ls="-", label="head, s = 1"),
+        Line2D([], [], color="0.3", ls="--", label="tail, s = 0.05"),
+        Line2D([], [], color="0.1", label="w₀ = 1e-4"),
+        Line2D([], [], color="0.6", label="w₀ = 1e-8"),
+        Line2D([], [], color="C3", marker=".", ls="", label="integrated, head"),
+        Line2D([], [], color="C0", marker=".", ls="", label="integrated, tail"),
+    ], loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    horizon = tt.fit_time("greedy", 1.0, 1e-4, 1.0, 0.99)
+    w0s = torch.logspace(-12, -2, 11, dtype=torch.float64).tolist()
+    spectrum, tail = MODE_SPECTRUM
+    frac = {d: [tt.tail_fraction(d, spectrum, tail, horizon, w0, 1.0) for w0 in w0s]
+            for d in tt.DYNAMICS}
+    ax = axes["tail"]
+    ax.semilogx(w0s, frac["greedy"], "o-", color="0.2", label="greedy")
+    ax.semilogx(w0s, frac["equal_rate"], "s-", color="0.6", label="equal-rate")
+    ax.set_xlabel("initial product $w_0$")
+    ax.set_ylabel("tail fitted at the horizon")
+    _legend_beside(ax)
+    numbers = {
+        "tails_ode_err": max(errors.values()), "tails_T_head": horizon,
+        "tails_frac_greedy_hi": frac["greedy"][-1], "tails_frac_greedy_lo": frac["greedy"][0],
+        "tails_frac_eq_lo": min(frac["equal_rate"]), "tails_frac_w0_hi": w0s[-1],
+        "tails_frac_w0_lo": w0s[0],
+        "tails_tfit_head": tt.fit_time("greedy", 1.0, 1e-8, 1.0),
+        "tails_tfit_tail": tt.fit_time("greedy", 0.05, 1e-8, 1.0),
+        "tails_tfit_eq_head": tt.fit_time("equal_rate", 1.0, 1e-8, 1.0),
+        "tails_tfit_eq_tail": tt.fit_time("equal_rate", 0.05, 1e-8, 1.0),
+    }
+    return fig, numbers
+
+
+# --------------------------------------------------------------------------------------------
+# the phase diagram
+# --------------------------------------------------------------------------------------------
+
+def phase_figure(rows: Sequence[Row], taus: Sequence[float]) -> Any:
+    """Left: rec of the full target against ``τ`` per optimizer (mean, band from the smallest
+    to the largest seed) with the scaled head alone (``rec = τ``); right: the error on the
+    head's spaces (log scale). One legend below both panels."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.0, 3.9), layout="constrained")
+    for method in st.PHASE_METHODS:
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["tau"])
+        xs = [r["tau"] for r in mine]
+        lo = [min(r["rec_seeds"], default=math.nan) for r in mine]
+        hi = [max(r["rec_seeds"], default=math.nan) for r in mine]
+        color = _color(method)
+        ax1.plot(xs, [r["rec"] for r in mine], "o-", color=color, label=label(method))
+        ax1.fill_between(xs, lo, hi, color=color, alpha=0.2)
+        ax2.plot(xs, [r["head_rec"] for r in mine], "o-", color=color)
+    ax1.plot(taus, taus, ":", color="0.3", label="head only (rec = τ)")
+    ax1.set_xlabel("τ")
+    ax1.set_ylabel("rec (full target)")
+    ax2.set_xlabel("τ")
+    ax2.set_ylabel("head error")
+    ax2.set_yscale("log")
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=3)
+    return fig
+
+
+def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
+    """Mean rec and, in brackets, the selected lr per ``τ`` and optimizer; a star where the
+    selection's seeds did not all interpolate."""
+    table = []
+    for tau in taus:
+        entry: dict[str, Any] = {"tau": tau}
+        for r in rows:
+            if r["tau"] == tau:
+                mark = "" if r["interpolated"] else "*"
+                entry[r["method"]] = f"{r['rec']:.4f}{mark}{NBSP}({r['lr']:g})"
+        table.append(entry)
+    return _table_html(
+        table, ["tau", *st.PHASE_METHODS],
+        headers={"tau": "τ", **{m: label(m) for m in st.PHASE_METHODS}}, formats={"tau": "g"})
+
+
+def _best_text(best_at: Mapping[float, Row]) -> str:
+    """The best optimizer per ``τ``, runs of the same one joined (``"Muon for τ ≤ 0.2; GD at
+    τ = 0.35"``)."""
+    runs: list[tuple[str, list[float]]] = []
+    for tau, r in best_at.items():
+        name = label(r["method"])
+        if runs and runs[-1][0] == name:
+            runs[-1][1].append(tau)
+        else:
+            runs.append((name, [tau]))
+    parts = []
+    for i, (name, taus) in enumerate(runs):
+        if len(taus) == 1:
+            parts.append(f"{name} at τ = {taus[0]:g}")
+        elif i == 0:
+            parts.append(f"{name} for τ ≤ {taus[-1]:g}")
+        else:
+            parts.append(f"{name} for τ from {taus[0]:g} to {taus[-1]:g}")
+    return "; ".join(parts)
+
+
+def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
+                  config: st.ScaleConfig, published: bool) -> dict[str, Any]:
+    """The phase diagram's numbers for the text (glue names as keys): selections that did not
+    interpolate or sit at a grid edge, and what that means for the grids; the mean rec of
+    every optimizer at every ``τ`` (``tails_rec_<method>_<i>``); the best optimizer per
+    ``τ``; the comparison of ``τ = 0`` with the published Table 2; the phase script's own
+    rule (its grids, the lrs without records, how often it agrees with ours) and our means
+    against its log."""
+    phase = config.phase
+    n_edge = sum(bool(r["at_grid_edge"]) for r in rows)
+    out: dict[str, Any] = {
+        "tails_phase_not_interp": sum(not r["interpolated"] for r in rows),
+        "tails_phase_edges": n_edge, "tails_phase_cells": len(rows),
+        "tails_phase_edge_text": (
+            "Table 2's grids do not bracket the best learning rate of most optimizers here, "
+            "and a wider grid could move the curves" if n_edge > len(rows) / 2 else
+            "for those a wider grid could move the curves" if n_edge else
+            "every selection is inside its grid"),
+    }
+    rec_at = {(r["method"], r["tau"]): r["rec"] for r in rows}
+    out.update({f"tails_rec_{m}_{i}": rec_at.get((m, t), math.nan)
+                for m in st.PHASE_METHODS for i, t in enumerate(phase.taus)})
+    best_at = {t: min((r for r in rows if r["tau"] == t), key=lambda r: r["rec"])
+               for t in phase.taus}
+    out["tails_best_text"] = _best_text(best_at)
+    table2 = ms.published_table2(ms.get_config("paper").part("zoo")) if published else None
+    if table2:
+        gaps = {r["method"]: abs(r["rec"] - table2[r["method"]][0]) for r in rows
+                if r["tau"] == phase.taus[0]}
+        worst = max(gaps, key=gaps.get)
+        out["tails_table2_text"] = (
+            f"At τ = 0 the target is the zoo's planted matrix measured by other matrices A; "
+            f"the five selected errors are within {gaps[worst]:.4f} of the published Table 2 "
+            f"({label(worst)} furthest).")
+    else:
+        out["tails_table2_text"] = ("The published Table 2 describes only the paper's "
+                                    "setting (shown at paper scale).")
+    paper_rows = st.phase_rows(records["phase"], "oracle_loose", st.PAPER_PHASE_LR_GRIDS)
+    ours_lr = {(r["method"], r["tau"]): r["lr"] for r in rows}
+    comparable = [r for r in paper_rows if r["method"] in st.PAPER_PHASE_LR_GRIDS
+                  and not r["missing_lrs"]]
+    out.update({
+        "tails_paper_grids": "; ".join(f"{label(m)} {', '.join(f'{lr:g}' for lr in lrs)}"
+                                       for m, lrs in st.PAPER_PHASE_LR_GRIDS.items()),
+        "tails_paper_missing": ", ".join(sorted({f"{lr:g}" for r in paper_rows
+                                                 for lr in r["missing_lrs"]})) or "none",
+        "tails_paper_same_lr": sum(r["lr"] == ours_lr[(r["method"], r["tau"])]
+                                   for r in comparable),
+        "tails_paper_cells": len(comparable),
+        "tails_paper_methods": ", ".join(dict.fromkeys(label(r["method"]) for r in comparable)),
+        "tails_loose_bar": selection.LOOSE_BAR,
+    })
+    log_rows = st.log_comparison(records["phase"]) if published else []
+    worst_log: dict[str, float] = {}
+    for r in log_rows:
+        worst_log[r["method"]] = max(worst_log.get(r["method"], 0.0), abs(r["diff"]))
+    out["tails_log_text"] = "; ".join(
+        f"{label(m)} {d:.4f}" + (" (its lr 3e-3 has no run here)" if m == "adam" else "")
+        for m, d in worst_log.items()) if log_rows else "(paper scale only)"
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the crossing τ*
+# --------------------------------------------------------------------------------------------
+
+def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool) -> Any:
+    """Muon's rec minus GD's per seed (dots) and for the mean (line, Muon's colour) against
+    ``τ``; vertical lines at the paper's estimate (solid) and ours (dashed); the 90% bootstrap
+    band of ours; the published crossings as diamonds (paper's setting only). The legend
+    below the axes."""
+    paper_x, ours_x = est["paper"], est["ours"]
+    taus_m, rec_muon, seeds_m = st.rec_matrix(rows, "muon")
+    _, rec_gd, _ = st.rec_matrix(rows, "gd")
+    fig, ax = _new_figure((7.0, 4.2))
+    color = _color("muon")
+    for j in range(len(seeds_m)):
+        ax.plot(taus_m, [a[j] - b[j] for a, b in zip(rec_muon, rec_gd, strict=True)], ".",
+                color="0.55", label="each seed" if j == 0 else None)
+    ax.plot(ours_x.taus, ours_x.difference, "o-", color=color, label="mean (Muon − GD)")
+    ax.axhline(0.0, color="0.2", lw=0.8)
+    for x, ls, name in ((paper_x, "-", "paper's rule"), (ours_x, "--", "ours, interpolated")):
+        if x.tau_star is not None:
+            ax.axvline(x.tau_star, color=color, ls=ls, lw=1.2,
+                       label=f"τ* = {x.tau_star:.3g} ({name})")
+    lo, hi = max(ours_x.low, taus_m[0]), min(ours_x.high, taus_m[-1])
+    if lo < hi:
+        ax.axvspan(lo, hi, color=color, alpha=0.12, label="90% interval (ours)")
+    if published:
+        for marker, (key, pub) in zip("Dv", st.PUBLISHED_TAU_STAR.items(), strict=False):
+            ax.plot([pub["tau_star"]], [0.0], marker, color="k", mfc="w", ms=7,
+                    label=f"published τ* ({key}, {pub['seeds']} seeds)")
+    ax.set_xlabel("τ")
+    ax.set_ylabel("rec difference")
+    fig.legend(loc="outside lower center", ncol=3)
+    return fig
+
+
+def _interval(x: Any) -> str:
+    return "—" if x.tau_star is None else f"[{x.low:.3g},{NBSP}{x.high:.3g}]"
+
+
+def crossing_html(est: Mapping[str, Any], published: bool) -> str:
+    """The published crossings beside ours by the paper's rule and interpolated, each with
+    its 90% bootstrap interval."""
+    paper_x, ours_x = est["paper"], est["ours"]
+    rows = [{"setting": pub["note"], "published": pub["tau_star"] if published else None,
+             "paper_rule": paper_x.tau_star if key == "cpu" else None,
+             "paper_int": _interval(paper_x) if key == "cpu" else "not run here",
+             "ours": ours_x.tau_star if key == "cpu" else None,
+             "ours_int": _interval(ours_x) if key == "cpu" else "not run here"}
+            for key, pub in st.PUBLISHED_TAU_STAR.items()]
+    return _table_html(
+        rows, ["setting", "published", "paper_rule", "paper_int", "ours", "ours_int"],
+        headers={"published": "τ* (paper)", "paper_rule": "τ* (ours, paper's rule)",
+                 "paper_int": "90% interval", "ours": "τ* (ours, interpolated)",
+                 "ours_int": "90% interval"},
+        formats={"published": "g", "paper_rule": "g", "ours": ".3f"})
+
+
+def crossing_numbers(rows: Sequence[Row], est: Mapping[str, Any],
+                     published: bool) -> dict[str, Any]:
+    """The crossing for the text (glue names as keys): the published estimates, ours by the
+    paper's rule and interpolated (as sentences and as numbers), whether ours agrees with the
+    published CPU value, the shares of the bootstrap resamples, the GPU comparison, and
+    whether the qualitative claim (Muon first better, then not) holds."""
+    paper_x, ours_x = est["paper"], est["ours"]
+    _, _, seeds_m = st.rec_matrix(rows, "muon")
+    cpu, gpu = st.PUBLISHED_TAU_STAR["cpu"], st.PUBLISHED_TAU_STAR["gpu"]
+    out: dict[str, Any] = {
+        "tails_pub_cpu": cpu["tau_star"], "tails_pub_cpu_note": cpu["note"],
+        "tails_pub_gpu": gpu["tau_star"], "tails_pub_gpu_seeds": gpu["seeds"],
+        "tails_pub_gpu_ntaus": len(gpu["grid"]),
+        "tails_pub_gpu_grid": ", ".join(f"{t:g}" for t in gpu["grid"]),
+        "tails_pub_gpu_range": f"{min(gpu['grid']):g} to {max(gpu['grid']):g}",
+        "tails_pub_gpu_dtype": gpu["dtype"],
+        "tails_pub_gpu_gd": gpu["means_at_tau_star"]["gd"],
+        "tails_pub_gpu_muon": gpu["means_at_tau_star"]["muon"],
+        "tails_crossing_text": ours_x.describe("Muon", "gradient descent"),
+        "tails_paper_crossing_text": paper_x.describe("Muon", "gradient descent"),
+    }
+    agrees = ("the published CPU value" if paper_x.tau_star == cpu["tau_star"]
+              else "not the published CPU value")
+    out["tails_paper_agrees"] = agrees if published else "at this scale"
+    out["tails_paper_agrees_text"] = (
+        f"That is {agrees}, from the same seeds and grid." if published
+        else "The published values describe the paper's setting only (paper scale).")
+    out["tails_paper_shares"] = "; ".join(
+        f"{share:.1%} at {'no crossing' if not math.isfinite(v) else f'τ = {v:g}'}"
+        for v, share in paper_x.shares)
+    at_gpu = dict(zip(ours_x.taus, ours_x.difference, strict=True)).get(gpu["tau_star"],
+                                                                        math.nan)
+    out["tails_gpu_ours_text"] = (
+        f"our {len(seeds_m)} CPU seeds give {at_gpu:+.4f} at that τ" if published
+        else "this scale's problem is another one and is not compared")
+    out["tails_gpu_diff"] = (gpu["means_at_tau_star"]["muon"]
+                             - gpu["means_at_tau_star"]["gd"])
+    out["tails_ntaus"] = len(ours_x.taus)
+    out["tails_paper_tau"] = ("none in the grid" if paper_x.tau_star is None
+                              else f"{paper_x.tau_star:g}")
+    out["tails_ours_tau"] = ("none in the grid" if ours_x.tau_star is None
+                             else f"{ours_x.tau_star:.3f}")
+    out["tails_paper_where"] = (
+        f"at τ* = {paper_x.tau_star:g}, the first grid point at which its mean is no longer "
+        "below" if paper_x.tau_star is not None else "nowhere inside the grid")
+    out["tails_ours_where"] = (
+        f"at τ* ≈ {ours_x.tau_star:.3f}, between the grid points "
+        + " and ".join(f"{t:g}" for t in ours_x.bracket)
+        if ours_x.tau_star is not None and ours_x.bracket is not None
+        else "nowhere inside the grid")
+    out["tails_bracket_text"] = ("—" if ours_x.bracket is None
+                                 else " and ".join(f"{t:g}" for t in ours_x.bracket))
+    qualitative = ours_x.status == "crossing" and ours_x.difference[0] < 0
+    out["tails_tau_qualitative"] = "holds" if qualitative else "fails"
+    out["tails_small_tau_muon_better"] = sum(d < 0 for d in ours_x.difference[:2])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the signum audit
+# --------------------------------------------------------------------------------------------
+
+def signum_figure(hz: Sequence[Row], config: st.ScaleConfig, published: bool) -> Any:
+    """Signum's rec against the budget ``T`` per schedule (line: mean; dots: seeds; log
+    scale), our exact-recovery threshold dotted, the published Table 2 value as a diamond
+    (paper's setting only); the legend beside the axes."""
+    fig, ax = _new_figure((7.0, 3.4))
+    for schedule, color in zip(config.horizon.schedules, ("C0", "C1"), strict=True):
+        mine = [r for r in hz if r["schedule"] == schedule]
+        ax.plot([r["T"] for r in mine], [r["rec"] for r in mine], "o-", color=color,
+                label=schedule)
+        for r in mine:
+            ax.plot([r["T"]] * len(r["rec_seeds"]), r["rec_seeds"], ".", color=color,
+                    alpha=0.5)
+    ax.axhline(st.EXACT_REC, ls=":", color="0.3", label="exact-recovery\nthreshold")
+    if published:
+        ax.plot([20_000], [st.PUBLISHED_SIGNUM["table2_rec_at_2e4"]], "D", color="k",
+                mfc="w", label="published\nTable 2")
+    ax.set_xlabel("budget T (steps)")
+    ax.set_ylabel("rec")
+    ax.set_yscale("log")
+    _legend_beside(ax)
+    return fig
+
+
+def signum_html(hz: Sequence[Row], records: Sequence[Record], published: bool) -> str:
+    """The signum horizon × schedule grid (rows of
+    :func:`~gaugekit.experiments.spectral_tails.horizon_rows`, seeds read from their
+    ``records``): mean rec (a star when some seed did not reach the training tolerance), the
+    rec of each seed, the seeds below the exact-recovery threshold, mean steps, and exact
+    recovery by our threshold and by the paper's verdict (paper's setting only)."""
+    per_seed = {(r["config"]["budget"]["num_steps"], r["config"]["schedule"],
+                 r["config"]["seed"]): r["metrics"]["rec"]
+                for r in records if r["status"] == "ok"}
+    seeds = sorted({key[2] for key in per_seed})
+    table = []
+    for r in hz:
+        row = {"cell": f"{r['T']}{NBSP}{r['schedule']}",
+               "rec": f"{r['rec']:.3g}" + ("" if r["interpolated"] else "*"),
+               "exact_seeds": r["exact_seeds"], "steps": r["steps"],
+               "ours": "yes" if r["exact"] else "no",
+               "published": (("yes" if st.PUBLISHED_SIGNUM["recovers"].get(r["T"]) else "no")
+                             if published and r["T"] in st.PUBLISHED_SIGNUM["recovers"]
+                             else None),
+               **{f"s{s}": per_seed.get((r["T"], r["schedule"], s)) for s in seeds}}
+        table.append(row)
+    return _table_html(
+        table, ["cell", "rec", *[f"s{s}" for s in seeds], "exact_seeds", "steps", "ours",
+                "published"],
+        headers={"cell": "T, schedule", "rec": "rec (mean)",
+                 **{f"s{s}": f"seed {s}" for s in seeds},
+                 "exact_seeds": "seeds exact", "steps": "steps (mean)",
+                 "ours": "exact (ours)", "published": "exact (paper)"},
+        formats={**{f"s{s}": ".3g" for s in seeds}, "steps": ".0f"})
+
+
+def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
+    """The signum audit for the text (``tails_…`` glue names): its learning rate, the
+    published claim, the largest budget and what signum reaches there, the best cell, how
+    many cells recover exactly, the smallest budget where one does, the partial cells."""
+    largest = max(r["T"] for r in hz)
+    best = min(hz, key=lambda r: r["rec"])
+    out: dict[str, Any] = {
+        "tails_signum_lr": config.horizon.lr, "tails_pub_signum_lr": st.PUBLISHED_SIGNUM["lr"],
+        "tails_pub_signum_from": st.PUBLISHED_SIGNUM["recovers_from"],
+        "tails_pub_signum_t2": st.PUBLISHED_SIGNUM["table2_rec_at_2e4"],
+        "tails_table2_steps": ms.get_config("paper").part("zoo").budget.num_steps,
+        "tails_exact": st.EXACT_REC,
+        "tails_signum_T_max": largest, "tails_signum_best": best["rec"],
+        "tails_signum_best_T": best["T"], "tails_signum_best_schedule": best["schedule"],
+        "tails_signum_n_exact": sum(r["exact"] for r in hz), "tails_signum_n_cells": len(hz),
+        "tails_signum_at_max": "; ".join(f"{r['schedule']} {r['rec']:.3g}" for r in hz
+                                         if r["T"] == largest),
+        "tails_signum_partial": "; ".join(
+            f"{r['schedule']} at T = {r['T']}: {r['exact_seeds']} of {len(r['rec_seeds'])} "
+            "seeds" for r in hz if 0 < r["exact_seeds"] < len(r["rec_seeds"])) or "none",
+        "tails_signum_smallest_T": min((r["T"] for r in hz if r["exact"]), default=None)
+        or "none",
+    }
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the balancedness probe
+# --------------------------------------------------------------------------------------------
+
+def balancedness_figure(bal: Sequence[Row]) -> Any:
+    """Final balancedness against ``τ`` for the optimizers of the probe (log scale)."""
+    fig, ax = _new_figure((7.0, 3.4))
+    for method in st.PROBE_METHODS:
+        mine = sorted((r for r in bal if r["method"] == method), key=lambda r: r["tau"])
+        ax.plot([r["tau"] for r in mine], [r["balancedness"] for r in mine], "o-",
+                color=_color(method), label=label(method))
+    ax.set_xlabel("τ")
+    ax.set_ylabel(r"$\|U^\top U - V^\top V\|_F$")
+    ax.set_yscale("log")
+    _legend_beside(ax)
+    return fig
+
+
+def balancedness_html(bal: Sequence[Row], tau0: float, published: bool) -> str:
+    """The probe at ``τ = tau0``: lr, balancedness, the same relative to ``‖W‖*``, rec, and
+    the paper's qualitative statement (paper's setting only)."""
+    rows = [{**r, "published": st.PUBLISHED_BALANCEDNESS[r["method"]] if published else None}
+            for r in bal if r["tau"] == tau0]
+    return _table_html(
+        rows, ["label", "lr", "balancedness", "relative_balancedness", "rec", "published"],
+        headers={"label": "optimizer", "balancedness": "‖UᵀU−VᵀV‖ (ours)",
+                 "relative_balancedness": "relative to ‖W‖*", "rec": "rec",
+                 "published": "balancedness (paper)"},
+        formats={"lr": lambda x: "—" if x is None else f"{x:g}", "balancedness": ".3g",
+                 "relative_balancedness": ".3g", "rec": ".3g"})
+
+
+def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str, Any]:
+    """The probe for the text (``tails_bal_…``): the balancedness of each optimizer at the
+    first ``τ``, at how many ``τ`` both of Muon and Shampoo are above both of GD and
+    shared-scale Adam, and the verdict."""
+    by = {(r["method"], r["tau"]): r["balancedness"] for r in bal}
+    geometry, balanced = ("muon", "shampoo"), ("gd", "scalar_adam")
+    per_tau = [min(by[(m, t)] for m in geometry) > max(by[(m, t)] for m in balanced)
+               for t in taus]
+    return {
+        "tails_bal_muon": by[("muon", taus[0])], "tails_bal_shampoo": by[("shampoo", taus[0])],
+        "tails_bal_gd": by[("gd", taus[0])], "tails_bal_scalar_adam": by[("scalar_adam", taus[0])],
+        "tails_bal_ratio": (min(by[(m, taus[0])] for m in geometry)
+                            / max(by[(m, taus[0])] for m in balanced)),
+        "tails_bal_n_split": sum(per_tau), "tails_bal_n_taus": len(per_tau),
+        "tails_bal_verdict": "holds" if all(per_tau) else ("narrows" if any(per_tau)
+                                                           else "fails"),
+    }
