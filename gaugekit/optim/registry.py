@@ -171,7 +171,7 @@ _SPECS: tuple[OptimizerSpec, ...] = (
     ),
     OptimizerSpec(
         name="gram", cls=GramPreconditioned, equivariant=True,
-        reason="H(G G^T) G with the gauge-invariant left Gram (Theorem 4.5)",
+        reason="H(G G^T) G with the gauge-invariant left Gram (the paper's Theorem 4.5)",
         lr_schedule="constant", label="Gram-preconditioned",
     ),
     OptimizerSpec(
