@@ -492,7 +492,8 @@ def audit_equivariance(
     noise_scale: float | None = 1e-7,
     noise_seed: int = 888,
 ) -> AuditResult:
-    r"""Audit ``make_optimizer`` for gauge equivariance (Proposition 4.2) over ``num_steps`` steps.
+    r"""Audit ``make_optimizer`` for gauge equivariance (the paper's Proposition 4.2) over
+    ``num_steps`` steps.
 
     ``make_optimizer(params)`` receives the list ``[U, V]`` of two leaf tensors and returns any
     ``torch.optim.Optimizer``; it is called once per run. Each step calls

@@ -1,4 +1,4 @@
-r"""The per-mode dynamics of Proposition 8.1 (arXiv 2608.05136) and the crossing ``τ*``.
+r"""The per-mode dynamics of the paper's Proposition 8.1 (arXiv 2608.05136) and the crossing ``τ*``.
 
 **Per-mode dynamics.** In the eigenbasis of a target with singular values ``s₁ ≥ s₂ ≥ …`` the
 factorized flows decouple: mode ``i`` has factor amplitudes ``u, v`` and product ``w = u v``

@@ -44,7 +44,7 @@ experiments' grid, not the class default); lr schedule; gauge.
   both Grams before the step, one ``[U, V]`` per group; ``λ = 1e-4 · tr(Gram)/k + 1e-12``;
   constant; equivariant.
 * ``gram``, :class:`GramPreconditioned` — ``θ −= lr H(G Gᵀ) G``, default
-  ``H(P) = (P + λI)^{-s}``; s = 1/2, λ = 1e-6; constant; equivariant (Theorem 4.5).
+  ``H(P) = (P + λI)^{-s}``; s = 1/2, λ = 1e-6; constant; equivariant (the paper's Theorem 4.5).
 * ``eigen_adam``, :class:`EigenAdam` — Adam run in the eigenbasis ``E`` of ``R = EMA(gᵀg)``
   (refreshed every 10 steps, ``m`` kept in parameter coordinates, ``v`` carried by ``C∘C``),
   ``θ −= lr (m̂E / (√v̂ + ε)) Eᵀ``; β = (0.9, 0.999), ε = 1e-8, β_R = 0.95; constant;
