@@ -725,7 +725,7 @@ def torch_optim_factories(lr: float = 1e-2) -> dict[str, OptimizerFactory]:
     return factories
 
 
-#: The audit's learning rate of each registered rule: one point of the paper's grid (the
+#: The audit's learning rate of each registered rule, one point of the paper's grid (the
 #: registry's default before the registry took the classes' defaults), pinned so that the audit
 #: tables do not move when a class default does. A rule not listed runs at its class default.
 AUDIT_LRS: dict[str, float] = {

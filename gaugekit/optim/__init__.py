@@ -88,7 +88,7 @@ and the per-run mean ``exp_avg_sq_mean``, half of Adam's memory; Adafactor ``row
 ``right_inv_root``). ``state_dict``/``load_state_dict`` round-trip exactly. Each param group
 carries ``"gaugekit_optimizer"`` (the class name), and ``load_state_dict`` refuses a state saved
 by another class (torch.optim's included) before touching anything; a gaugekit checkpoint from
-before that marker loads into its own class (see :mod:`gaugekit.optim.base`).
+before that marker loads into its own class (see ``gaugekit.optim.base``).
 
 Non-finite gradients: no check and no host synchronisation; a NaN or inf propagates, like in
 torch.optim, into what the rule couples — the entry (elementwise rules; ``sign(NaN)`` is NaN

@@ -83,7 +83,7 @@ class OptimizerSpec:
 
     @property
     def matrix_only(self) -> bool:
-        """Whether every parameter must be a matrix (after the batch dims): the class's."""
+        """Whether every parameter must be a matrix (after the batch dims), as the class says."""
         return bool(getattr(self.cls, "matrix_only", False))
 
     @property
