@@ -73,3 +73,13 @@ def test_the_committed_records_give_every_table():
     follow = views.investigation_rows(eco.table_rows(collected.records["investigations"]))
     assert len(follow) == len(eco.INVESTIGATIONS)
     assert all(r["change"] != "as the main audit" for r in follow)
+
+
+def test_the_eigen_adam_comparison_reads_every_row_from_the_records():
+    comparison = views.eigen_adam_comparison("paper")
+    labels = [r["method"] for r in comparison.rows]
+    assert len(labels) == len(views.COMPARED) and labels[0] == "Adam"
+    pooled = comparison.rows[-1]
+    assert pooled["rec"] != pooled["rec"]  # NaN: the pooled variant ran on the twins only
+    assert all(r["gauge"] == r["gauge"] for r in comparison.rows)  # every twin was run
+    assert comparison.float64_twin("eigen_adam") is not None
