@@ -492,7 +492,8 @@ def audit_equivariance(
     noise_scale: float | None = 1e-7,
     noise_seed: int = 888,
 ) -> AuditResult:
-    r"""Audit ``make_optimizer`` for gauge equivariance (Proposition 4.2) over ``num_steps`` steps.
+    r"""Audit ``make_optimizer`` for gauge equivariance (the paper's Proposition 4.2) over
+    ``num_steps`` steps.
 
     ``make_optimizer(params)`` receives the list ``[U, V]`` of two leaf tensors and returns any
     ``torch.optim.Optimizer``; it is called once per run. Each step calls
@@ -724,7 +725,7 @@ def torch_optim_factories(lr: float = 1e-2) -> dict[str, OptimizerFactory]:
     return factories
 
 
-#: The audit's learning rate of each registered rule: one point of the paper's grid (the
+#: The audit's learning rate of each registered rule, one point of the paper's grid (the
 #: registry's default before the registry took the classes' defaults), pinned so that the audit
 #: tables do not move when a class default does. A rule not listed runs at its class default.
 AUDIT_LRS: dict[str, float] = {

@@ -1,4 +1,4 @@
-r"""The per-mode dynamics of Proposition 8.1 (arXiv 2608.05136) and the crossing ``τ*``.
+r"""The per-mode dynamics of the paper's Proposition 8.1 (arXiv 2608.05136) and the crossing ``τ*``.
 
 **Per-mode dynamics.** In the eigenbasis of a target with singular values ``s₁ ≥ s₂ ≥ …`` the
 factorized flows decouple: mode ``i`` has factor amplitudes ``u, v`` and product ``w = u v``
@@ -34,7 +34,7 @@ one of two estimators (:data:`CROSSING_ESTIMATORS`): ``"grid"``, the paper's (th
 through the two grid points that bracket that change). Both come with a paired bootstrap over
 seeds for their spread; when the difference has no such change in the grid it says so. (The
 paper's CPU script ``experiments/muon_phase_diagram.py`` keeps the *last* grid ``τ`` with such
-a change and ``collect.py`` prints every one; :attr:`Crossing.upward` lists them all, and with
+a change and ``collect.py`` prints every one; ``Crossing.upward`` lists them all, and with
 one change the three readings agree.)
 """
 

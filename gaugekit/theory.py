@@ -6,14 +6,14 @@ closed form next to what the library's optimizers actually do:
 * the ``k = 2`` gauge orbit (:func:`rotation_2d`) and autograd gradients (:func:`loss_gradients`);
 * memoryless first-step maps of the coordinate-wise rules: Adam's ``D_ε(G) = G ⊘ (|G| + ε)``
   and Adafactor's rank-one reconstruction, and the equivariance gap of any map;
-* Adam's exact first-step gauge defect (Proposition 4.4), in closed form and on a grid of
-  ``(lr, ε)``;
-* Theorem 4.5 and Proposition A.1: the implied left preconditioner ``Φ(G) G⁺``, the gauge that
-  relates two matrices with the same left Gram, and the spectral transfer function ``h`` of a
-  map, measured from its output, plus Newton–Schulz's scalar map;
-* Theorem 4.6 and Proposition A.4: factor flows ``U' = −Φ_U``, ``V' = −Φ_V`` integrated with
-  ``torchdiffeq``, the time change ``τ(T) = ∫₀ᵀ du / a(u)``, optimizer trajectories and the
-  drift of the balancedness ``B = UᵀU − VᵀV``;
+* Adam's exact first-step gauge defect (the paper's Proposition 4.4), in closed form and on a
+  grid of ``(lr, ε)``;
+* the paper's Theorem 4.5 and Proposition A.1: the implied left preconditioner ``Φ(G) G⁺``, the
+  gauge that relates two matrices with the same left Gram, and the spectral transfer function
+  ``h`` of a map, measured from its output, plus Newton–Schulz's scalar map;
+* the paper's Theorem 4.6 and Proposition A.4: factor flows ``U' = −Φ_U``, ``V' = −Φ_V``
+  integrated with ``torchdiffeq``, the time change ``τ(T) = ∫₀ᵀ du / a(u)``, optimizer
+  trajectories and the drift of the balancedness ``B = UᵀU − VᵀV``;
 * attention logits per head, whose invariance is the attention gauge.
 
 Notation: ``U`` (n×k), ``V`` (m×k), ``W = U Vᵀ``, ``Q ∈ O(k)``, ``G_U, G_V`` gradients, ``lr``
@@ -171,7 +171,7 @@ def first_step_map(make_optimizer: OptimizerFactory, lr: float) -> MatrixMap:
 
 
 class AdamFirstStepDefect(NamedTuple):
-    r"""The pieces of Proposition 4.4 at one ``(lr, ε)``.
+    r"""The pieces of the paper's Proposition 4.4 at one ``(lr, ε)``.
 
     ``defect = W̃₁ − W₁`` (the product after one Adam step from ``(U₀Q, V₀Q)`` minus the product
     after one step from ``(U₀, V₀)``); ``step = W₁ − W₀``; ``E_U = D_ε(G_U Q)Qᵀ − D_ε(G_U)`` and
@@ -193,10 +193,10 @@ def adam_first_step_defect(
     lr: float,
     eps: float,
 ) -> AdamFirstStepDefect:
-    r"""Proposition 4.4 in closed form: the product defect of one zero-state Adam step.
+    r"""The paper's Proposition 4.4 in closed form: the product defect of one Adam step.
 
     With ``D_U = D_ε(G_U)``, ``E_U = D_ε(G_U Q) Qᵀ − D_U`` (and ``V`` alike), the gradients at
-    ``(U₀Q, V₀Q)`` being ``(G_U Q, G_V Q)`` (Lemma 4.1),
+    ``(U₀Q, V₀Q)`` being ``(G_U Q, G_V Q)`` (the paper's Lemma 4.1),
 
     ``W̃₁ − W₁ = −η (E_U V₀ᵀ + U₀ E_Vᵀ) + η² (E_U D_Vᵀ + D_U E_Vᵀ + E_U E_Vᵀ)``,
 
@@ -243,7 +243,7 @@ def adam_relative_defect_grid(
 
 
 def implied_left_preconditioner(phi: MatrixMap, G: Tensor) -> Tensor:
-    r"""``X(G) = Φ(G) G⁺`` (n×n), the candidate ``H(GGᵀ)`` of Theorem 4.5.
+    r"""``X(G) = Φ(G) G⁺`` (n×n), the candidate ``H(GGᵀ)`` of the paper's Theorem 4.5.
 
     For an equivariant ``Φ``: ``X(GQ) = X(G)`` (it depends on ``G`` only through ``GGᵀ``) and
     ``X(G) G = Φ(G)`` (``Φ(G)`` vanishes on the orthogonal complement of ``G``'s row space).
@@ -253,13 +253,13 @@ def implied_left_preconditioner(phi: MatrixMap, G: Tensor) -> Tensor:
 
 def gram_gauge(G1: Tensor, G2: Tensor) -> Tensor:
     r"""``Q = G₁⁺ G₂``: when ``G₁G₁ᵀ = G₂G₂ᵀ`` and ``G₁`` has full column rank, ``Q`` is
-    orthogonal and ``G₂ = G₁ Q`` (the step of Theorem 4.5's proof: the left Gram determines
-    ``G`` up to the gauge)."""
+    orthogonal and ``G₂ = G₁ Q`` (the step of the proof of the paper's Theorem 4.5: the left
+    Gram determines ``G`` up to the gauge)."""
     return torch.linalg.pinv(G1) @ G2
 
 
 def transfer_from_psi(psi: Callable[[Tensor], Tensor], s: Tensor) -> Tensor:
-    r"""``h(s) = s ψ(s²)`` (Proposition A.1): ``ψ(GGᵀ) G = Σᵢ h(σᵢ) uᵢ vᵢᵀ``."""
+    r"""``h(s) = s ψ(s²)`` (the paper's Proposition A.1): ``ψ(GGᵀ) G = Σᵢ h(σᵢ) uᵢ vᵢᵀ``."""
     return s * psi(s * s)
 
 
@@ -277,7 +277,8 @@ class SpectralTransfer(NamedTuple):
 
 
 def measure_spectral_transfer(phi: MatrixMap, G: Tensor) -> SpectralTransfer:
-    r"""Measure the transfer function of ``Φ`` at ``G`` from ``Φ(G)`` alone (Proposition A.1)."""
+    r"""Measure the transfer function of ``Φ`` at ``G`` from ``Φ(G)`` alone (the paper's
+    Proposition A.1)."""
     P, s, Rh = torch.linalg.svd(G, full_matrices=False)
     out = phi(G)
     h = torch.diagonal(P.mT @ out @ Rh.mT, dim1=-2, dim2=-1)
@@ -327,8 +328,8 @@ def factor_flow(
 
     The default velocity is the gradient itself (gradient flow); a positive scalar ``a(t)``,
     ``velocity = lambda t, gu, gv: (gu / a(t), gv / a(t))``, gives the scalar-preconditioned
-    flow of Theorem 4.6. ``times`` (increasing, starting at the initial time) are the output
-    times; returns stacks ``(len(times), n, k)`` and ``(len(times), m, k)``. Adaptive
+    flow of the paper's Theorem 4.6. ``times`` (increasing, starting at the initial time) are the
+    output times; returns stacks ``(len(times), n, k)`` and ``(len(times), m, k)``. Adaptive
     Dormand–Prince from ``torchdiffeq`` with tolerances ``rtol``, ``atol``.
     """
     from torchdiffeq import odeint
@@ -352,7 +353,7 @@ def retimed_clock(
 ) -> Tensor:
     r"""``τ(T) = ∫₀ᵀ du / a(u)`` at each ``T`` in ``times`` (composite Simpson rule).
 
-    Theorem 4.6: the flow ``θ' = −∇L(θ) / a(t)`` at time ``T`` is gradient flow at time
+    The paper's Theorem 4.6: the flow ``θ' = −∇L(θ) / a(t)`` at time ``T`` is gradient flow at time
     ``τ(T)``. ``num_points`` (odd) nodes per interval ``[0, T]``; the error is ``O(num_points⁻⁴)``
     for smooth ``a``. Pass ``lambda u: 1 / a(u)`` to get the *wrong* clock ``∫₀ᵀ a(u) du``.
     """
@@ -391,7 +392,8 @@ def balancedness_drift(U: Tensor, V: Tensor) -> Tensor:
     r"""``‖B_t − B_0‖_F`` along a trajectory (stacks ``(T + 1, n, k)``, ``(T + 1, m, k)``).
 
     ``B = UᵀU − VᵀV`` is conserved by gradient flow and by any flow with one common scalar
-    preconditioner (Proposition A.4); a discrete step of size ``η`` moves it by ``O(η²)`` for GD.
+    preconditioner (the paper's Proposition A.4); a discrete step of size ``η`` moves it by
+    ``O(η²)`` for GD.
     """
     B = balancedness(U, V)
     return torch.linalg.matrix_norm(B - B[:1])

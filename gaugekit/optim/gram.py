@@ -1,4 +1,4 @@
-"""The Gram-function family of Theorem 4.5: ``Φ(G) = H(G Gᵀ) G``."""
+"""The Gram-function family of the paper's Theorem 4.5: ``Φ(G) = H(G Gᵀ) G``."""
 
 from __future__ import annotations
 

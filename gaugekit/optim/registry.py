@@ -83,7 +83,7 @@ class OptimizerSpec:
 
     @property
     def matrix_only(self) -> bool:
-        """Whether every parameter must be a matrix (after the batch dims): the class's."""
+        """Whether every parameter must be a matrix (after the batch dims), as the class says."""
         return bool(getattr(self.cls, "matrix_only", False))
 
     @property
@@ -171,7 +171,7 @@ _SPECS: tuple[OptimizerSpec, ...] = (
     ),
     OptimizerSpec(
         name="gram", cls=GramPreconditioned, equivariant=True,
-        reason="H(G G^T) G with the gauge-invariant left Gram (Theorem 4.5)",
+        reason="H(G G^T) G with the gauge-invariant left Gram (the paper's Theorem 4.5)",
         lr_schedule="constant", label="Gram-preconditioned",
     ),
     OptimizerSpec(
