@@ -92,7 +92,7 @@ def measure(page: Path, browser: str) -> list[dict]:
                 capture_output=True, text=True, timeout=120, check=False)
     finally:
         probe.unlink(missing_ok=True)
-    found = re.search(rf'<pre id="{MARK}">(.*?)</pre>', done.stdout, re.S)
+    found = re.search(rf'<pre id="{MARK}"[^>]*>(.*?)</pre>', done.stdout, re.S)
     if found is None:
         return [{"kind": "browser", "width": 0, "box": 0,
                  "context": f"the measuring script did not run ({done.stderr.strip()[:80]})"}]
