@@ -185,3 +185,42 @@ def test_the_summary_check_sees_a_missing_name():
             "   product\n")
     assert _summaries(text) == {"gaugekit.gauge": {"product"}}
     assert _summaries(text)["gaugekit.gauge"] != _public_names("gaugekit.gauge")
+
+
+# --------------------------------------------------------------------------------------------
+# code that fits the text column
+# --------------------------------------------------------------------------------------------
+
+#: The chapters whose code cells are held to the text column's width so far (the integrator
+#: widens this to every chapter).
+FITTED_CHAPTERS = ("08_attention.md", "09_scaling_up.md")
+#: A code block of the book holds about 80 characters without scrolling sideways.
+CODE_WIDTH = 80
+
+
+def _code_cell_lines(text: str) -> list[tuple[int, str]]:
+    """``(line number, line)`` of every line inside a ``{code-cell}`` fence, its metadata
+    (the ``---`` block of tags and captions) included."""
+    out, inside = [], False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not inside and re.match(r"^```\{code-cell\}", line):
+            inside = True
+        elif inside and line.startswith("```"):
+            inside = False
+        elif inside:
+            out.append((number, line))
+    return out
+
+
+@pytest.mark.parametrize("name", FITTED_CHAPTERS)
+def test_code_cells_fit_the_text_column(name):
+    text = (ROOT / "chapters" / name).read_text()
+    long = [f"{name}:{n}: {len(line)} characters" for n, line in _code_cell_lines(text)
+            if len(line) > CODE_WIDTH]
+    assert long == []
+
+
+def test_the_code_width_check_sees_a_long_line():
+    """Negative control: a line of 81 characters inside a code cell is found, one outside not."""
+    text = "```{code-cell} ipython3\n" + "x" * 81 + "\n```\n" + "y" * 90 + "\n"
+    assert [len(line) for _, line in _code_cell_lines(text)] == [81]
