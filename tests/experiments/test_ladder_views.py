@@ -83,3 +83,10 @@ def test_value_curves_colours_methods_and_its_published_entry_matches_the_marker
     assert [t.get_text() for t in legend.get_texts()] == ["GD", "Adam", "published"]
     bare = viz.value_curves([40], {"gd": [0.1]}, legend=False)
     assert bare.axes[0].get_legend() is None
+
+
+def test_an_empty_scale_says_so_instead_of_an_empty_table_or_nan():
+    assert views.record_table([]).startswith("<p>") and views.published_table([]).startswith(
+        "<p>")
+    assert "no record of seed 42" in views.record_text([], 0)
+    assert "nan" not in views.record_text([], 0)
