@@ -380,6 +380,8 @@ def heads_figure(records: Sequence[Mapping[str, Any]], method: str = "adam") -> 
             im = ax.imshow(mat, cmap="RdBu_r", vmin=-lim, vmax=lim)
             ax.set_xticks([])
             ax.set_yticks([])
+            for spine in ax.spines.values():  # a whole frame round each matrix
+                spine.set_visible(True)
         axes[0, h].set_title(f"head {h}")
         axes[1, h].set_title(f"rel = {dist:.2f}")
         bar = fig.colorbar(im, ax=axes[:, h], orientation="horizontal", shrink=0.75,

@@ -80,6 +80,12 @@ def _rec4(x: float) -> str:
     return f"{x:.4f}" if x >= 1e-3 else fmt_rec(x)
 
 
+def _note_table(text: str) -> str:
+    """A one-cell table saying why a table of the chapter is empty at this scale (a figure of
+    the page keeps a table in it)."""
+    return viz.table_html([{"at this scale": text}], ["at this scale"])
+
+
 def _seeds(k: int) -> str:
     return f"{k} seed{'s' * (k != 1)}"
 
@@ -177,8 +183,8 @@ def published_table(compared: Sequence[Mapping[str, Any]]) -> str:
                           + f", seeds {c['seeds']} / {c['published_seeds']}")
         cells.setdefault(c["method"], {})[key] = f"{_rec4(c['ours'])} / {c['published']:.4f}"
     if not cells:
-        return ("<p>None of the points with records here is one of the paper's, so nothing "
-                "is set beside Table 11.</p>")
+        return _note_table("none of the points with records here is one of the paper's, so "
+                           "nothing is set beside Table 11")
     order = [m for m in ladder.LADDER_METHODS if m in cells]
     rows = [{"optimizer": label(m), **{points[k]: v for k, v in cells[m].items()}}
             for m in order]
@@ -240,8 +246,7 @@ def record_table(rec96: Sequence[Mapping[str, Any]]) -> str:
     our lr, schedule and rec beside the paper's record's, and their relative difference."""
     rows = [{**r, "label": label(r["method"])} for r in rec96]
     if not rows:
-        return ("<p>No record of seed 42 at n = 96 at this scale: the part is the paper "
-                "scale's.</p>")
+        return _note_table("no record of seed 42 at n = 96: the part is the paper scale's")
     return viz.table_html(
         rows, ["label", "lr", "schedule", "ours", "paper_lr", "paper_schedule", "paper",
                "rel_diff"],
