@@ -372,22 +372,31 @@ def value_curves(
     ticks: Sequence[float] | None = None,
     xlabel: str = "n",
     ylabel: str = "recovery error rec",
+    legend: bool = True,
 ) -> Figure:
     """One line per method of ``values[method][i]`` against ``x[i]`` (``None`` gaps skipped),
-    coloured by gauge class with one marker per method; ``published[method][x]`` as large
-    hollow markers of the same method. ``log``: log axis, values below ``floor`` drawn at it;
-    ``ticks``: the x ticks (default ``x``), so that sizes without values keep their place."""
+    in the book's colour of the method (:func:`method_color`) with one marker per method;
+    ``published[method][x]`` as large hollow markers of the same method. ``log``: log axis,
+    values below ``floor`` drawn at it; ``ticks``: the x ticks (default ``x``), so that sizes
+    without values keep their place. ``legend=False`` leaves the legend to the caller (say
+    one ``fig.legend`` for several panels); the legend's "published" entry shows the hollow
+    markers actually drawn."""
     fig, ax = _axes(ax, (7.0, 3.6))
+    hollow = []
     for i, (method, ys) in enumerate(values.items()):
         pts = [(xi, max(float(y), floor) if log else float(y))
                for xi, y in zip(x, ys, strict=True) if _finite(y)]
         marker = _MARKERS[i % len(_MARKERS)]
+        color = method_color(method)
         if pts:
-            ax.plot(*zip(*pts, strict=True), marker=marker, ms=4, lw=1.2,
-                    color=class_color(method), label=_label(method))
+            ax.plot(*zip(*pts, strict=True), marker=marker, ms=4, lw=1.2, color=color,
+                    label=_label(method))
         for xp, yp in (published or {}).get(method, {}).items():
             ax.plot(xp, max(yp, floor) if log else yp, marker=marker, ms=10, ls="",
-                    mfc="none", mec=class_color(method), mew=1.5)
+                    mfc="none", mec=color, mew=1.5)
+        if (published or {}).get(method):
+            hollow.append(Line2D([], [], marker=marker, ms=7, ls="", mfc="none", mec=color,
+                                 mew=1.2))
     ax.set_xscale("log")
     ticks = list(ticks if ticks is not None else x)
     ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
@@ -398,11 +407,15 @@ def value_curves(
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    handles, _ = ax.get_legend_handles_labels()
-    if published:
-        handles.append(Line2D([], [], color="k", marker="o", ms=10, mfc="none", ls="",
-                              label="published"))
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if legend:
+        from matplotlib.legend_handler import HandlerTuple
+
+        handles, labels = ax.get_legend_handles_labels()
+        if hollow:
+            handles.append(tuple(hollow))
+            labels.append("published")
+        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  handler_map={tuple: HandlerTuple(ndivide=None, pad=0.0)})
     return fig
 
 

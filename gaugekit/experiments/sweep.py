@@ -67,6 +67,7 @@ __all__ = [
     "run_command",
     "run_sweep",
     "scale_records_dir",
+    "wrap_command",
 ]
 
 
@@ -467,15 +468,61 @@ class Collected:
         return text
 
     def note_markdown(self) -> str:
-        """:meth:`note` as Markdown for a page: every command in a copy-pasteable code block."""
+        """:meth:`note` as Markdown for a page: every command in a copy-pasteable code block
+        (a long one broken into lines of at most :data:`COMMAND_WIDTH` characters with
+        ``\\``), and the details a reader rarely needs (the code versions that made the
+        records, the missing runs per part) in a collapsed ``{dropdown}``."""
         if not self.persisted:
             return self._recomputed()
+        total = len({r["run_id"] for runs in self.records.values() for r in runs})
         folder = f"`results/{self.experiment}/{self.scale}`"
-        text = f"{self._lead(folder)}, by\n\n```bash\n{self.command}\n```\n"
+        text = (f"{self.scale} scale: {total} run records read from the committed folder "
+                f"{folder} ({self.report.ran} computed while building this page), made by\n\n"
+                f"```bash\n{wrap_command(self.command)}\n```\n")
         missing = self._missing_parts()
         if missing is not None:
-            text += f"\n{missing[0]}; make them with (it resumes)\n\n```bash\n{missing[1]}\n```\n"
+            count = sum(self.missing.values())
+            text += (f"\n{count} planned runs have no record yet; make them with (it resumes)"
+                     f"\n\n```bash\n{wrap_command(missing[1])}\n```\n")
+        versions = self.code_versions() or ["none"]
+        plural = "s" if len(versions) > 1 else ""
+        details = [f"Made at code version{plural} " + ", ".join(f"`{v}`" for v in versions)
+                   + " (short git commits of the library that wrote the records; `+dirty`: "
+                   "with uncommitted changes, `unknown`: written outside a git checkout)."]
+        if missing is not None:
+            details.append("Runs without a record, per part: " + ", ".join(
+                f"{p} {n}" for p, n in self.missing.items()) + ".")
+        title = f"Code version{plural}" + (" and missing runs" if missing is not None else "")
+        text += f"\n````{{dropdown}} {title}\n" + "\n\n".join(details) + "\n````\n"
         return text
+
+
+#: The longest line of a command in a page's code block (:func:`wrap_command`): a book's code
+#: block holds about 80 characters without scrolling sideways.
+COMMAND_WIDTH = 72
+
+
+def wrap_command(command: str, width: int = COMMAND_WIDTH) -> str:
+    """``command`` as shell lines of at most ``width`` characters, continued with ``\\``:
+    broken before an option (``--part n40``), never inside one; a short command is one line."""
+    if len(command) <= width:
+        return command
+    tokens: list[str] = []
+    for word in command.split():  # an option and its value stay together
+        if (tokens and tokens[-1].startswith("--") and " " not in tokens[-1]
+                and not word.startswith("-")):
+            tokens[-1] += " " + word
+        else:
+            tokens.append(word)
+    lines, line = [], ""
+    for token in tokens:
+        if line and len(line) + 1 + len(token) + 2 > width:  # room for " \\"
+            lines.append(line + " \\")
+            line = "    " + token
+        else:
+            line = f"{line} {token}" if line else token
+    lines.append(line)
+    return "\n".join(lines)
 
 
 def _missing(experiment: Experiment, scale: str, parts: Sequence[str], folder: Path) -> dict[

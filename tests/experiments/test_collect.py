@@ -114,3 +114,25 @@ def test_an_experiment_module_collect_is_collect_with_its_scale_settings(root):
     assert exp.computed == 2 and len(strict(parts=["a"]).records["a"]) == 2
     quick = strict("quick")  # not persisted: computed afresh in a temporary folder
     assert exp.computed == 5 and quick.folder is None
+
+
+def test_the_page_note_folds_code_versions_into_a_dropdown_and_wraps_long_commands(root):
+    exp = Squares()
+    sweep.collect(exp, "paper", parts=["b"], mode="make")
+    got = sweep.collect(exp, "paper", allow_missing=True)
+    markdown = got.note_markdown()
+    # the code versions (and the missing runs per part) sit in a collapsed dropdown, after
+    # the commands
+    head, _, fold = markdown.partition("````{dropdown} Code version and missing runs\n")
+    assert fold.endswith("````\n") and "Made at code version `" in fold
+    assert "Runs without a record, per part: a 2." in fold
+    assert "code version" not in head and "make them with (it resumes)" in head
+    # a long command becomes lines of at most COMMAND_WIDTH characters, options kept whole
+    long = "python -m gaugekit run ladder --scale paper " + " ".join(
+        f"--part n{i}" for i in range(20))
+    lines = sweep.wrap_command(long).splitlines()
+    assert len(lines) > 1 and all(len(line) <= sweep.COMMAND_WIDTH for line in lines)
+    assert all(line.endswith(" \\") for line in lines[:-1])
+    assert " ".join(line.rstrip(" \\").strip() for line in lines) == long
+    assert sweep.wrap_command("python -m gaugekit run squares --scale paper") == (
+        "python -m gaugekit run squares --scale paper")
