@@ -290,7 +290,7 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
         shutil.copy(src / name, dst / name)
     monkeypatch.setattr(sweep, "project_root", lambda experiment: tmp_path)
     monkeypatch.setenv("GAUGEKIT_RECORDS", "read")
-    shown = {}
+    shown, claims = {}, {}
     for data in ("empty", "real"):
         folder = tmp_path / "empty" if data == "empty" else ROOT.parent / "shared" / "data"
         monkeypatch.setenv("GAUGEKIT_DATA", str(folder))
@@ -306,5 +306,9 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
             assert waiting == []
             assert "not in the data folder" in got.absent("indian_pines")
         rows = hs.readme_headline()
-        assert [r.claim for r in rows] and all("Salinas-A, density 0.15" in r.claim for r in rows)
+        claims[data] = [(r.claim, r.ours, r.verdict) for r in rows]
+        assert "Salinas-A, density 0.15" in rows[0].claim
+        assert rows[0].verdict == "beyond the paper"
+        assert {r.verdict for r in rows[1:]} == {"not run here"}     # the paper's four settings
     assert shown["empty"] == shown["real"] == ["salinas_a_low", "salinas_a_low_leak"]
+    assert claims["empty"] == claims["real"]                          # the README is the same
