@@ -136,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     known = known_problems(KNOWN)
     left = 0
     checked = 0
-    for page in pages(args.html):
+    for page in pages(args.html.resolve()):
         checked += 1
-        name = str(page.relative_to(args.html))
+        name = str(page.relative_to(args.html.resolve()))
         for p in measure(page, browser):
             why = next((k[3] for k in known if k[0] == name and k[1] == p["kind"]
                         and p["context"].startswith(k[2])), None)

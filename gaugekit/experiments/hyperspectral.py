@@ -754,8 +754,8 @@ class Collected:
         """The command that makes (or resumes) the records of ``parts`` (default: every part
         of :meth:`waiting`)."""
         names = [p.name for p in parts] or [p.name for p, _, _ in self.waiting()]
-        return sweep.run_command(NAME, self.config.scale, names, workers=2) + (
-            " --max-batch-size 1" if self.config.scale == "paper" else "")
+        return sweep.wrap_command(sweep.run_command(NAME, self.config.scale, names, workers=2) + (
+            " --max-batch-size 1" if self.config.scale == "paper" else ""))
 
     def main_parts(self) -> list[Part]:
         """The observed-centring float32 parts (one per scene and density) shown complete."""

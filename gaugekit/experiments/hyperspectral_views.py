@@ -379,9 +379,10 @@ def waiting_markdown(c: hs.Collected) -> str:
                         for p, done, total in c.waiting())
     if not waiting:
         return "Every part whose data file is here has its records."
+    command = "\n".join("    " + line for line in c.command().splitlines())
     return ("```{note}\nThese parts have their data here but not all their records, so this "
             f"page leaves them out:\n\n{waiting}\n\nMake (or resume) them with\n\n"
-            f"    {c.command()}\n```")
+            f"{command}\n```")
 
 
 def protocol_items() -> dict[str, str]:
