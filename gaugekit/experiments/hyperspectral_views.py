@@ -411,7 +411,9 @@ def table5_items(c: hs.Collected) -> dict[str, str]:
     low = next((p for p in _ip_parts(c) if p.density_label == "low"), None)
     t5 = table5_rows(c, low) if low else []
     shown = [{**r, "method": f"{r['method']} ({r['lr']:g}"
-              + (f" · {r['lr_pub']:g})" if r["lr_pub"] else ")")} for r in t5]
+              + (f" · {r['lr_pub']:g})" if r["lr_pub"] else ")")
+              if i == 0 or t5[i - 1]["method"] != r["method"] else ""}
+             for i, r in enumerate(t5)]
     table = _table(
         shown, ["method", "level", "n", "rmse", "rmse_pub", "diff", "erank", "erank_pub"],
         headers={"method": "method (lr: ours · paper)", "level": "train MSE", "n": "seeds",
