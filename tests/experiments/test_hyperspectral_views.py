@@ -42,3 +42,33 @@ def test_gd_edge_text_names_the_rate_where_every_seed_diverged():
     assert "effective rank of W is 28, against 4 at the slower rates" in text
     rows[2]["diverged"] = 3
     assert "where every seed diverged" not in views.gd_edge_text(rows)
+
+
+def _arm(density, dtype, centring, gap, wins="4/4"):
+    return {"density": density, "dtype": dtype, "centring": centring, "gap": gap,
+            "wins": wins}
+
+
+def test_arms_text_measures_each_arm_against_the_papers_protocol():
+    rows = [_arm(0.15, "float64", "all entries", 0.430),
+            _arm(0.15, "float32", "all entries", 0.4301),
+            _arm(0.15, "float32", "observed only", 0.424)]
+    text = views.arms_text(rows)
+    assert text.startswith("At ρ = 0.15 GD's gap below Adam is +43.0 % in float64")
+    assert "float32 with all entries centring changes it by nothing" in text
+    assert "float32 with observed only centring changes it by -0.6 points" in text
+    assert text.endswith("every seed of every arm")
+    # a seed lost in one arm is said, and an arm without the paper's protocol is not compared
+    rows[2]["wins"] = "3/4"
+    assert views.arms_text(rows).endswith("not every seed of every arm")
+    assert views.arms_text(rows[1:]) == "No Indian Pines arms to compare at this scale"
+
+
+def test_arms_verdict_says_whether_every_arm_keeps_the_sign_on_every_seed():
+    rows = [_arm(0.15, "float64", "all entries", 0.430),
+            _arm(0.15, "float32", "observed only", 0.424),
+            _arm(0.25, "float64", "all entries", 0.276)]
+    assert views.arms_verdict(rows).startswith("Neither float32")
+    assert views.arms_verdict(rows).endswith("at most 0.6 points between arms")
+    rows[1] = _arm(0.15, "float32", "observed only", -0.1, wins="1/4")
+    assert views.arms_verdict(rows).startswith("The verdict depends on the arm")
