@@ -41,6 +41,22 @@ from gaugekit.optim.registry import get_spec, make_optimizer, optimizer_names
 #: conditioning, not an equivariance failure; float32 audits use λ = 1e-2 (amplification ≤ 10).
 FLOAT32_OVERRIDES: dict[str, dict[str, object]] = {"gram": {"damping": 1e-2}}
 
+#: EigenAdam is judged in float64 only. It divides each coordinate of the Gram's eigenbasis by
+#: that coordinate's own RMS, so an error δ in the computed eigenbasis carries δ·|g̃_large| into a
+#: small coordinate and is multiplied there by |g̃_large| / |g̃_small|. In float32 (δ ≈ 6e-8 / gap)
+#: this amplification reaches the audit's threshold at random points: residuals up to 1.8e-3
+#: (n = m = k = 3, seed 42) against 3e-14 in float64 at the same points, and which of the
+#: test's points cross threshold / 10 differs between AMD and Intel BLAS (seed 80: 1.3e-4 on
+#: Intel). The float64 examples carry its verdict with the full margin.
+FLOAT32_SKIP = {"eigen_adam"}
+
+
+def _verdict_cases():
+    return [pytest.param(name, dtype, id=f"{name}-{dtype_id}")
+            for name in optimizer_names()
+            for dtype, dtype_id in ((torch.float64, "float64"), (torch.float32, "float32"))
+            if not (dtype == torch.float32 and name in FLOAT32_SKIP)]
+
 
 @st.composite
 def audit_shapes(draw):
@@ -50,8 +66,7 @@ def audit_shapes(draw):
     return n, m, k
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
-@pytest.mark.parametrize("name", optimizer_names())
+@pytest.mark.parametrize(("name", "dtype"), _verdict_cases())
 @settings(max_examples=3, deadline=None, derandomize=True)
 @given(shape=audit_shapes(), seed=st.integers(0, 2**16))
 def test_audit_verdict_matches_the_registry_classification(name, dtype, shape, seed):
