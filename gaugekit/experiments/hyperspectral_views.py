@@ -319,8 +319,7 @@ def arms_text(rows: Sequence[Mapping[str, Any]]) -> str:
                    "and " + ", ".join(moves))
     if not out:
         return "No Indian Pines arms to compare at this scale"
-    every = all(r["wins"] is not None and r["wins"].split("/")[0] == r["wins"].split("/")[1]
-                for r in rows if r["gap"] is not None)
+    every = all(_every_seed(r) for r in rows if r["gap"] is not None)
     text = "; ".join(out)
     return (text[0].upper() + text[1:] + "; GD is below Adam on "
             + ("every seed of every arm" if every else "not every seed of every arm"))
@@ -334,12 +333,17 @@ def arms_verdict(rows: Sequence[Mapping[str, Any]]) -> str:
         return "No arms to compare at this scale"
     spread = max(100 * (max(g) - min(g)) for g in (
         [r["gap"] for r in rows if r["density"] == d] for d in {r["density"] for r in rows}))
-    every = all(r["wins"] is not None and r["wins"].split("/")[0] == r["wins"].split("/")[1]
-                and r["gap"] > 0 for r in rows)
+    every = all(_every_seed(r) and r["gap"] > 0 for r in rows)
     return (("Neither float32 nor the observed-only centring changes the verdict: GD is below "
              "Adam in every arm, on every seed" if every else
              "The verdict depends on the arm: GD is not below Adam on every seed of every arm")
             + f"; the gap moves by at most {spread:.1f} points between arms")
+
+
+def _every_seed(row: Mapping[str, Any]) -> bool:
+    """Whether GD won on every seed of an :func:`arm_rows` row (its ``wins`` is ``k/k``)."""
+    won, _, seeds = (row["wins"] or "").partition("/")
+    return bool(seeds) and won == seeds
 
 
 def _points(delta: float) -> str:
