@@ -67,7 +67,7 @@ TRAJECTORY_OVERRIDES: dict[str, dict[str, object]] = {
     "scaled_gd": {"lr": 1e-2, "damping": 0.5, "relative_damping": False},
 }
 #: rules that keep a momentum-like buffer (``momentum_buffer`` or ``exp_avg``) per parameter
-BUFFERED_RULES = {"momentum", "scalar_adam", "muon", "flow_adam", "eigen_adam"}
+BUFFERED_RULES = {"momentum", "scalar_adam", "muon", "flow_adam", "eigen_adam", "adam_mini"}
 #: the first-step maps are evaluated with lr = 1 so that Φ(G) = −(P₁ − P₀)
 UNIT_LR = {"lr": 1.0}
 

@@ -36,6 +36,7 @@ EXPERIMENTS: dict[str, str] = {
     "ecosystem": "gaugekit.experiments.ecosystem:EXPERIMENT",
     "eigenbasis": "gaugekit.experiments.eigenbasis:EXPERIMENT",
     "ladder": "gaugekit.experiments.ladder:EXPERIMENT",
+    "language_model": "gaugekit.experiments.language_model:EXPERIMENT",
 }
 
 

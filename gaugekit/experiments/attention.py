@@ -407,6 +407,22 @@ def _tuples(hp: Mapping[str, Any]) -> dict[str, Any]:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in hp.items()}
 
 
+def adam_mini_groups(params: Mapping[str, Tensor], head_rows: int) -> list[dict[str, Any]]:
+    """Adam-mini's partition of the model, as param groups of
+    :class:`~gaugekit.optim.AdamMini`: one block per head of ``W_Q``, ``W_K``, ``W_V``
+    (``head_rows = d_h`` rows each), one per output neuron (row) of ``W_O`` and the MLP, one per
+    norm gain vector, and every entry its own block (Adam) in the embedding, the positional
+    parameter and the output head."""
+    kinds: dict[str, Any] = {"q": head_rows, "k": head_rows, "v": head_rows, "o": 1,
+                             "mlp_in": 1, "mlp_out": 1, "norm1": "tensor", "norm2": "tensor"}
+    groups: dict[Any, list[Tensor]] = {}
+    for name, p in params.items():
+        leaf = name.rsplit(".", 1)[-1]
+        blocks = kinds.get(leaf, "tensor" if leaf == "norm_f" else "entry")
+        groups.setdefault(blocks, []).append(p)
+    return [{"params": ps, "blocks": b} for b, ps in groups.items()]
+
+
 def make_twin_optimizers(
     method: str, params: Mapping[str, Tensor], hparams: Mapping[str, Any]
 ) -> list[torch.optim.Optimizer]:
@@ -423,6 +439,13 @@ def make_twin_optimizers(
             make_optimizer("muon", matrices, batch_dims=1, **_tuples(hparams["muon"])),
             make_optimizer("adam", others, batch_dims=1, **_tuples(hparams["adam"])),
         ]
+    if method == "adamw":
+        return [make_optimizer("adam", [params[n] for n in names], batch_dims=1,
+                               decoupled_weight_decay=True, **_tuples(hparams))]
+    if method == "adam_mini":
+        rest = {k: v for k, v in hparams.items() if k != "head_rows"}
+        groups = adam_mini_groups(params, int(hparams["head_rows"]))
+        return [make_optimizer("adam_mini", groups, batch_dims=1, **_tuples(rest))]
     if method in ("eigen_adam", "eigen_adam_pooled"):
         # the head gauge acts on the rows of W_Q, W_K (A_h W_{Q,h}): the left eigenbasis
         is_matrix = [n.startswith("layers.") and n.rsplit(".", 1)[1] in MUON_PARAMS for n in names]
@@ -456,17 +479,19 @@ def _stores_heads(config: Mapping[str, Any]) -> bool:
 
 @torch.no_grad()
 def _evaluate(
-    params: Mapping[str, Tensor], shape: TransformerShape, task: _Task, step: int
+    params: Mapping[str, Tensor], shape: TransformerShape, task: _Task,
+    base_of: Sequence[int],
 ) -> dict[str, Tensor]:
+    """Losses, accuracies and the drift of every model from its base (row ``base_of[b]``)."""
     tx, ty = task.train
     train_logits = forward(params, tx, shape)
     val_logits = forward(params, task.val[0], shape)
     M = head_bilinears(params, shape)
-    per_head, mean = mean_head_drift(M, M[:1].expand_as(M))
+    bases = torch.as_tensor(list(base_of), device=M.device)
+    per_head, mean = mean_head_drift(M, M[bases])
     B = val_logits.shape[0]
-    logit_drift = sym_relative_distance(
-        val_logits.reshape(B, -1), val_logits[:1].reshape(1, -1).expand(B, -1), dims=1
-    )
+    flat = val_logits.reshape(B, -1)
+    logit_drift = sym_relative_distance(flat, flat[bases], dims=1)
     return {
         "train_loss": cross_entropy(train_logits, ty),
         "val_loss": cross_entropy(val_logits, task.val[1]),
@@ -479,6 +504,89 @@ def _evaluate(
     }
 
 
+CURVE_KEYS = ("m_drift", "logit_drift", "train_loss", "val_loss", "train_acc", "val_acc")
+
+
+def stack_hparams(rows: Sequence[Mapping[str, Any]], like: Tensor) -> dict[str, Any]:
+    """One hyperparameter dict for a stack of models: a value every row shares stays as it
+    is; a float that differs between rows becomes a per-run tensor (``like``'s dtype and
+    device); nested dicts (a method of two optimizers) are merged key by key."""
+    out: dict[str, Any] = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        if all(v == values[0] for v in values):
+            out[key] = values[0]
+        elif isinstance(values[0], Mapping):
+            out[key] = stack_hparams(values, like)
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[key] = torch.tensor([float(v) for v in values], dtype=like.dtype,
+                                    device=like.device)
+        else:
+            raise ValueError(f"Invalid hparams: {key!r} differs between runs of one batch "
+                             f"({values!r}); only float values may")
+    return out
+
+
+@dataclass
+class StackTrace:
+    """What :func:`train_stack` returns: per-model curves at the checkpoints (``step`` and
+    :data:`CURVE_KEYS`), the last evaluation, the wall time and the number of models."""
+
+    curves: dict[str, list[list[Any]]]
+    last_eval: dict[str, Tensor]
+    wall_time_s: float
+    num_models: int
+
+
+def train_stack(
+    *, shape: TransformerShape, task: _Task, method: str,
+    hparams: Sequence[Mapping[str, Any]], init_seeds: Sequence[int],
+    twins: Sequence[Mapping[str, Any]], base_of: Sequence[int], num_steps: int,
+    checkpoints: Sequence[int], dtype: torch.dtype, device: torch.device,
+) -> StackTrace:
+    """The one twin trainer: models ``b = 0 … B−1`` (init seed ``init_seeds[b]``, twin
+    ``twins[b]`` of that init, hyperparameters ``hparams[b]``) stacked along a leading run
+    dimension and trained in lockstep on the identical batches of ``task`` by one optimizer
+    (``batch_dims=1``; per-run values where the rows differ). At each checkpoint every model
+    records its losses, accuracies and its drift from its base, model ``base_of[b]``."""
+    B = len(twins)
+    if not (len(hparams) == len(init_seeds) == len(base_of) == B):
+        raise ValueError("Invalid rows: hparams, init_seeds, twins and base_of differ in length")
+    bases: dict[int, dict[str, Tensor]] = {}
+    models = []
+    for seed, twin in zip(init_seeds, twins, strict=True):
+        if seed not in bases:
+            drawn = init_params(shape, generator=torch.Generator().manual_seed(int(seed)))
+            bases[seed] = {k: v.to(dtype) for k, v in drawn.items()}
+        models.append(make_twin(bases[seed], shape, twin))
+    params = {k: v.to(device).requires_grad_(True) for k, v in stack_params(models).items()}
+    like = next(iter(params.values()))
+    optimizers = make_twin_optimizers(method, params, stack_hparams(hparams, like))
+    marks = set(int(c) for c in checkpoints)
+    curves: dict[str, list[list[Any]]] = {k: [[] for _ in range(B)]
+                                          for k in ("step", *CURVE_KEYS)}
+    last_eval: dict[str, Tensor] = {}
+    t0 = time.perf_counter()
+    for step in range(num_steps + 1):
+        if step in marks:
+            ev = _evaluate(params, shape, task, base_of)
+            for b in range(B):
+                curves["step"][b].append(step)
+                for k in CURVE_KEYS:
+                    curves[k][b].append(round_sig(float(ev[k][b]), CURVE_DIGITS))
+            last_eval = ev
+        if step == num_steps:
+            break
+        tx, ty = task.batch(step)
+        loss = cross_entropy(forward(params, tx, shape), ty)
+        loss.sum().backward()
+        for opt in optimizers:
+            opt.step()
+        for p in params.values():
+            p.grad = None
+    return StackTrace(curves, last_eval, time.perf_counter() - t0, B)
+
+
 def train_twin_batch(
     specs: Sequence[RunSpec], *, device: torch.device, progress: bool = False
 ) -> list[RunResult]:
@@ -488,9 +596,7 @@ def train_twin_batch(
     if any(_family_key(s.config) != key for s in specs):
         raise ValueError("Invalid specs: expected runs of one twin family (one batch key)")
     shape = TransformerShape(**c0["model"])
-    dtype = _torch_dtype(c0["dtype"])
     num_steps = int(c0["num_steps"])
-    checkpoints = set(int(c) for c in c0["checkpoints"])
     task = _Task(c0["task"], num_steps, device)
     if task.num_classes != shape.num_classes:
         raise ValueError(
@@ -506,81 +612,61 @@ def train_twin_batch(
         if twin not in twins:
             twins.append(twin)
         row_of.append(twins.index(twin))
-    base = init_params(shape, generator=torch.Generator().manual_seed(int(c0["init_seed"])))
-    base = {k: v.to(dtype) for k, v in base.items()}
-    stacked = stack_params([make_twin(base, shape, t) for t in twins])
-    params = {k: v.to(device).requires_grad_(True) for k, v in stacked.items()}
-    optimizers = make_twin_optimizers(c0["method"], params, c0["hparams"])
-
     B = len(twins)
-    curves: dict[str, list[list[Any]]] = {
-        k: [[] for _ in range(B)]
-        for k in ("step", "m_drift", "logit_drift", "train_loss", "val_loss", "train_acc",
-                  "val_acc")
-    }
-    last_eval: dict[str, Tensor] = {}
-    t0 = time.perf_counter()
-    for step in range(num_steps + 1):
-        if step in checkpoints:
-            ev = _evaluate(params, shape, task, step)
-            for b in range(B):
-                curves["step"][b].append(step)
-                for k in ("m_drift", "logit_drift", "train_loss", "val_loss", "train_acc",
-                          "val_acc"):
-                    curves[k][b].append(round_sig(float(ev[k][b]), CURVE_DIGITS))
-            last_eval = ev
-        if step == num_steps:
-            break
-        tx, ty = task.batch(step)
-        loss = cross_entropy(forward(params, tx, shape), ty)
-        loss.sum().backward()
-        for opt in optimizers:
-            opt.step()
-        for p in params.values():
-            p.grad = None
-        if progress and step % 100 == 0:
-            print(f"  step {step}/{num_steps}  loss {loss.detach().mean().item():.4f}")
-    wall = time.perf_counter() - t0
+    trace = train_stack(
+        shape=shape, task=task, method=c0["method"], hparams=[c0["hparams"]] * B,
+        init_seeds=[int(c0["init_seed"])] * B, twins=twins, base_of=[0] * B,
+        num_steps=num_steps, checkpoints=c0["checkpoints"], dtype=_torch_dtype(c0["dtype"]),
+        device=device,
+    )
+    return [
+        twin_result(trace, b, task, shape, twin_kind=twins[b]["kind"], base=0,
+                    store_heads=_stores_heads(spec.config))
+        for spec, b in zip(specs, row_of, strict=True)
+    ]
 
-    results = []
-    for spec, b in zip(specs, row_of, strict=True):
-        ev = last_eval
-        train_loss = float(ev["train_loss"][b])
-        val_acc = float(ev["val_acc"][b])
-        finite = math.isfinite(train_loss) and bool(torch.isfinite(ev["M"][b]).all())
-        at1 = curves["step"][b].index(1) if 1 in curves["step"][b] else None
-        step1 = None if at1 is None else curves["logit_drift"][b][at1]
-        step1_m = None if at1 is None else curves["m_drift"][b][at1]
-        metrics: dict[str, Any] = {
-            "twin_kind": twins[b]["kind"],
-            "final_m_drift": float(ev["m_drift"][b]),
-            "final_logit_drift": float(ev["logit_drift"][b]),
-            "step1_logit_drift": step1,
-            "step1_m_drift": step1_m,
-            "m_drift_per_head": [round_sig(float(v), CURVE_DIGITS) for v in ev["per_head"][b]],
-            "train_loss": train_loss,
-            "val_loss": float(ev["val_loss"][b]),
-            "train_acc": float(ev["train_acc"][b]),
-            "val_acc": val_acc,
-            "base_val_acc": float(ev["val_acc"][0]),
-            "chance_accuracy": 1.0 / task.num_classes,
-            "ln_classes": math.log(task.num_classes),
-            "collapsed": is_collapsed(val_acc, train_loss, task.num_classes),
-            "base_collapsed": is_collapsed(float(ev["val_acc"][0]), float(ev["train_loss"][0]),
-                                           task.num_classes),
-            "batch_models": B,
-            "model_steps_per_s": B * num_steps / wall if wall > 0 else None,
-        }
-        if task.text_used is not None:
-            metrics["text_used"] = task.text_used
-        if _stores_heads(spec.config):
-            H = shape.num_heads
-            metrics["heads_layer0_final"] = [
-                [[round_sig(x, 4) for x in row] for row in M_h] for M_h in ev["M"][b, :H].tolist()
-            ]
-        run_curves = {k: v[b] for k, v in curves.items()}
-        results.append(RunResult("ok" if finite else "diverged", metrics, run_curves))
-    return results
+
+def twin_result(
+    trace: StackTrace, b: int, task: _Task, shape: TransformerShape, *, twin_kind: str,
+    base: int, store_heads: bool = False, num_steps: int | None = None,
+) -> RunResult:
+    """The record of model ``b`` of a trained stack (its base is model ``base``)."""
+    ev, curves = trace.last_eval, trace.curves
+    steps = curves["step"][b][-1] if num_steps is None else num_steps
+    train_loss = float(ev["train_loss"][b])
+    val_acc = float(ev["val_acc"][b])
+    finite = math.isfinite(train_loss) and bool(torch.isfinite(ev["M"][b]).all())
+    at1 = curves["step"][b].index(1) if 1 in curves["step"][b] else None
+    wall = trace.wall_time_s
+    metrics: dict[str, Any] = {
+        "twin_kind": twin_kind,
+        "final_m_drift": float(ev["m_drift"][b]),
+        "final_logit_drift": float(ev["logit_drift"][b]),
+        "step1_logit_drift": None if at1 is None else curves["logit_drift"][b][at1],
+        "step1_m_drift": None if at1 is None else curves["m_drift"][b][at1],
+        "m_drift_per_head": [round_sig(float(v), CURVE_DIGITS) for v in ev["per_head"][b]],
+        "train_loss": train_loss,
+        "val_loss": float(ev["val_loss"][b]),
+        "train_acc": float(ev["train_acc"][b]),
+        "val_acc": val_acc,
+        "base_val_acc": float(ev["val_acc"][base]),
+        "chance_accuracy": 1.0 / task.num_classes,
+        "ln_classes": math.log(task.num_classes),
+        "collapsed": is_collapsed(val_acc, train_loss, task.num_classes),
+        "base_collapsed": is_collapsed(float(ev["val_acc"][base]), float(ev["train_loss"][base]),
+                                       task.num_classes),
+        "batch_models": trace.num_models,
+        "model_steps_per_s": trace.num_models * steps / wall if wall > 0 else None,
+    }
+    if task.text_used is not None:
+        metrics["text_used"] = task.text_used
+    if store_heads:
+        H = shape.num_heads
+        metrics["heads_layer0_final"] = [
+            [[round_sig(x, 4) for x in row] for row in M_h] for M_h in ev["M"][b, :H].tolist()
+        ]
+    run_curves = {k: v[b] for k, v in curves.items()}
+    return RunResult("ok" if finite else "diverged", metrics, run_curves)
 
 
 class AttentionTwins:

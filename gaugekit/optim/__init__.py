@@ -111,7 +111,7 @@ nothing. The update equals the one-process update to round-off. DTensor paramete
 """
 
 from gaugekit.optim.adafactor import Adafactor
-from gaugekit.optim.adam import Adam, SharedScaleAdam
+from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
 from gaugekit.optim.base import ZooOptimizer, per_run
 from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.gram import GramPreconditioned
@@ -140,6 +140,7 @@ __all__ = [
     "GD",
     "Adafactor",
     "Adam",
+    "AdamMini",
     "EigenAdam",
     "FlowAdam",
     "GramPreconditioned",

@@ -201,6 +201,55 @@ def shared_scale_adam_(
         p.addcmul_(m, (-lr / (1 - beta1**step)) / s)
 
 
+def block_mean_sq(grad: Tensor, blocks: int | str, batch_dims: int) -> Tensor:
+    r"""``mean(g²)`` over each block of ``grad`` (one value per block and run).
+
+    ``blocks``: an integer ``k`` cuts the first dimension after the ``batch_dims`` into
+    consecutive blocks of ``k`` (rows of a matrix, entries of a vector), each block with all of
+    its trailing entries; ``"tensor"`` is one block; ``"entry"`` is every entry its own block
+    (Adam). The result has ``grad``'s dimensions with the blocked ones reduced (kept, size 1 or
+    ``rows // k``), so it broadcasts against ``grad`` after :func:`expand_blocks`.
+    """
+    sq = grad * grad
+    if blocks == "entry":
+        return sq
+    if blocks == "tensor":
+        dims = tuple(range(batch_dims, grad.ndim))
+        return sq.mean(dim=dims, keepdim=True) if dims else sq
+    rows = grad.shape[batch_dims]
+    lead = grad.shape[:batch_dims]
+    return sq.reshape(*lead, rows // blocks, -1).mean(dim=-1)
+
+
+def expand_blocks(block_value: Tensor, like: Tensor, blocks: int | str, batch_dims: int) -> Tensor:
+    r"""A per-block value (:func:`block_mean_sq`'s layout) broadcast to the shape of ``like``."""
+    if blocks in ("entry", "tensor"):
+        return block_value
+    rows = like.shape[batch_dims]
+    trailing = like.ndim - batch_dims - 1
+    v = block_value.reshape(*block_value.shape, 1, *([1] * trailing))
+    v = v.expand(*block_value.shape, blocks, *like.shape[batch_dims + 1:])
+    return v.reshape(like.shape[:batch_dims] + (rows,) + like.shape[batch_dims + 1:])
+
+
+def adam_mini_(
+    param: Tensor, grad: Tensor, exp_avg: Tensor, block_sq: Tensor, *, step: int, lr: Hyper,
+    beta1: Hyper, beta2: Hyper, eps: Hyper, blocks: int | str, batch_dims: int,
+    weight_decay: Hyper = 0.0, maximize: bool = False,
+) -> None:
+    r"""Adam-mini: Adam's first moment, one second moment per block ``b``:
+    ``v_b ← β₂ v_b + (1 − β₂) mean_{i∈b}(g_i²)``, ``θ_i ← θ_i − lr m̂_i / (√v̂_{b(i)} + ε)``,
+    after the decoupled decay ``θ ← θ(1 − lr λ)``. ``beta2`` broadcasts against ``block_sq``.
+    """
+    grad = signed(grad, maximize)
+    decoupled_decay_(param, lr=lr, weight_decay=weight_decay)
+    ema_(exp_avg, grad, beta1)
+    ema_(block_sq, block_mean_sq(grad, blocks, batch_dims), beta2)
+    denominator = expand_blocks(bias_corrected(block_sq, beta2, step).sqrt(), param, blocks,
+                                batch_dims)
+    param.sub_(lr * (bias_corrected(exp_avg, beta1, step) / (denominator + eps)))
+
+
 def rmsprop_(
     param: Tensor, grad: Tensor, square_avg: Tensor, *, lr: Hyper, alpha: Hyper, eps: Hyper,
     weight_decay: Hyper = 0.0, maximize: bool = False,

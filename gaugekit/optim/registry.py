@@ -27,7 +27,7 @@ from typing import Any
 from torch.optim import Optimizer
 
 from gaugekit.optim.adafactor import Adafactor
-from gaugekit.optim.adam import Adam, SharedScaleAdam
+from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
 from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
@@ -179,6 +179,12 @@ _SPECS: tuple[OptimizerSpec, ...] = (
         reason="Adam in the eigenbasis of EMA(G^T G), which rotates as E -> Q^T E: G E is "
         "invariant (needs a simple spectrum at every basis refresh)",
         lr_schedule="constant", label="Eigenbasis Adam",
+    ),
+    OptimizerSpec(
+        name="adam_mini", cls=AdamMini, equivariant=True,
+        reason="one second moment per block of whole rows: G -> GQ keeps every row's norm, so "
+        "each block's mean g^2 is invariant",
+        lr_schedule="constant", label="Adam-mini",
     ),
 )
 

@@ -19,7 +19,7 @@ import torch
 from torch.testing import assert_close
 from zoo_support import leaves, train
 
-from gaugekit.optim import GD, Adam, EigenAdam, Momentum, Muon, RMSprop
+from gaugekit.optim import GD, Adam, AdamMini, EigenAdam, Momentum, Muon, RMSprop
 
 NUM_STEPS = 12
 
@@ -84,6 +84,10 @@ CASES = {
         lambda p: EigenAdam(p, lr=1e-2, weight_decay=0.3, update_freq=None),
         lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.3),
     ),
+    "adam_mini_entry_blocks_adamw": (
+        lambda p: AdamMini(p, lr=1e-2, weight_decay=0.3, blocks="entry"),
+        lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.3),
+    ),
     "rmsprop_weight_decay": (
         lambda p: RMSprop(p, lr=1e-3, weight_decay=0.3),
         lambda p: torch.optim.RMSprop(p, lr=1e-3, weight_decay=0.3),
@@ -126,6 +130,7 @@ NEGATIVE = {
     "adamw": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3),
     "adam_decoupled_flag": lambda p: torch.optim.Adam(p, lr=1e-2),
     "eigen_adam_fixed_basis_adamw": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3),
+    "adam_mini_entry_blocks_adamw": lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.3),
     "rmsprop_weight_decay": lambda p: torch.optim.RMSprop(p, lr=1e-3),
     "gd_maximize": lambda p: torch.optim.SGD(p, lr=0.01, weight_decay=0.3),
     "momentum_maximize": lambda p: torch.optim.SGD(p, lr=0.003, momentum=0.9, weight_decay=0.3),

@@ -45,6 +45,8 @@ BAD_VALUES: dict[str, list] = {
     # EigenAdam (gaugekit/optim/eigen_adam.py)
     "gram_beta": [1.0, -0.1, torch.tensor(0.9, dtype=DTYPE)],
     "cluster_tol": [-0.1, 1.0, "0.1", math.nan],
+    # AdamMini (gaugekit/optim/adam.py)
+    "blocks": [0, -1, 1.5, True, "rows"],
     # every rule
     "weight_decay": [-0.1, math.nan, True, torch.tensor(-1.0, dtype=DTYPE),
                      torch.tensor([0.1], dtype=DTYPE)],

@@ -39,6 +39,7 @@ TEST_HPARAMS: dict[str, dict] = {
     "gram": {"lr": 1e-2, "power": 0.5, "damping": 1e-6},
     "eigen_adam": {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "gram_beta": 0.95,
                    "update_freq": 10},
+    "adam_mini": {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8},
     "flow_adam": {"lr": 1e-3, **FLOW_ADAM_PRESETS["invariant"]},
     "flow_adam_prototype": {"lr": 1e-3, **FLOW_ADAM_PRESETS["prototype"]},
 }
