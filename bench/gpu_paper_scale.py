@@ -1,7 +1,14 @@
 """Paper-scale records on one GPU in a fixed time: the largest part of the suite that fits.
 
-    python bench/gpu_paper_scale.py OUT [--time-limit 540] [--device cuda] [--dry-run]
-    bash bench/gpu_paper_scale.sh OUT [SECONDS]          # the same, with a hard stop
+    python bench/gpu_paper_scale.py OUT [--experiment ladder|attention] [--time-limit 540]
+                                        [--device cuda] [--dry-run]
+    bash bench/gpu_paper_scale.sh OUT [SECONDS]          # the ladder, with a hard stop
+    EXPERIMENT=attention bash bench/gpu_paper_scale.sh OUT [SECONDS]   # the attention suite
+
+``--experiment attention`` runs the paper's GPU attention suite instead
+(:data:`gaugekit.experiments.attention.SUITE_PARTS`, float64: modular addition 4 layers x 128,
+the character LM 6 x 256, then modular addition 6 x 256), into ``OUT/results/attention/paper``,
+with the same time limit and resumption; each twin family is one batch.
 
 Runs the ladder (:mod:`gaugekit.experiments.ladder`) part by part, one seed of one size per
 part, big sizes first: seed 42 of n = 384, 256, 192, 128, 96, 64, 40, then seed 123 of each,
@@ -36,15 +43,30 @@ from pathlib import Path
 
 import torch
 
-from gaugekit.experiments import ladder
+from gaugekit.experiments import attention, ladder
 from gaugekit.experiments.records import finished_run_ids, read_records_dir
 from gaugekit.experiments.sweep import records_dir, run_sweep
 
 SIZES_BIG_FIRST = (384, 256, 192, 128, 96, 64, 40)
 
 
-def default_plan(scale: str = "paper") -> list[str]:
-    """Part names in running order: per seed, the sizes big first; then the arms per seed."""
+#: The attention suite's parts in running order: the cheapest first.
+ATTENTION_PLAN = ("suite_mod_small", "suite_text", "suite_mod_large")
+EXPERIMENTS = {"ladder": ladder.EXPERIMENT, "attention": attention.EXPERIMENT}
+
+
+def part_steps(experiment: object, part: str, scale: str) -> int:
+    """Training steps of one run of ``part`` (the step-budget extrapolation's unit)."""
+    if experiment is attention.EXPERIMENT:
+        return max(f.num_steps for f in attention.get_config(scale).families(part))
+    return ladder.get_config(scale).part(part).budget.num_steps
+
+
+def default_plan(scale: str = "paper", experiment: str = "ladder") -> list[str]:
+    """Part names in running order: per seed, the sizes big first; then the arms per seed
+    (the ladder); :data:`ATTENTION_PLAN` (the attention suite)."""
+    if experiment == "attention":
+        return list(ATTENTION_PLAN)
     config = ladder.get_config(scale)
     sizes = sorted((p for p in config.arm("size")), key=lambda p: -p.problem.n)
     arms = [*config.arm("rank"), *config.arm("mdof")]
@@ -67,11 +89,12 @@ class Outcome:
     errors: int = 0
 
 
-def _missing_cost(part: str, scale: str, out: Path) -> tuple[int, float]:
+def _missing_cost(part: str, scale: str, out: Path,
+                  experiment: object = ladder.EXPERIMENT) -> tuple[int, float]:
     """Runs of ``part`` not yet recorded under ``out`` and their estimated cost."""
     done = finished_run_ids(read_records_dir(out))
-    specs = [s for s in ladder.EXPERIMENT.specs(part, scale) if s.run_id not in done]
-    return len(specs), ladder.EXPERIMENT.batch_cost(specs) if specs else 0.0
+    specs = [s for s in experiment.specs(part, scale) if s.run_id not in done]
+    return len(specs), experiment.batch_cost(specs) if specs else 0.0
 
 
 def run_plan(
@@ -84,15 +107,16 @@ def run_plan(
     clock: Callable[[], float] = time.monotonic,
     log: Callable[[str], None] = print,
     sweep: Callable[..., object] = run_sweep,
+    experiment: object = ladder.EXPERIMENT,
 ) -> list[Outcome]:
-    """Run ``parts`` of the ladder in order into ``out`` until ``time_limit_s`` (see the module
+    """Run ``parts`` of ``experiment`` (the ladder) in order into ``out`` until ``time_limit_s`` (see the module
     docstring); returns one :class:`Outcome` per part."""
     start = clock()
     cost_done = wall_done = steps_done = 0.0
     outcomes = []
     for part in parts:
         left = time_limit_s - (clock() - start)
-        todo, cost = _missing_cost(part, scale, out)
+        todo, cost = _missing_cost(part, scale, out, experiment)
         if todo == 0:
             outcomes.append(Outcome(part, "skipped"))
             log(f"[{clock() - start:6.0f} s] {part}: all runs recorded already")
@@ -100,7 +124,7 @@ def run_plan(
         if left <= 0:
             outcomes.append(Outcome(part, "stopped", todo))
             continue
-        steps = ladder.get_config(scale).part(part).budget.num_steps
+        steps = part_steps(experiment, part, scale)
         estimate = (max(cost * wall_done / cost_done, steps * wall_done / steps_done)
                     if cost_done > 0 else None)
         if estimate is not None and estimate > left:
@@ -112,7 +136,7 @@ def run_plan(
         log(f"[{clock() - start:6.0f} s] {part}: {todo} runs, estimated {guess}, "
             f"{left:.0f} s left")
         t0 = clock()
-        report = sweep(ladder.EXPERIMENT, out, scale=scale, parts=[part], device=device,
+        report = sweep(experiment, out, scale=scale, parts=[part], device=device,
                        progress=False, workers=1)
         wall = clock() - t0
         cost_done, wall_done, steps_done = cost_done + cost, wall_done + wall, steps_done + steps
@@ -128,7 +152,9 @@ def run_plan(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path,
-                        help="root folder: records go to OUT/results/ladder/paper")
+                        help="root folder: records go to OUT/results/EXPERIMENT/paper")
+    parser.add_argument("--experiment", default="ladder", choices=tuple(EXPERIMENTS),
+                        help="the ladder (default) or the attention suite")
     parser.add_argument("--time-limit", type=float, default=540.0,
                         help="seconds after which no part is started (default 540)")
     parser.add_argument("--device", default="cuda")
@@ -138,19 +164,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     args = parser.parse_args(argv)
 
-    out = records_dir(ladder.NAME, args.scale, args.out)
-    plan = args.part or default_plan(args.scale)
+    experiment = EXPERIMENTS[args.experiment]
+    out = records_dir(experiment.name, args.scale, args.out)
+    plan = args.part or default_plan(args.scale, args.experiment)
     torch.set_float32_matmul_precision("highest")
     print(f"torch {torch.__version__}, device {args.device}, float32 matmul precision "
           f"{torch.get_float32_matmul_precision()}; records -> {out}; time limit "
           f"{args.time_limit:.0f} s; {len(plan)} parts planned", flush=True)
     if args.dry_run:
         for part in plan:
-            todo, cost = _missing_cost(part, args.scale, out)
+            todo, cost = _missing_cost(part, args.scale, out, experiment)
             print(f"  {part}: {todo} runs to do, cost estimate {cost:.3g} flop")
         return 0
     outcomes = run_plan(plan, out, args.time_limit, scale=args.scale, device=args.device,
-                        log=lambda line: print(line, flush=True))
+                        log=lambda line: print(line, flush=True), experiment=experiment)
     ran = [o for o in outcomes if o.action == "ran"]
     print(f"done: {len(ran)} parts ran ({sum(o.runs for o in ran)} runs, "
           f"{sum(o.wall_s for o in ran):.0f} s): {', '.join(o.part for o in ran) or 'none'}",

@@ -33,6 +33,7 @@ __all__ = [
     "METHOD_COLORS",
     "class_color",
     "class_legend",
+    "glue_page",
     "method_color",
     "use_book_style",
     "lr_sensitivity",
@@ -80,7 +81,7 @@ METHOD_COLORS: dict[str, str] = {
     "gd": "#0072B2", "momentum": "#56B4E9", "scalar_adam": "#009E73", "muon": "#332288",
     "shampoo": "#44AA99", "scaled_gd": "#88CCEE", "gram": "#117733", "eigen_adam": "#999933",
     "adam": "#D55E00", "rmsprop": "#E69F00", "lion": "#CC79A7", "signum": "#882255",
-    "adafactor": "#AA4499", "flow_adam": "#661100",
+    "adafactor": "#AA4499", "flow_adam": "#661100", "adam_mini": "#77AADD",
 }
 
 
@@ -462,3 +463,26 @@ def _wrap_commands(text: str, width: int = 72) -> str:
                 current += " --" + option
         out.append(current)
     return "\n".join(out)
+
+
+def glue_page(values: Mapping[str, Any]) -> None:
+    """Glue every ``name → value`` of a page for ``{glue:text}``, ``{glue:md}`` and
+    ``glue:figure`` (``display=False``): a string holding an HTML table (from
+    :func:`table_html`) as HTML, any other string as text, a matplotlib figure as the figure
+    (then closed), an IPython display object as it is. A number must be formatted first: the
+    page shows what the string says."""
+    from IPython.display import HTML
+    from matplotlib.figure import Figure
+    from myst_nb import glue
+
+    for name, value in values.items():
+        if isinstance(value, Figure):
+            glue(name, value, display=False)
+            plt.close(value)
+        elif isinstance(value, str):
+            glue(name, HTML(value) if "<table" in value else value, display=False)
+        elif isinstance(value, (int, float)) or value is None:
+            raise ValueError(f"Invalid value of {name!r}: {value!r}; expected a formatted "
+                             "string, a figure or a display object")
+        else:
+            glue(name, value, display=False)

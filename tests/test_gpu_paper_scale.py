@@ -99,3 +99,24 @@ def test_dry_run_prints_the_plan(tmp_path, capsys):
     assert gps.main([str(tmp_path), "--scale", "quick", "--dry-run", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "n6_s42: " in out and str(tmp_path / "results" / "ladder" / "quick") in out
+
+
+def test_the_attention_suite_runs_under_the_same_limit_and_resumes(tmp_path):
+    from gaugekit.experiments import attention
+
+    plan = gps.default_plan("paper", "attention")
+    assert set(plan) == set(attention.SUITE_PARTS)
+    cost = {p: gps._missing_cost(p, "paper", tmp_path, attention.EXPERIMENT)[1] for p in plan}
+    assert plan == sorted(plan, key=cost.get)  # the cheapest first
+    # quick sizes on the CPU: the first part runs, the limit stops the rest
+    clock, lines = FakeClock(), []
+    outcomes = gps.run_plan(plan, tmp_path, 50.0, scale="quick", device="cpu", clock=clock,
+                            log=lines.append, sweep=clock.sweep, experiment=attention.EXPERIMENT)
+    assert [o.action for o in outcomes] == ["ran", "stopped", "stopped"]
+    records = read_records_dir(tmp_path)
+    assert {r["part"] for r in records} == {plan[0]}
+    assert len(records) == len(attention.EXPERIMENT.specs(plan[0], "quick"))
+    assert all(r["config"]["dtype"] == "float64" for r in records)
+    again = gps.run_plan(plan[:1], tmp_path, 1e6, scale="quick", device="cpu",
+                         clock=FakeClock(), log=lines.append, experiment=attention.EXPERIMENT)
+    assert [o.action for o in again] == ["skipped"]

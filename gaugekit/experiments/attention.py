@@ -170,6 +170,23 @@ PUBLISHED: dict[str, Any] = {
         "adam_noise_final_logit_drift": (0.28, 0.33),
         "adam_step1_structural_ratio": 39.0,
     },
+    # the paper's GPU suite (experiments/nibi/attention_suite.py, float64, GPU): per part the
+    # step-1 structural ratio (smallest Adam gauge twin's logit drift over the largest noise
+    # twin's), the rules whose runs collapsed to chance (reported unflagged by the paper), and
+    # on text the final logit drifts and the validation cross-entropy at 3,000 steps (ranges
+    # over the runs of one rule; the rates were not tuned)
+    "gpu_suite": {
+        "suite_mod_small": {"step1_ratio": 158.0, "collapsed": ()},
+        "suite_mod_large": {"step1_ratio": 94.0, "collapsed": ("momentum", "scalar_adam")},
+        "suite_text": {
+            "step1_ratio": 39.0, "collapsed": (),
+            "adam_gauge_final_logit_drift": (0.36, 0.37),
+            "adam_noise_final_logit_drift": (0.28, 0.33),
+            "momentum_gauge_final_logit_drift": (3.7e-13, 2.0e-12),
+            "val_loss": {"adam": (1.56, 1.59), "muon_adam": (1.61, 1.63),
+                         "scalar_adam": (1.666, 1.670), "momentum": (1.702, 1.702)},
+        },
+    },
 }
 
 #: Muon's parameters: the 2-D projection and MLP weights of every block.
@@ -195,6 +212,8 @@ class TwinFamily:
     init_seed: int
     twins: tuple[Mapping[str, Any], ...]
     dtype: str = "float32"
+    #: the family's hyperparameters when not the method's :data:`PAPER_HPARAMS`
+    hparams: Mapping[str, Any] | None = None
 
     def specs(self, part: str) -> list[RunSpec]:
         out = []
@@ -204,7 +223,8 @@ class TwinFamily:
                 "task": dict(self.task),
                 "model": self.model.to_config(),
                 "method": self.method,
-                "hparams": PAPER_HPARAMS[self.method],
+                "hparams": PAPER_HPARAMS[self.method] if self.hparams is None
+                else self.hparams,
                 "num_steps": self.num_steps,
                 "checkpoints": list(self.checkpoints),
                 "init_seed": self.init_seed,
@@ -251,9 +271,79 @@ def _noise(scale: float) -> dict[str, Any]:
     return {"kind": "noise", "scale": scale, "seed": 888}
 
 
+@dataclass(frozen=True)
+class SuiteConfig:
+    """One configuration of the paper's GPU attention suite (``experiments/nibi/
+    attention_suite.py``): task, model, steps; float64; init seeds 42 and 43."""
+
+    task: Mapping[str, Any]
+    model: TransformerShape
+    num_steps: int
+    momentum_lr: float = 0.5
+
+
+#: The parts of the paper's GPU suite (float64; the paper ran them on a GPU).
+SUITE_PARTS: tuple[str, ...] = ("suite_mod_small", "suite_mod_large", "suite_text")
+#: The parts of the attention chapter (every part but the suite's).
+CHAPTER_PARTS: tuple[str, ...] = ("single", "float64", "multiseed", "charlm",
+                                  "multiseed_controls")
+#: The paper's checkpoints of the GPU suite (∩ [1, steps], the last step always included).
+SUITE_CHECKPOINTS = (1, 10, 50, 100, 300, 600, 1000, 1500, 2000, 3000)
+
+
+def suite_families(cfg: SuiteConfig) -> list[TwinFamily]:
+    """The suite's twins (float64, the paper's untuned rates; heavy-ball 0.1 on text): Adam
+    init 42 with ``A = I``, gauge 777/888/999 and noise 1e-7 and 1e-5 (seed 888), init 43 with
+    the three gauges (6 gauge pairs); the other rules init 42 with gauge 777 and noise 1e-7,
+    init 43 with gauge 777 (2 gauge pairs, 1 noise twin)."""
+    cps = tuple(sorted({0, cfg.num_steps} | {c for c in SUITE_CHECKPOINTS if c <= cfg.num_steps}))
+    gauges = tuple({"kind": "gauge", "seed": s} for s in (777, 888, 999))
+    out = []
+    for method in METHODS:
+        hp = ({**PAPER_HPARAMS["momentum"], "lr": cfg.momentum_lr} if method == "momentum"
+              else None)
+        if method == "adam":
+            twins42: tuple[Mapping[str, Any], ...] = (BASE, IDENTITY, *gauges, _noise(1e-7),
+                                                      _noise(1e-5))
+            twins43: tuple[Mapping[str, Any], ...] = (BASE, *gauges)
+        else:
+            twins42, twins43 = (BASE, GAUGE, _noise(1e-7)), (BASE, GAUGE)
+        for seed, twins in ((42, twins42), (43, twins43)):
+            out.append(TwinFamily(cfg.task, cfg.model, method, cfg.num_steps, cps, seed, twins,
+                                  dtype="float64", hparams=hp))
+    return out
+
+
+def _suite_parts(*, mod_p: int, mod_sizes: Sequence[tuple[int, int, int, int]],
+                 text: Mapping[str, Any], text_size: tuple[int, int, int, int],
+                 vocab: int) -> dict[str, tuple[str, SuiteConfig]]:
+    """The three suite parts; a size is ``(layers, width, heads, steps)``."""
+    mod_task = {"name": "modadd", "p": mod_p, "train_frac": 0.4, "split_seed": 42}
+
+    def shape(layers: int, width: int, heads: int, **kw: Any) -> TransformerShape:
+        return TransformerShape(d_model=width, num_heads=heads, num_layers=layers,
+                                d_mlp=4 * width, **kw)
+
+    parts = {}
+    for name, (layers, width, heads, steps) in zip(("suite_mod_small", "suite_mod_large"),
+                                                   mod_sizes, strict=True):
+        model = shape(layers, width, heads, vocab=mod_p + 1, seq_len=3, num_classes=mod_p)
+        parts[name] = (f"the paper's GPU suite: modular addition p = {mod_p}, {layers} layers x "
+                       f"width {width} x {heads} heads, {steps} steps, float64",
+                       SuiteConfig(mod_task, model, steps))
+    layers, width, heads, steps = text_size
+    model = shape(layers, width, heads, vocab=vocab, seq_len=int(text["seq_len"]),
+                  num_classes=vocab, causal=True, last_only=False)
+    parts["suite_text"] = (f"the paper's GPU suite: character LM, {layers} layers x width "
+                           f"{width} x {heads} heads, {steps} steps, float64",
+                           SuiteConfig({"name": "charlm", **text}, model, steps, 0.1))
+    return parts
+
+
 def _build(
     scale: str, *, steps: int, f64_steps: int, lm: Mapping[str, Any], lm_steps: int,
     init_seeds: tuple[int, ...], gauge_seeds: tuple[int, ...], persist: bool,
+    suite_parts: Mapping[str, tuple[str, SuiteConfig]],
 ) -> ScaleConfig:
     task = {"name": "modadd", "p": 47, "train_frac": 0.4, "split_seed": 42}
     model = TransformerShape()
@@ -278,6 +368,7 @@ def _build(
                    42, (BASE, GAUGE, _noise(1e-7)))
         for m in METHODS
     )
+    suite = {name: (text, tuple(suite_families(cfg))) for name, (text, cfg) in suite_parts.items()}
     seed_twins = (BASE, *({"kind": "gauge", "seed": s} for s in gauge_seeds),
                   _noise(1e-7), _noise(1e-5))
 
@@ -294,6 +385,7 @@ def _build(
         "charlm": ("character-level LM with causal mask", charlm),
         "multiseed_controls": ("the multiseed table for the equivariant rules and Muon",
                                table(("momentum", "scalar_adam", "muon_adam"))),
+        **suite,
     }
     return ScaleConfig(scale, parts, persist)
 
@@ -301,8 +393,13 @@ def _build(
 def _paper_config() -> ScaleConfig:
     lm = {"text": "tinyshakespeare", "max_chars": None, "vocab": 65, "seq_len": 64,
           "batch_size": 32, "val_windows": 64, "data_seed": 1234}
+    text = {"text": "tinyshakespeare", "max_chars": None, "seq_len": 128, "batch_size": 32,
+            "val_windows": 64, "data_seed": 42}
+    suite = _suite_parts(mod_p=97, mod_sizes=((4, 128, 8, 2000), (6, 256, 8, 2000)), text=text,
+                         text_size=(6, 256, 8, 3000), vocab=65)
     return _build("paper", steps=1500, f64_steps=100, lm=lm, lm_steps=300,
-                  init_seeds=(42, 123), gauge_seeds=(777, 999, 1234), persist=True)
+                  init_seeds=(42, 123), gauge_seeds=(777, 999, 1234), persist=True,
+                  suite_parts=suite)
 
 
 def _quick_config() -> ScaleConfig:
@@ -312,8 +409,14 @@ def _quick_config() -> ScaleConfig:
     lm = {"text": "auto", "max_chars": 100_000, "vocab": 0, "seq_len": 32,
           "batch_size": 8, "val_windows": 16, "data_seed": 1234}
     lm["vocab"] = load_text("auto", max_chars=lm["max_chars"]).vocab_size
+    text = {"text": "auto", "max_chars": 20_000, "seq_len": 16, "batch_size": 4,
+            "val_windows": 8, "data_seed": 42}
+    suite = _suite_parts(mod_p=13, mod_sizes=((1, 16, 2, 12), (2, 16, 2, 12)), text=text,
+                         text_size=(1, 16, 2, 12),
+                         vocab=load_text("auto", max_chars=20_000).vocab_size)
     return _build("quick", steps=60, f64_steps=40, lm=lm, lm_steps=30,
-                  init_seeds=(42, 123), gauge_seeds=(777, 999), persist=False)
+                  init_seeds=(42, 123), gauge_seeds=(777, 999), persist=False,
+                  suite_parts=suite)
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
@@ -693,9 +796,18 @@ class AttentionTwins:
         return train_twin_batch(specs, device=device, progress=False)
 
     def batch_cost(self, specs: Sequence[RunSpec]) -> float:
+        """About the flops of the batch: ``6 · (matrix weights) · (tokens per step)`` per
+        model-step, float64 counted twice."""
         c = specs[0].config
+        m, task = c["model"], c["task"]
+        weights = m["num_layers"] * (4 * m["d_model"] ** 2 + 2 * m["d_model"] * m["d_mlp"])
+        weights += m["d_model"] * m["num_classes"]
+        if task["name"] == "modadd":
+            tokens = 3 * int(float(task["train_frac"]) * int(task["p"]) ** 2)
+        else:
+            tokens = int(task["batch_size"]) * int(task["seq_len"])
         factor = 2.0 if c["dtype"] == "float64" else 1.0
-        return factor * (len(specs) + 1) * c["num_steps"]
+        return factor * (len(specs) + 1) * c["num_steps"] * 6.0 * weights * tokens
 
 
 EXPERIMENT = AttentionTwins()
@@ -763,13 +875,16 @@ def collect(
     progress: bool = False,
     mode: str | None = None,
 ) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`).
+    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`);
+    ``parts`` defaults to the attention chapter's, :data:`CHAPTER_PARTS` (the GPU suite's,
+    :data:`SUITE_PARTS`, are collected by name).
 
     At paper scale the committed records are read and nothing is recomputed (records mode
     ``read``); a run without a record is left out and :meth:`Collected.note` says how many and
     how to make them. At quick scale everything is computed afresh in a temporary folder.
     """
     config = get_config(scale)
+    parts = list(CHAPTER_PARTS if parts is None else parts)
     got = sweep.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
                         progress=progress, mode=mode, persist=config.persist_records,
                         allow_missing=True)

@@ -50,6 +50,7 @@ PROVIDERS: dict[str, str] = {
     "spectral_tails": "gaugekit.experiments.spectral_tails:headline",
     "hyperspectral": "gaugekit.experiments.hyperspectral:readme_headline",
     "attention": "gaugekit.experiments.attention:readme_headline",
+    "language_model": "gaugekit.experiments.language_model:readme_headline",
     "ladder": "gaugekit.experiments.ladder:headline",
 }
 
