@@ -81,7 +81,7 @@ METHOD_COLORS: dict[str, str] = {
     "gd": "#0072B2", "momentum": "#56B4E9", "scalar_adam": "#009E73", "muon": "#332288",
     "shampoo": "#44AA99", "scaled_gd": "#88CCEE", "gram": "#117733", "eigen_adam": "#999933",
     "adam": "#D55E00", "rmsprop": "#E69F00", "lion": "#CC79A7", "signum": "#882255",
-    "adafactor": "#AA4499", "flow_adam": "#661100", "adam_mini": "#77AADD",
+    "adafactor": "#AA4499", "flow_adam": "#661100", "adam_mini": "#225555",
 }
 
 

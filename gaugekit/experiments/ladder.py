@@ -569,4 +569,4 @@ def headline() -> list[Any]:
     return [HeadlineRow(
         NAME, f"ladder: Muon recovers exactly at the largest size run here (n = {n}, "
         f"{len(top['seeds'])} of {PUBLISHED_LADDER_SEEDS.get(n, 10)} seeds)", f"{ours:.1e}",
-        f"{pub:.4f}", "9", number_verdict(ours, pub))]
+        f"{pub:.4f}", "10", number_verdict(ours, pub))]

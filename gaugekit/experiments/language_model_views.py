@@ -73,16 +73,17 @@ def fresh_table(records: Records) -> str:
     loss (mean ± sd) at equal steps and at equal wall time, ranks, ms per step, whether it
     keeps the head gauge."""
     rows = lm.fresh_rows(records, lm.timing(records))
-    out = [{**r, "optimizer": r["label"], "at equal steps": _pm(r["val_loss"], r["val_loss_sd"]),
-            "at equal time": _pm(r["val_loss_equal_time"], r["val_loss_equal_time_sd"]),
-            "gauge": "keeps" if r["keeps_gauge"] else "breaks",
-            "steps_at_equal_time": r["steps_at_equal_time"]} for r in rows]
+    out = [{**r, "optimizer": r["label"] + ("" if not r["failed"] else
+                                            f" ({r['failed']} of {r['seeds']} failed)"),
+            "steps": _pm(r["val_loss"], r["val_loss_sd"]),
+            "time": _pm(r["val_loss_equal_time"], r["val_loss_equal_time_sd"]),
+            "gauge": "keeps" if r["keeps_gauge"] else "breaks"} for r in rows]
     return viz.table_html(
-        out, ["optimizer", "gauge", "lr", "seeds", "failed", "at equal steps", "rank",
-              "ms_per_step", "steps_at_equal_time", "at equal time", "rank_equal_time"],
-        headers={"lr": "selected rate", "failed": "diverged/collapsed", "rank": "rank",
-                 "ms_per_step": "ms/step", "steps_at_equal_time": "steps in equal time",
-                 "rank_equal_time": "rank"},
+        out, ["optimizer", "gauge", "lr", "steps", "rank", "ms_per_step",
+              "steps_at_equal_time", "time", "rank_equal_time"],
+        headers={"lr": "rate", "steps": "equal steps", "rank": "#", "ms_per_step": "ms/step",
+                 "steps_at_equal_time": "steps", "time": "equal time",
+                 "rank_equal_time": "#"},
         formats={"lr": "g", "ms_per_step": ".1f", "steps_at_equal_time": ".0f"})
 
 

@@ -234,7 +234,8 @@ class AdamMini(ZooOptimizer):
       linear layer; ``k = d_h`` on ``W_Q`` or ``W_K`` (rows ``h·d_h … (h+1)·d_h − 1`` are head
       ``h``) is Adam-mini's one block per head;
     * ``"tensor"``: one block for the whole parameter (one learning rate per tensor);
-    * ``"entry"``: every entry its own block, which is :class:`AdamW` (Adam-mini keeps it for
+    * ``"entry"``: every entry its own block, which is AdamW (:class:`Adam` with
+      ``decoupled_weight_decay=True``; Adam-mini keeps it for
       embeddings and the output layer).
 
     State: ``step``, ``exp_avg`` (full) and ``exp_avg_sq_block`` (one value per block and run),
