@@ -18,8 +18,8 @@ import argparse
 import os
 
 import torch
-
 from bench_attention import matmul_gflops
+
 from gaugekit.config import cpu_model
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm

@@ -109,8 +109,8 @@ def run_plan(
     sweep: Callable[..., object] = run_sweep,
     experiment: object = ladder.EXPERIMENT,
 ) -> list[Outcome]:
-    """Run ``parts`` of ``experiment`` (the ladder) in order into ``out`` until ``time_limit_s`` (see the module
-    docstring); returns one :class:`Outcome` per part."""
+    """Run ``parts`` of ``experiment`` (the ladder) in order into ``out`` until
+    ``time_limit_s`` (see the module docstring); returns one :class:`Outcome` per part."""
     start = clock()
     cost_done = wall_done = steps_done = 0.0
     outcomes = []

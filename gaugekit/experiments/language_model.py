@@ -454,7 +454,8 @@ def _curve_at(curves: Mapping[str, Sequence[Any]], key: str, step: float) -> flo
     xs, ys = curves["step"], curves[key]
     if step > xs[-1] or step < xs[0]:
         return None
-    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+    points = list(zip(xs, ys, strict=True))
+    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
         if x0 <= step <= x1:
             if y0 is None or y1 is None:
                 return None

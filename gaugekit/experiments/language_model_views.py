@@ -28,8 +28,9 @@ from gaugekit import viz
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
 
-__all__ = ["split_table", "cost_table", "drift_figure", "fresh_table", "loss_figure", "selection_table",
-           "style", "suite_summary", "suite_table", "suite_text_table", "twin_table"]
+__all__ = ["cost_table", "drift_figure", "fresh_table", "loss_figure", "selection_table",
+           "split_table", "style", "suite_summary", "suite_table", "suite_text_table",
+           "twin_table"]
 
 Records = Sequence[Mapping[str, Any]]
 
