@@ -93,6 +93,9 @@ def test_the_views_draw_every_table_and_figure(quick_records):
     for figure in (views.loss_figure, views.drift_figure):
         fig = figure(quick_records)
         assert fig.axes
+        # every optimizer's curve has points to draw, at the quick budget too
+        curves = [line for line in fig.axes[0].get_lines()]
+        assert curves and all(len(line.get_xdata()) >= 2 for line in curves)
 
 
 # --------------------------------------------------------------------------------------------
