@@ -23,7 +23,7 @@ import time
 import torch
 
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments.sweep import run_sweep
+from gaugekit.runs.sweep import run_sweep
 
 
 def timed(fn):

@@ -1,8 +1,8 @@
 """Floor 0: the optional dependencies, and the one check every part that needs one makes.
 
 The core of the distribution (``pip install gaugekit``: :mod:`gaugekit.optim`,
-:mod:`gaugekit.audit`, :mod:`gaugekit.twins`, :mod:`gaugekit.gauge`, :mod:`gaugekit.linalg`,
-the problems) needs torch and numpy only. Everything else comes with an *extra* of
+:mod:`gaugekit.audit` (factors and heads), :mod:`gaugekit.gauge`, :mod:`gaugekit.linalg`, the
+problems) needs torch and numpy only. Everything else comes with an *extra* of
 ``pyproject.toml``; a part that needs one calls :func:`require_extra` before importing it, so
 that a missing package is an :class:`ImportError` naming the extra to install, not a bare
 ``No module named ...`` from deep inside a run.

@@ -46,7 +46,7 @@ from gaugekit._extras import MissingExtra
 from gaugekit.config import SCALES, get_scale
 
 if TYPE_CHECKING:
-    from gaugekit.experiments.sweep import SweepReport
+    from gaugekit.runs.sweep import SweepReport
 
 __all__ = ["build_parser", "main", "parse_hyperparameters", "resolve_optimizer_class"]
 
@@ -203,7 +203,7 @@ def _audit_factory(name: str, kwargs: dict[str, Any]) -> Any:
 def _cmd_audit(args: argparse.Namespace) -> int:
     import torch
 
-    from gaugekit.audit import AuditError, AuditRow, audit_equivariance, format_audit_table
+    from gaugekit.audit.factors import AuditError, AuditRow, audit_equivariance, format_audit_table
 
     kwargs = parse_hyperparameters(args.hyperparameters)
     factory = _audit_factory(args.optimizer, kwargs)
@@ -311,7 +311,7 @@ def _cmd_list() -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from gaugekit.experiments import get_experiment
-    from gaugekit.experiments.sweep import run_sweep
+    from gaugekit.runs.sweep import run_sweep
 
     scale = get_scale(args.scale)
     exp = get_experiment(args.experiment)
@@ -329,8 +329,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from gaugekit.experiments import get_experiment
-    from gaugekit.experiments.selection import PROTOCOLS, select
-    from gaugekit.experiments.sweep import load_part
+    from gaugekit.runs.selection import PROTOCOLS, select
+    from gaugekit.runs.sweep import load_part
 
     scale = get_scale(args.scale)
     exp = get_experiment(args.experiment)
@@ -357,8 +357,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_headline(args: argparse.Namespace) -> int:
-    from gaugekit.experiments import headline
-    from gaugekit.experiments.sweep import project_root
+    from gaugekit.report import headline
+    from gaugekit.runs.sweep import project_root
 
     _require_checkout(project_root("headline"), "`gaugekit headline` rewrites README.md from "
                       "the committed records, so it", "")

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from gaugekit.audit import run_factor_optimizer
+from gaugekit.audit.factors import run_factor_optimizer
 from gaugekit.gauge import balancedness, relative_distance
 from gaugekit.linalg import NS_COEFFICIENTS
 

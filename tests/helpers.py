@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gaugekit.audit import run_factor_optimizer
+from gaugekit.audit.factors import run_factor_optimizer
 from gaugekit.gauge import haar_orthogonal
 from gaugekit.theory import first_step_displacement
 

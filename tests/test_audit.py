@@ -1,4 +1,4 @@
-"""gaugekit.audit: the equivariance audit on the library's rules, on torch.optim, and on errors."""
+"""gaugekit.audit.factors: the equivariance audit on the library's rules, torch.optim and errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from gaugekit.audit import (
+from gaugekit.audit.factors import (
     BREAKS,
     CHAOS_FACTOR,
     CHAOTIC,

@@ -68,7 +68,7 @@ def test_a_correct_page_passes(tmp_path):
         ("<p>works on any ``torch.optim`` optimizer</p>", "rest"),
         ("<table><tr><td>Adam (:class:`gaugekit.optim.Adam`)</td></tr></table>", "rest"),
         ("<p>see :func:`audit_many` and :meth:`X.y`</p>", "rest"),
-        ("<p>in the style of :mod:`gaugekit.viz`</p>", "rest"),
+        ("<p>in the style of :mod:`gaugekit.report.viz`</p>", "rest"),
         ("<p>they were made by `python -m gaugekit run x` at version 1</p>", "markdown"),
         ("<p>**Holds exactly.** For any loss</p>", "markdown"),
         ("<p>made by python -m gaugekit run ladder –scale paper –part n40</p>", "dash"),

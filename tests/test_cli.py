@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import pytest
 
 from gaugekit import cli
-from gaugekit.experiments.records import read_records_dir
-from gaugekit.experiments.sweep import RunResult, RunSpec
+from gaugekit.runs.records import read_records_dir
+from gaugekit.runs.sweep import RunResult, RunSpec
 
 
 class TinyZoo:

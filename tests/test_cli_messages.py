@@ -11,7 +11,7 @@ import pytest
 
 import gaugekit
 from gaugekit import cli
-from gaugekit.experiments.sweep import RunResult, RunSpec
+from gaugekit.runs.sweep import RunResult, RunSpec
 
 
 class HalfBroken:
@@ -65,7 +65,7 @@ def test_a_failed_run_prints_its_first_error(halfbroken, tmp_path, capsys):
 
 
 def test_headline_outside_a_checkout_says_it_needs_one(monkeypatch, tmp_path, capsys):
-    from gaugekit.experiments import sweep
+    from gaugekit.runs import sweep
 
     monkeypatch.setattr(sweep, "project_root", lambda experiment: tmp_path)
     for argv in (["headline"], ["headline", "--check"]):

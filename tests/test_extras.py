@@ -45,11 +45,12 @@ def test_core_imports_and_trains_without_any_extra():
             (U @ V.T).pow(2).sum().backward()
             opt.step()
         result = audit.audit_equivariance(lambda p: optim.SharedScaleAdam(p, lr=1e-2))
-        print(result.verdict, gaugekit.twins.audit_twins.__name__)
-        print(sorted(m for m in sys.modules if m.startswith("gaugekit.experiments")))
+        print(result.verdict, audit.audit_twins.__name__, twins.audit_twins is audit.audit_twins)
+        print(sorted(m for m in sys.modules if m.startswith(("gaugekit.experiments",
+                                                             "gaugekit.report"))))
     """)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["equivariant audit_twins", "[]"]
+    assert done.stdout.splitlines() == ["equivariant audit_twins True", "[]"]
 
 
 def test_every_module_but_the_experiments_and_figures_imports_without_extras():
@@ -57,7 +58,7 @@ def test_every_module_but_the_experiments_and_figures_imports_without_extras():
         import importlib, pkgutil
         import gaugekit
 
-        needs_extra = ("gaugekit.experiments", "gaugekit.viz", "gaugekit.__main__")
+        needs_extra = ("gaugekit.experiments", "gaugekit.report", "gaugekit.__main__")
         names = [m.name for m in pkgutil.walk_packages(gaugekit.__path__, "gaugekit.")
                  if not m.name.startswith(needs_extra)]
         for name in names:
@@ -71,7 +72,7 @@ def test_every_module_but_the_experiments_and_figures_imports_without_extras():
 
 @pytest.mark.parametrize("statement, part", [
     ("import gaugekit.experiments", "gaugekit.experiments"),
-    ("import gaugekit.viz", "gaugekit.viz"),
+    ("import gaugekit.report.viz", "gaugekit.report.viz"),
     ("gaugekit.optim.FlowAdam([torch.zeros(2, 2, requires_grad=True)], flow_method='rk4')",
      "FlowAdam(flow_method='rk4')"),
     ("from gaugekit.problems.matrix_sensing import min_nuclear_norm_solution as f; f(None)",

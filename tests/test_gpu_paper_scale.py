@@ -12,8 +12,8 @@ import pytest
 
 from gaugekit.experiments import ladder
 from gaugekit.experiments.matrix_sensing import Budget
-from gaugekit.experiments.records import read_records_dir
-from gaugekit.experiments.sweep import run_sweep
+from gaugekit.runs.records import read_records_dir
+from gaugekit.runs.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gpu_paper_scale",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from gaugekit.experiments import headline
+from gaugekit.report import headline
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""gaugekit.twins: the per-head gauge on other people's attention, twins and their drift.
+"""gaugekit.audit.heads: the per-head gauge on other people's attention, twins and their drift.
 
 Everything in float64 with real autograd. Tolerances (see ``helpers``): ``EXACT`` (1e-11) for
 identities that hold up to round-off, ``BROKEN`` (1e-3) for a structural violation.
@@ -16,9 +16,8 @@ import torch.nn.functional as F
 from helpers import BROKEN, EXACT, generator, signed_permutation
 from torch import nn
 
-from gaugekit.audit import BREAKS, CHAOTIC, KEEPS, UNJUDGED
-from gaugekit.optim.registry import make_optimizer
-from gaugekit.twins import (
+from gaugekit.audit.factors import BREAKS, CHAOTIC, KEEPS, UNJUDGED
+from gaugekit.audit.heads import (
     TWIN_KINDS,
     audit_twins,
     find_qk_sites,
@@ -32,6 +31,7 @@ from gaugekit.twins import (
     rel_distance,
     verdict_threshold,
 )
+from gaugekit.optim.registry import make_optimizer
 
 F64 = torch.float64
 D, HEADS, T, B = 8, 2, 3, 4
@@ -647,8 +647,8 @@ def test_bad_twin_builder_arguments():
 
 
 def test_twins_sits_below_the_experiments():
-    """Floor 1/2: importing gaugekit.twins pulls in neither experiments nor problems."""
-    code = ("import sys, gaugekit.twins; "
+    """Floor 1/2: importing gaugekit.audit.heads pulls in neither experiments nor problems."""
+    code = ("import sys, gaugekit.audit.heads; "
             "print(sorted(m for m in sys.modules if m.startswith(('gaugekit.experiments', "
             "'gaugekit.problems'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,10 +1,10 @@
-"""The book's HTML tables (:func:`gaugekit.viz.table_html`)."""
+"""The book's HTML tables (:func:`gaugekit.report.viz.table_html`)."""
 
 import re
 
 import pytest
 
-viz = pytest.importorskip("gaugekit.viz")
+viz = pytest.importorskip("gaugekit.report.viz")
 
 
 def _cells(html_text: str) -> list[tuple[str, str]]:
@@ -32,7 +32,7 @@ def test_records_note_is_markdown_with_the_command_in_a_code_block():
 
     from IPython.display import Markdown
 
-    from gaugekit.viz import records_note
+    from gaugekit.report.viz import records_note
 
     made = SimpleNamespace(note_markdown=lambda: "made by\n\n```bash\nx --scale paper\n```\n")
     note = records_note(made)
@@ -50,7 +50,7 @@ def test_a_no_break_space_keeps_a_cell_on_one_line():
 
 
 def test_records_note_breaks_a_long_command_before_its_options():
-    from gaugekit.viz import records_note
+    from gaugekit.report.viz import records_note
 
     command = "python -m gaugekit run dial --scale paper" + "".join(
         f" --part part_number_{i}" for i in range(6))

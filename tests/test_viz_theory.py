@@ -1,4 +1,4 @@
-"""The theory chapters' figure producers (:mod:`gaugekit.viz_theory`): each draws on small
+"""The theory chapters' figure producers (:mod:`gaugekit.report.theory`): each draws on small
 inputs and returns a figure, optimizers in the book's colours, legends outside the axes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-viz_theory = pytest.importorskip("gaugekit.viz_theory")
+viz_theory = pytest.importorskip("gaugekit.report.theory")
 torch = pytest.importorskip("torch")
 
 import matplotlib  # noqa: E402
@@ -15,7 +15,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from gaugekit.viz import method_color  # noqa: E402
+from gaugekit.report.viz import method_color  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

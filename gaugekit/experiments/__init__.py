@@ -1,18 +1,16 @@
-"""The book's experiments, the sweep runner and the run records.
+"""The book's experiments: one module per experiment, registered here by name.
 
-``records``    JSON Lines records: run ids, provenance, strict JSON, crash-safe appends
-``sweep``      the generic runner: grid → batches → records, resumable
-``batching``   helpers to train stacked runs and drop finished ones
-``selection``  hyperparameter selection protocols over records (oracle, validation, speed)
-``matrix_sensing``  the optimizer zoo on the paper's matrix-sensing testbed
-``ladder``     the zoo at growing sizes, and rank and m/dof arms (the GPU appendix)
+Each module says what to run and how to read it back: its configs and parts (``specs``), how
+one batch trains (``run_batch``, on :mod:`gaugekit.train`), and the summaries its chapter and
+the README show (``collect``, ``headline``). The sweep engine, the records and the selections
+live in :mod:`gaugekit.runs`; the figures and tables in :mod:`gaugekit.report`.
 
-Experiments are registered here by name; modules are imported on first use. The package
-needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``): importing it
-without raises :class:`~gaugekit._extras.MissingExtra`, which says so.
+Modules are imported on first use. The package needs the ``experiments`` extra
+(``pip install 'gaugekit[experiments]'``): importing it without raises
+:class:`~gaugekit._extras.MissingExtra`, which says so.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor 6 (experiments/): stands on train/ and runs/.
 
 from __future__ import annotations
 
@@ -22,7 +20,7 @@ from gaugekit._extras import require_extra
 
 require_extra("gaugekit.experiments", "experiments")
 
-from gaugekit.experiments.sweep import Experiment
+from gaugekit.runs.sweep import Experiment
 
 __all__ = ["EXPERIMENTS", "experiment_names", "get_experiment"]
 

@@ -50,9 +50,6 @@ import torch
 from torch import Tensor
 
 from gaugekit.config import get_scale
-from gaugekit.experiments import sweep
-from gaugekit.experiments.records import canonical_json, round_sig
-from gaugekit.experiments.sweep import RunResult, RunSpec, SweepReport
 from gaugekit.optim.registry import make_optimizer
 from gaugekit.problems.attention import (
     TransformerShape,
@@ -72,6 +69,9 @@ from gaugekit.problems.attention import (
     stack_params,
     sym_relative_distance,
 )
+from gaugekit.runs import sweep
+from gaugekit.runs.records import canonical_json, round_sig
+from gaugekit.runs.sweep import RunResult, RunSpec, SweepReport
 
 __all__ = [
     "CONFIGS",
@@ -773,7 +773,7 @@ def twin_result(
 
 
 class AttentionTwins:
-    """The attention twins as a sweep experiment (see :mod:`gaugekit.experiments.sweep`)."""
+    """The attention twins as a sweep experiment (see :mod:`gaugekit.runs.sweep`)."""
 
     name = NAME
     description = "attention twins: per-head gauge, A = I and noise twins of the paper's model"
@@ -827,7 +827,7 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
 @dataclass
 class Collected:
     """What :func:`collect` returns: the config and the sweep engine's
-    :class:`~gaugekit.experiments.sweep.Collected`, with a filter over the runs of a part."""
+    :class:`~gaugekit.runs.sweep.Collected`, with a filter over the runs of a part."""
 
     config: ScaleConfig
     collected: sweep.Collected
@@ -841,7 +841,7 @@ class Collected:
         return self.collected.report
 
     def note(self) -> str:
-        """The records note (:meth:`gaugekit.experiments.sweep.Collected.note`)."""
+        """The records note (:meth:`gaugekit.runs.sweep.Collected.note`)."""
         return self.collected.note()
 
     def note_markdown(self) -> str:
@@ -875,7 +875,7 @@ def collect(
     progress: bool = False,
     mode: str | None = None,
 ) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`);
+    """The records of the parts at ``scale`` (:func:`gaugekit.runs.sweep.collect`);
     ``parts`` defaults to the attention chapter's, :data:`CHAPTER_PARTS` (the GPU suite's,
     :data:`SUITE_PARTS`, are collected by name).
 
@@ -1052,10 +1052,10 @@ def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
 
 
 def readme_headline() -> list[Any]:
-    """README rows (:mod:`gaugekit.experiments.headline`) from the committed paper records:
+    """README rows (:mod:`gaugekit.report.headline`) from the committed paper records:
     Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
     ratio; a missing value shows as a dash."""
-    from gaugekit.experiments.headline import HeadlineRow, number_verdict
+    from gaugekit.report.headline import HeadlineRow, number_verdict
 
     got = collect("paper")
     h = headline(got.records)

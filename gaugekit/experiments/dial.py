@@ -28,7 +28,7 @@ Selection. The paper's CPU dial script (``experiments/precond_dial_scalar_check.
 *mean* training loss is below ``1e-4`` (:data:`PAPER_PROTOCOL`); its FlowAdam script
 (``experiments/flowadam_upgrade.py``, newest version) asks for a mean below the bar ``1e-7``
 (:data:`FLOW_ROWS_PROTOCOL`; an older version used ``1e-4``, which on the paper's runs picks
-the same lrs, not on ours); the book's :data:`~gaugekit.experiments.selection.ORACLE` rule asks
+the same lrs, not on ours); the book's :data:`~gaugekit.runs.selection.ORACLE` rule asks
 that *every* seed be below the bar. :func:`dial_rows` and :func:`flow_rows` take any of them.
 
 Spread. :func:`seed_stats` gives the sample standard deviation (``ddof=1``) by default; the
@@ -53,10 +53,11 @@ import torch
 
 from gaugekit.config import get_scale
 from gaugekit.experiments import flow_adam as fx
-from gaugekit.experiments import sweep
-from gaugekit.experiments.factor_training import train_factored_batch
 from gaugekit.experiments.matrix_sensing import PAPER_HPARAMS, PAPER_LR_GRIDS, Budget, Problem
-from gaugekit.experiments.selection import (
+from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
+from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
+from gaugekit.runs import sweep
+from gaugekit.runs.selection import (
     ORACLE,
     ORACLE_MEAN,
     Protocol,
@@ -64,9 +65,8 @@ from gaugekit.experiments.selection import (
     mean_metric,
     select,
 )
-from gaugekit.experiments.sweep import Collected, MissingRecords, RunResult, RunSpec
-from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
-from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
+from gaugekit.runs.sweep import Collected, MissingRecords, RunResult, RunSpec
+from gaugekit.train.factors import train_factored_batch
 
 __all__ = [
     "CONFIGS",
@@ -475,7 +475,7 @@ EXPERIMENT = DialExperiment()
 
 
 def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """``<root>/results/dial/<scale>`` (:func:`gaugekit.experiments.sweep.records_dir`)."""
+    """``<root>/results/dial/<scale>`` (:func:`gaugekit.runs.sweep.records_dir`)."""
     return sweep.records_dir(NAME, get_config(scale).scale, root)
 
 
@@ -638,7 +638,7 @@ def flow_rows(records: Sequence[Mapping[str, Any]],
 
 
 def strict_protocol() -> Protocol:
-    """The book's rule (:data:`~gaugekit.experiments.selection.ORACLE`): every seed below the
+    """The book's rule (:data:`~gaugekit.runs.selection.ORACLE`): every seed below the
     interpolation bar."""
     return ORACLE
 
@@ -658,8 +658,8 @@ def _fmt(x: Any, spec: str = ".4f") -> str | None:
 def collect_chapter(config: DialConfig | None = None) -> tuple[dict[str, list], Any, Any]:
     """The records of every part the chapter shows (the long FlowAdam part may be missing:
     then it is empty) and what its two records notes say: ``(records, note, long_note)``,
-    each note a :class:`~gaugekit.experiments.sweep.Collected` or a Markdown string for
-    :func:`gaugekit.viz.records_note`."""
+    each note a :class:`~gaugekit.runs.sweep.Collected` or a Markdown string for
+    :func:`gaugekit.report.viz.records_note`."""
     config = config or get_config()
     data = collect(parts=[p for p in config.parts() if p != "flow_long"])
     records = dict(data.records)

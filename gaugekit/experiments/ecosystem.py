@@ -50,8 +50,8 @@ from typing import Any
 
 import torch
 
-from gaugekit.experiments import sweep
-from gaugekit.experiments.sweep import Collected, RunResult, RunSpec
+from gaugekit.runs import sweep
+from gaugekit.runs.sweep import Collected, RunResult, RunSpec
 
 __all__ = [
     "APPROXIMATE_BOUND",
@@ -329,8 +329,8 @@ def run_isolated(target: str, args: tuple[Any, ...], timeout_s: float,
         raise ValueError(f"Invalid timeout_s: {timeout_s!r}; expected a finite float > 0")
     ctx = multiprocessing.get_context("forkserver")
     # effective when this call starts the forkserver (later preload lists are ignored)
-    ctx.set_forkserver_preload(["torch._dynamo", "gaugekit.experiments.ecosystem", "gaugekit.audit",
-                                *preload])
+    ctx.set_forkserver_preload(["torch._dynamo", "gaugekit.experiments.ecosystem",
+                                "gaugekit.audit.factors", *preload])
     parent, child = ctx.Pipe(duplex=False)
     t0 = time.perf_counter()
     proc = ctx.Process(target=_child, args=(child, target, args), daemon=True)
@@ -454,7 +454,7 @@ def audit_class(module_name: str, class_name: str, num_steps: int = NUM_STEPS,
     """
     from dataclasses import asdict
 
-    from gaugekit.audit import AuditError, audit_equivariance
+    from gaugekit.audit.factors import AuditError, audit_equivariance
 
     module = importlib.import_module(module_name)
     if module_name == "heavyball":

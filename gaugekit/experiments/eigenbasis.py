@@ -2,7 +2,7 @@ r"""The eigenbasis Adam (:class:`gaugekit.optim.EigenAdam`) on the book's two te
 the gauge — recovery on the matrix-sensing zoo protocol, and the attention twins' drift.
 
 Nothing here trains anything itself: the runs are specs of the two existing experiments, trained
-by their own loops (:func:`gaugekit.experiments.factor_training.train_factored_batch` and
+by their own loops (:func:`gaugekit.train.factors.train_factored_batch` and
 :func:`gaugekit.experiments.attention.train_twin_batch`), so a number here is comparable with
 theirs. The records live under ``results/eigenbasis/<scale>`` (one file per part).
 
@@ -34,8 +34,8 @@ import torch
 
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments import sweep
-from gaugekit.experiments.sweep import Collected, RunResult, RunSpec
+from gaugekit.runs import sweep
+from gaugekit.runs.sweep import Collected, RunResult, RunSpec
 
 __all__ = ["EXPERIMENT", "METHOD", "SENSING_LR_GRID", "EigenbasisComparison", "collect"]
 

@@ -14,7 +14,7 @@ Three measurements on the paper's matrix-sensing testbed (:mod:`gaugekit.problem
 3. **the ablation**: FlowAdam against the dial alone at smaller learning rates, plain GD at
    ``lr·T`` and :class:`DialThenClippedGD` (FlowAdam written out by hand for the case where the
    flow fires at every eligible step), compared with the paper's selection protocol
-   (:func:`select_lr`, the ``ORACLE`` rule of :mod:`gaugekit.experiments.selection`).
+   (:func:`select_lr`, the ``ORACLE`` rule of :mod:`gaugekit.runs.selection`).
 
 Sizes, seeds, grids and budgets live in :class:`FlowAdamConfig`, one per scale
 (:func:`flow_adam_config`); the chapter never looks at the scale.
@@ -32,10 +32,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gaugekit.audit import AuditResult, FactorRun, audit_equivariance, run_factor_optimizer
+from gaugekit.audit.factors import AuditResult, FactorRun, audit_equivariance, run_factor_optimizer
 from gaugekit.config import get_device, get_scale
 from gaugekit.experiments.matrix_sensing import Budget, Problem
-from gaugekit.experiments.selection import ORACLE, select
 from gaugekit.gauge import relative_distance
 from gaugekit.optim import FlowAdam, make_optimizer, per_run
 from gaugekit.optim.flow_adam import (
@@ -51,6 +50,7 @@ from gaugekit.problems.matrix_sensing import (
     make_instance,
     sensing_loss,
 )
+from gaugekit.runs.selection import ORACLE, select
 
 __all__ = [
     "AUDIT_CASES",
@@ -532,7 +532,7 @@ def interpolated_by_lr(runs: RunColumns, lrs: Sequence[float]) -> list[bool]:
 
 
 def _records(runs: RunColumns) -> list[dict[str, Any]]:
-    """The runs as minimal records for :func:`gaugekit.experiments.selection.select`."""
+    """The runs as minimal records for :func:`gaugekit.runs.selection.select`."""
     return [
         {"status": "ok", "config": {"method": "runs", "hparams": {"lr": lr}},
          "metrics": {"rec": rec, "interpolated": ok, "train_loss": loss}}
@@ -545,7 +545,7 @@ def _records(runs: RunColumns) -> list[dict[str, Any]]:
 def select_lr(runs: RunColumns) -> tuple[float, float]:
     """Table 2's rule: ``(mean rec, lr)`` at the base learning rate with the smallest mean
     ``rec`` among those at which every seed interpolated (ties: the smaller lr); ``(nan, nan)``
-    when there is none. The ``ORACLE`` rule of :mod:`gaugekit.experiments.selection` (the
+    when there is none. The ``ORACLE`` rule of :mod:`gaugekit.runs.selection` (the
     paper's FlowAdam script asks the mean over seeds to be below the bar instead:
     ``ORACLE_MEAN``)."""
     chosen = select(_records(runs), ORACLE)["runs"]

@@ -3,7 +3,7 @@ r"""Hyperspectral completion on real scenes — Table 5, the matched-loss protoc
 The problem is :mod:`gaugekit.problems.hyperspectral` (2,000 pixels × ``B`` bands of a scene,
 entries observed with probability ``ρ``, ``W = U Vᵀ`` of rank 48 fitted to the observed entries);
 the runs are trained by the one factor-training loop
-(:func:`gaugekit.experiments.factor_training.train_factored_batch`) as problem family
+(:func:`gaugekit.train.factors.train_factored_batch`) as problem family
 ``"hyperspectral"``.
 
 Protocol of a run (the paper's, with one correction). Constant learning rate; at step
@@ -59,26 +59,6 @@ from gaugekit.data.scenes import (
     load_scene,
 )
 from gaugekit.data.synthetic import make_synthetic_scene
-from gaugekit.experiments import sweep
-from gaugekit.experiments.factor_training import register_factor_problem, train_factored_batch
-from gaugekit.experiments.matched_loss import (
-    THRESHOLDS,
-    LrSelection,
-    Record,
-    at_level,
-    best_at_level,
-    deepest_common_level,
-    fixed_lr_gaps,
-    gap,
-    headline_gap,
-    leak_effect,
-    level_table,
-    matched_comparison,
-    select_lr,
-    summarize,
-)
-from gaugekit.experiments.records import canonical_json, finished_run_ids, read_records_dir
-from gaugekit.experiments.sweep import RunResult, RunSpec, SweepReport, load_part
 from gaugekit.problems.hyperspectral import (
     DENSITY_RATIOS,
     DOF_RANK,
@@ -96,6 +76,26 @@ from gaugekit.problems.hyperspectral import (
     sample_ratio,
     scene_matrix,
 )
+from gaugekit.runs import sweep
+from gaugekit.runs.matched_loss import (
+    THRESHOLDS,
+    LrSelection,
+    Record,
+    at_level,
+    best_at_level,
+    deepest_common_level,
+    fixed_lr_gaps,
+    gap,
+    headline_gap,
+    leak_effect,
+    level_table,
+    matched_comparison,
+    select_lr,
+    summarize,
+)
+from gaugekit.runs.records import canonical_json, finished_run_ids, read_records_dir
+from gaugekit.runs.sweep import RunResult, RunSpec, SweepReport, load_part
+from gaugekit.train.factors import register_factor_problem, train_factored_batch
 
 __all__ = [
     "CONFIGS",
@@ -426,7 +426,7 @@ class Part:
     matrix: MatrixProtocol
     budget: Budget
     dtype: str = "float32"
-    #: how records are read for selection and comparison (:mod:`~gaugekit.experiments.matched_loss`)
+    #: how records are read for selection and comparison (:mod:`~gaugekit.runs.matched_loss`)
     rule: str = "ours"
     #: the rates a selection may choose per method (``None``: every rate run)
     selection_grids: Mapping[str, tuple[float, ...]] | None = None
@@ -665,7 +665,7 @@ def _run_cost(spec: RunSpec) -> float:
 
 @dataclass
 class HyperspectralCompletion:
-    """Hyperspectral completion as a sweep experiment (see :mod:`gaugekit.experiments.sweep`).
+    """Hyperspectral completion as a sweep experiment (see :mod:`gaugekit.runs.sweep`).
 
     ``configs``: scale → :class:`ScaleConfig` overriding :data:`CONFIGS` (a user's scene)."""
 
@@ -718,7 +718,7 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
 @dataclass
 class Collected:
     """What :func:`collect` returns: the config and the sweep engine's
-    :class:`~gaugekit.experiments.sweep.Collected` (records per part, their source, the runs
+    :class:`~gaugekit.runs.sweep.Collected` (records per part, their source, the runs
     still missing), with the views a page needs."""
 
     config: ScaleConfig
@@ -767,7 +767,7 @@ class Collected:
 
     def summary(self, part: Part, *, grid: Mapping[str, Sequence[float]] | None = None,
                 rule: str | None = None) -> dict[str, Any]:
-        """:func:`~gaugekit.experiments.matched_loss.summarize` of one part, with the part's
+        """:func:`~gaugekit.runs.matched_loss.summarize` of one part, with the part's
         selection grid and reading rule unless given (and its leak arm when recorded)."""
         leak = self.records.get(f"{part.name}_leak", []) if part.centring == "observed" else []
         return summarize(self.records[part.name], leak, methods=part.methods,
@@ -807,7 +807,7 @@ def collect(
     workers: int = 1,
     mode: str | None = None,
 ) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.experiments.sweep.collect`).
+    """The records of the parts at ``scale`` (:func:`gaugekit.runs.sweep.collect`).
 
     At paper scale the committed records of every part are read, whether or not its scene's
     file is here, and nothing is computed: a part with missing runs is left out of
@@ -911,12 +911,12 @@ def gap_verdict(ours: Mapping[str, Any], published: Mapping[str, Any], tol: floa
 
 
 def readme_headline() -> list[Any]:
-    """README rows (:mod:`gaugekit.experiments.headline`): GD's held-out error below Adam's at
+    """README rows (:mod:`gaugekit.report.headline`): GD's held-out error below Adam's at
     matched training loss, read from the committed records (whatever data is present): first
     the paper's scenes in the paper's protocol beside the paper's number for the same scene and
     density (a scene of the paper without records: "not run here"), then the other scenes,
     marked as beyond the paper."""
-    from gaugekit.experiments.headline import HeadlineRow
+    from gaugekit.report.headline import HeadlineRow
 
     got = collect("paper")
     rows = []

@@ -32,7 +32,7 @@ arms use the grids of their ``n`` (64), whatever ``r`` or ``m``.
 
 Selection. The paper's ladder (its ``collect.py``, ``best_lr``) chooses per method the lr of
 lowest mean rec among those whose mean training loss over the selection seeds 42, 123, 456 is
-below 1e-4 (:data:`~gaugekit.experiments.selection.ORACLE_LOOSE`), then reports the mean over
+below 1e-4 (:data:`~gaugekit.runs.selection.ORACLE_LOOSE`), then reports the mean over
 10 seeds at that lr (3 at n = 40, 5 on the arms); the book's default is Table 2's gate, every
 seed below the tolerance. :func:`size_rows` takes either (``protocol``).
 
@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gaugekit.config import get_scale
-from gaugekit.experiments import sweep
 from gaugekit.experiments.matrix_sensing import (
     PAPER_HPARAMS,
     TABLE2_COSINE,
@@ -65,8 +64,9 @@ from gaugekit.experiments.matrix_sensing import (
     selection_rows,
     split_summary,
 )
-from gaugekit.experiments.sweep import RunSpec
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
+from gaugekit.runs import sweep
+from gaugekit.runs.sweep import RunSpec
 
 __all__ = [
     "CONFIGS",
@@ -553,9 +553,9 @@ def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
 
 
 def headline() -> list[Any]:
-    """README row (:mod:`gaugekit.experiments.headline`): Muon's recovery at the largest size of
+    """README row (:mod:`gaugekit.report.headline`): Muon's recovery at the largest size of
     the ladder with a complete record at some seed, beside the paper's value for that size."""
-    from gaugekit.experiments.headline import HeadlineRow, number_verdict
+    from gaugekit.report.headline import HeadlineRow, number_verdict
 
     config = get_config("paper")
     got = collect("paper")

@@ -42,7 +42,6 @@ from typing import Any
 import torch
 
 from gaugekit.config import get_scale
-from gaugekit.experiments import sweep
 from gaugekit.experiments.attention import (
     StackTrace,
     _Task,
@@ -50,9 +49,10 @@ from gaugekit.experiments.attention import (
     train_stack,
     twin_result,
 )
-from gaugekit.experiments.records import canonical_json
-from gaugekit.experiments.sweep import RunResult, RunSpec
 from gaugekit.problems.attention import TransformerShape
+from gaugekit.runs import sweep
+from gaugekit.runs.records import canonical_json
+from gaugekit.runs.sweep import RunResult, RunSpec
 
 __all__ = [
     "EXPERIMENT",
@@ -362,7 +362,7 @@ def _timed(config: Mapping[str, Any], task: _Task, device: torch.device) -> RunR
 
 
 class LanguageModelExperiment:
-    """The tuned comparison as a sweep experiment (see :mod:`gaugekit.experiments.sweep`)."""
+    """The tuned comparison as a sweep experiment (see :mod:`gaugekit.runs.sweep`)."""
 
     name = NAME
     description = "tuned optimizers on a character-level transformer: loss and gauge twins"
@@ -619,10 +619,10 @@ def verdict(fresh: Sequence[Mapping[str, Any]], costs: Sequence[Mapping[str, Any
 
 
 def readme_headline() -> list[Any]:
-    """README rows (:mod:`gaugekit.experiments.headline`) from the committed paper records:
+    """README rows (:mod:`gaugekit.report.headline`) from the committed paper records:
     the best gauge-keeping optimizer against Adam at tuned rates, and Adam's gauge twins'
     spread in loss against its seeds'. Beyond the paper: it ran no tuned comparison."""
-    from gaugekit.experiments.headline import HeadlineRow
+    from gaugekit.report.headline import HeadlineRow
 
     got = collect("paper")
     records = [r for part in got.records.values() for r in part]

@@ -22,7 +22,7 @@ factors of ``B`` runs are one stack ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] =
 (:data:`PER_MATRIX_RULES`) and with ``batch_dims=1`` on ``[U, V]`` otherwise (shared-scale
 Adam pools over both factors of a run). The measurement operator is one matrix product per
 instance and step (:class:`~gaugekit.problems.matrix_sensing.SensingBatch`). Finished runs are
-removed from the stack (:mod:`gaugekit.experiments.batching`), so a diverged run never touches
+removed from the stack (:mod:`gaugekit.train.batching`), so a diverged run never touches
 the others. A batched run equals the same run done alone: to round-off in float64, bit for bit
 in float32 on the CPU except for Shampoo (its ``pow`` rounds the last bit differently in
 stacks of different sizes); tested in ``tests/experiments``.
@@ -57,14 +57,6 @@ import torch
 from torch import Tensor
 
 from gaugekit.config import get_scale
-from gaugekit.experiments import sweep
-from gaugekit.experiments.factor_training import (
-    PER_MATRIX_RULES,
-    member_key,
-    train_factored_batch,
-)
-from gaugekit.experiments.selection import PROTOCOLS, Selection, select
-from gaugekit.experiments.sweep import Collected, RunResult, RunSpec
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import (
@@ -75,6 +67,14 @@ from gaugekit.problems.matrix_sensing import (
     make_instance,
     min_nuclear_norm_solution,
     recovery_metrics,
+)
+from gaugekit.runs import sweep
+from gaugekit.runs.selection import PROTOCOLS, Selection, select
+from gaugekit.runs.sweep import Collected, RunResult, RunSpec
+from gaugekit.train.factors import (
+    PER_MATRIX_RULES,
+    member_key,
+    train_factored_batch,
 )
 
 __all__ = [
@@ -443,7 +443,7 @@ def get_config(scale: str | None = None) -> ScaleConfig:
 
 class SensingFamily:
     """The sensing problem as a factor-problem family (kind ``"sensing"``, the default) of
-    :mod:`gaugekit.experiments.factor_training`: instance ``seed`` from :func:`make_instance`,
+    :mod:`gaugekit.train.factors`: instance ``seed`` from :func:`make_instance`,
     its initial factors from :func:`init_factors`, runs stacked in a :class:`SensingBatch`."""
 
     def instances(
@@ -518,7 +518,7 @@ def _run_convex(spec: RunSpec) -> RunResult:
 
 
 class MatrixSensingZoo:
-    """The matrix-sensing zoo as a sweep experiment (see :mod:`gaugekit.experiments.sweep`)."""
+    """The matrix-sensing zoo as a sweep experiment (see :mod:`gaugekit.runs.sweep`)."""
 
     name = NAME
     description = "nine optimizers on the paper's matrix-sensing testbed (Table 2, Figure 1)"
@@ -573,7 +573,7 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     scale persists its records (paper), else a fresh temporary folder (quick).
 
     ``root`` defaults to the project folder that holds the committed records
-    (:func:`gaugekit.experiments.sweep.project_root`).
+    (:func:`gaugekit.runs.sweep.project_root`).
     """
     config = get_config(scale)
     return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
@@ -648,7 +648,7 @@ def selection_rows(
     records: Sequence[Mapping[str, Any]], protocol: str = "oracle"
 ) -> list[dict[str, Any]]:
     """One row per method (Table 2 order first) under a selection protocol of
-    :mod:`gaugekit.experiments.selection`: chosen lr, gate, grid edge, mean metrics over seeds."""
+    :mod:`gaugekit.runs.selection`: chosen lr, gate, grid edge, mean metrics over seeds."""
     selections: dict[Hashable, Selection] = select(records, PROTOCOLS[protocol])
     order = [m for m in TABLE2_METHODS if m in selections] + [
         m for m in selections if m not in TABLE2_METHODS
@@ -680,7 +680,7 @@ def decay_rows(
     records: Sequence[Mapping[str, Any]], protocol: str = "oracle_mean"
 ) -> list[dict[str, Any]]:
     """One row per weight-decay arm of the ``decay`` part: the ``(lr, wd)`` a protocol of
-    :mod:`gaugekit.experiments.selection` chooses (default the ceiling script's: the mean
+    :mod:`gaugekit.runs.selection` chooses (default the ceiling script's: the mean
     training loss over seeds below the tolerance, lowest mean ``rec``), whether it passed the
     gate, whether lr or wd sits at an edge of its grid, and the mean metrics over seeds."""
     selections = select(records, PROTOCOLS[protocol], group_by="config.arm",
@@ -714,7 +714,7 @@ def decay_runs(records: Sequence[Mapping[str, Any]], arm: str, lr: float,
 
 
 # --------------------------------------------------------------------------------------------
-# the README's headline (gaugekit.experiments.headline)
+# the README's headline (gaugekit.report.headline)
 # --------------------------------------------------------------------------------------------
 
 #: the methods the README shows, with the chapter that tells their story
@@ -735,7 +735,7 @@ def _paper_zoo_rows() -> list[dict[str, Any]]:
 def headline() -> list[Any]:
     """README rows: Table 2's recovery error of a few methods, the clean-split verdict, and the
     paper's weight-decay ceiling for Adam, each with its verdict."""
-    from gaugekit.experiments.headline import HeadlineRow, number_verdict
+    from gaugekit.report.headline import HeadlineRow, number_verdict
 
     rows = {r["method"]: r for r in _paper_zoo_rows()}
     out = []
@@ -781,7 +781,7 @@ def _published_split() -> str:
 
 def headline_figure() -> Any:
     """The README's figure: Figure 1 (recovery error per optimizer) from the paper records."""
-    from gaugekit import viz
+    from gaugekit.report import viz
 
     rows = _paper_zoo_rows()
     fig = viz.recovery_bars(rows, published={m: v[0] for m, v in PUBLISHED_TABLE2.items()})

@@ -1,6 +1,6 @@
 r"""Spectral tails, Muon and sign methods (Section 8 of arXiv 2608.05136; chapter 6).
 
-Three parts, all trained by :func:`gaugekit.experiments.factor_training.train_factored_batch`
+Three parts, all trained by :func:`gaugekit.train.factors.train_factored_batch`
 through the sweep engine (no loop of their own):
 
 ``phase``           the phase diagram: recovery error of the full target
@@ -49,16 +49,16 @@ from torch import Tensor
 
 from gaugekit.config import get_scale
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments import sweep
-from gaugekit.experiments.factor_training import register_factor_problem
-from gaugekit.experiments.sweep import Collected, RunSpec
 from gaugekit.problems.matrix_sensing import (
     INIT_SEED_OFFSET,
     default_num_measurements,
     init_factors,
 )
 from gaugekit.problems.spectral_tails import TailBatch, make_tail_instance
+from gaugekit.runs import sweep
+from gaugekit.runs.sweep import Collected, RunSpec
 from gaugekit.tail_theory import Crossing, estimate_crossing
+from gaugekit.train.factors import register_factor_problem
 
 __all__ = [
     "CONFIGS",
@@ -579,9 +579,9 @@ collect = sweep.collector(EXPERIMENT, get_config)
 
 
 def headline() -> list[Any]:
-    """README row (:mod:`gaugekit.experiments.headline`): ``τ*`` by the paper's estimator on
+    """README row (:mod:`gaugekit.report.headline`): ``τ*`` by the paper's estimator on
     the committed phase records beside the paper's CPU value (same grid, seeds and rule)."""
-    from gaugekit.experiments.headline import HeadlineRow, number_verdict
+    from gaugekit.report.headline import HeadlineRow, number_verdict
 
     got = collect("paper", parts=["phase"])
     tau = crossings(got.records["phase"], num_boot=1)["paper"].tau_star

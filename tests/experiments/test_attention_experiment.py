@@ -10,9 +10,9 @@ import torch
 from torch.testing import assert_close
 
 from gaugekit.experiments import attention as att
-from gaugekit.experiments.records import read_records_dir
-from gaugekit.experiments.sweep import load_part, run_sweep
 from gaugekit.problems import attention as A
+from gaugekit.runs.records import read_records_dir
+from gaugekit.runs.sweep import load_part, run_sweep
 
 CPU = torch.device("cpu")
 #: A smaller model than the book's (same code): keeps each test to a second or two.

@@ -1,4 +1,4 @@
-"""The attention chapter's tables and figures (gaugekit.experiments.attention_views), from the
+"""The attention chapter's tables and figures (gaugekit.report.attention), from the
 committed paper-scale records: they fit, say yes/no, keep every published value, and the
 figures' legends match what is drawn."""
 
@@ -10,7 +10,7 @@ import pytest
 matplotlib.use("Agg")
 
 from gaugekit.experiments import attention as att  # noqa: E402
-from gaugekit.experiments import attention_views as views  # noqa: E402
+from gaugekit.report import attention as views
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from torch import Tensor
 from torch.testing import assert_close
 
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments.batching import optimizer_wide_state, take_runs, transfer_state
-from gaugekit.experiments.sweep import RunSpec
 from gaugekit.optim import make_optimizer
+from gaugekit.runs.sweep import RunSpec
+from gaugekit.train.batching import optimizer_wide_state, take_runs, transfer_state
 
 DTYPE = torch.float64
 #: FlowAdam whose flow path fires on some steps and not on others (stiffness test at 1.5):

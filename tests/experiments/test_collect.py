@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from gaugekit.experiments import sweep
-from gaugekit.experiments.sweep import MissingRecords, RunResult, RunSpec
+from gaugekit.runs import sweep
+from gaugekit.runs.sweep import MissingRecords, RunResult, RunSpec
 
 
 class Squares:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from gaugekit import cli
-from gaugekit.experiments.records import read_records_dir
-from gaugekit.experiments.sweep import RunResult, RunSpec, run_sweep
+from gaugekit.runs.records import read_records_dir
+from gaugekit.runs.sweep import RunResult, RunSpec, run_sweep
 
 distributed = pytest.importorskip(
     "distributed", reason="the dask backend needs `pip install gaugekit[cluster]`")
@@ -130,7 +130,7 @@ DRIVER = """
 import sys
 sys.path[:0] = [{here!r}, {tests!r}]
 from test_dask_backend import Sleepy
-from gaugekit.experiments.sweep import run_sweep
+from gaugekit.runs.sweep import run_sweep
 run_sweep(Sleepy({folder!r}, n=10, pause=0.4), {out!r}, scale="quick", progress=False,
           backend="dask", address={address!r})
 """

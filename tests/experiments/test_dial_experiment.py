@@ -11,10 +11,11 @@ import torch
 from torch.testing import assert_close
 
 from gaugekit.experiments import dial as dx
-from gaugekit.experiments import get_experiment, sweep
+from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments.selection import ORACLE, select
-from gaugekit.experiments.sweep import RunSpec, run_sweep
+from gaugekit.runs import sweep
+from gaugekit.runs.selection import ORACLE, select
+from gaugekit.runs.sweep import RunSpec, run_sweep
 
 # --------------------------------------------------------------------------------------------
 # configuration

@@ -9,8 +9,8 @@ import ecosystem_fakes
 import pytest
 
 from gaugekit.experiments import ecosystem, get_experiment
-from gaugekit.experiments.records import read_records_dir
-from gaugekit.experiments.sweep import run_sweep
+from gaugekit.runs.records import read_records_dir
+from gaugekit.runs.sweep import run_sweep
 
 TARGET = "gaugekit.experiments.ecosystem:audit_class"
 LIMIT = 4.0
@@ -130,7 +130,7 @@ def test_specs_cover_the_catalog_once():
 
 def test_every_committed_kept_verdict_has_a_reason_line():
     """The book prints one line of reason per equivariant or approximate verdict."""
-    from gaugekit.experiments.sweep import records_dir
+    from gaugekit.runs.sweep import records_dir
 
     folder = records_dir("ecosystem", "paper")
     if not folder.is_dir():

@@ -1,4 +1,4 @@
-"""The ecosystem appendix's tables (:mod:`gaugekit.experiments.ecosystem_views`): every row is
+"""The ecosystem appendix's tables (:mod:`gaugekit.report.ecosystem`): every row is
 read from the records, settings read as words, and the committed records give full tables."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gaugekit.experiments import ecosystem as eco
-from gaugekit.experiments import ecosystem_views as views
+from gaugekit.report import ecosystem as views
 
 
 def _row(optimizer, verdict, residual=1e-15, library="heavyball", **extra):

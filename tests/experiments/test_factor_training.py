@@ -13,10 +13,10 @@ import torch
 from torch import Tensor
 from torch.testing import assert_close
 
-from gaugekit.experiments import factor_training as ft
-from gaugekit.experiments.sweep import RunSpec
 from gaugekit.linalg import effective_rank
 from gaugekit.optim import make_optimizer
+from gaugekit.runs.sweep import RunSpec
+from gaugekit.train import factors as ft
 
 N1, N2, K = 7, 4, 3
 

@@ -11,7 +11,6 @@ import pytest
 import scipy.io
 import torch
 
-from gaugekit.experiments.factor_training import get_factor_problem, train_factored_batch
 from gaugekit.experiments.hyperspectral import (
     EXPERIMENT,
     PAPER_HPARAMS,
@@ -32,7 +31,8 @@ from gaugekit.experiments.hyperspectral import (
     synthetic_scene,
     user_scene,
 )
-from gaugekit.experiments.sweep import load_part, run_sweep
+from gaugekit.runs.sweep import load_part, run_sweep
+from gaugekit.train.factors import get_factor_problem, train_factored_batch
 
 TH = (1e-2, 1e-3, 1e-4)
 
@@ -241,7 +241,7 @@ def test_cli_refuses_a_missing_scene_file(tmp_path, capsys):
 
 def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
     from gaugekit.experiments.hyperspectral import collect, registered_scene
-    from gaugekit.experiments.records import append_records, make_record
+    from gaugekit.runs.records import append_records, make_record
 
     monkeypatch.setenv("GAUGEKIT_DATA", str(tmp_path / "empty"))
     cfg = tiny_config([synthetic_scene(10, 10, 12, 3, densities=("high",)),
@@ -280,7 +280,7 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
     import shutil
 
     from gaugekit.experiments import hyperspectral as hs
-    from gaugekit.experiments import sweep
+    from gaugekit.runs import sweep
 
     ROOT = Path(__file__).resolve().parents[2]
     src = ROOT / "results" / "hyperspectral" / "paper"

@@ -11,7 +11,7 @@ import pytest
 
 from gaugekit.data.scenes import available_scenes
 from gaugekit.experiments import hyperspectral as hs
-from gaugekit.experiments.factor_training import train_factored_batch
+from gaugekit.train.factors import train_factored_batch
 
 pytestmark = pytest.mark.skipif("indian_pines" not in available_scenes(),
                                 reason="the Indian Pines cube is not in the data folder")

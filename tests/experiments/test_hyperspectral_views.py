@@ -3,7 +3,7 @@ numbers say, and a changed number changes the sentence."""
 
 from __future__ import annotations
 
-from gaugekit.experiments import hyperspectral_views as views
+from gaugekit.report import hyperspectral as views
 
 
 def _cells(method, values, pub=None, lr=1.0, lr_pub=1.0):

@@ -9,9 +9,9 @@ import torch
 
 from gaugekit.experiments import get_experiment, ladder
 from gaugekit.experiments.matrix_sensing import TABLE2_COSINE, Budget
-from gaugekit.experiments.sweep import load_part, run_sweep
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import degrees_of_freedom
+from gaugekit.runs.sweep import load_part, run_sweep
 
 
 def tiny_config() -> ladder.LadderConfig:
@@ -252,7 +252,7 @@ def test_value_curves_draws_recorded_points_and_published_markers():
     import matplotlib
 
     matplotlib.use("Agg")
-    from gaugekit import viz
+    from gaugekit.report import viz
 
     fig = viz.value_curves([40, 64], {"gd": [0.1, None], "adam": [0.5, 0.6]},
                            published={"gd": {40: 0.108, 384: 0.515}}, ticks=[40, 64, 384])

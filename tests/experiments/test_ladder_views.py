@@ -1,4 +1,4 @@
-"""The scaling chapter's tables, sentences and figure (gaugekit.experiments.ladder_views), from
+"""The scaling chapter's tables, sentences and figure (gaugekit.report.ladder), from
 the committed paper-scale records: the n = 40 comparison of the two protocols, the transposed
 recovery tables, Table 11 beside ours, and a figure whose legend matches what is drawn."""
 
@@ -10,8 +10,8 @@ import pytest
 matplotlib.use("Agg")
 
 from gaugekit.experiments import ladder  # noqa: E402
-from gaugekit.experiments import ladder_views as views  # noqa: E402
 from gaugekit.experiments import matrix_sensing as ms  # noqa: E402
+from gaugekit.report import ladder as views
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_recovery_figure_has_two_panels_and_one_legend_of_methods(committed):
 
 
 def test_value_curves_colours_methods_and_its_published_entry_matches_the_markers():
-    from gaugekit import viz
+    from gaugekit.report import viz
 
     fig = viz.value_curves([40, 64], {"gd": [0.1, None], "adam": [0.5, 0.6]},
                            published={"gd": {40: 0.108}})

@@ -9,9 +9,9 @@ import torch
 
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
-from gaugekit.experiments.records import read_records_dir
-from gaugekit.experiments.sweep import run_sweep
 from gaugekit.problems.attention import TransformerShape, init_params, stack_params
+from gaugekit.runs.records import read_records_dir
+from gaugekit.runs.sweep import run_sweep
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_summaries_cover_every_optimizer(quick_records):
 
 
 def test_the_views_draw_every_table_and_figure(quick_records):
-    views = pytest.importorskip("gaugekit.experiments.language_model_views")
+    views = pytest.importorskip("gaugekit.report.language_model")
     for table in (views.selection_table, views.fresh_table, views.twin_table,
                   views.cost_table):
         html = table(quick_records)

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gaugekit.experiments import matched_loss as ml
+from gaugekit.runs import matched_loss as ml
 
 TH = (1e-2, 1e-3, 1e-4)
 

@@ -9,10 +9,11 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from gaugekit.experiments import factor_training, get_experiment
+from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments.sweep import RunSpec
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
+from gaugekit.runs.sweep import RunSpec
+from gaugekit.train import factors as factor_training
 
 METRICS = ("rec", "val_rec", "effective_rank", "nuclear_norm", "balancedness", "train_loss",
            "final_loss")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from gaugekit.experiments.records import (
+from gaugekit.runs.records import (
     RECORD_SCHEMA_VERSION,
     append_records,
     canonical_json,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gaugekit.experiments.selection import (
+from gaugekit.runs.selection import (
     LOOSE_BAR,
     ORACLE,
     ORACLE_LOOSE,

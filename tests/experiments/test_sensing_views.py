@@ -1,11 +1,11 @@
-"""What the matrix-sensing chapter shows (gaugekit.experiments.sensing_views)."""
+"""What the matrix-sensing chapter shows (gaugekit.report.matrix_sensing)."""
 
 import pytest
 
-pytest.importorskip("gaugekit.viz")
+pytest.importorskip("gaugekit.report.viz")
 
 from gaugekit.experiments import matrix_sensing as ms  # noqa: E402
-from gaugekit.experiments import sensing_views as views  # noqa: E402
+from gaugekit.report import matrix_sensing as views
 
 
 @pytest.fixture(scope="module")

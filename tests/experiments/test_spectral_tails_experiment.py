@@ -8,12 +8,14 @@ import math
 import pytest
 import torch
 
-from gaugekit.experiments import factor_training, get_experiment, sweep
+from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments import spectral_tails as st
-from gaugekit.experiments.sweep import run_sweep
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
 from gaugekit.problems.spectral_tails import make_tail_instance
+from gaugekit.runs import sweep
+from gaugekit.runs.sweep import run_sweep
+from gaugekit.train import factors as factor_training
 
 TINY = ms.Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=0.1)
 

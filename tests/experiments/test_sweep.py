@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments.records import read_records, read_records_dir
-from gaugekit.experiments.sweep import (
+from gaugekit.runs.records import read_records, read_records_dir
+from gaugekit.runs.sweep import (
     RunResult,
     RunSpec,
     load_part,

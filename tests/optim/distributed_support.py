@@ -23,7 +23,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distrib
 from torch.distributed.tensor.debug import CommDebugMode
 from torch.nn.parallel import DistributedDataParallel
 
-from gaugekit.audit import audit_equivariance
+from gaugekit.audit.factors import audit_equivariance
 from gaugekit.optim import (
     Adafactor,
     Adam,

@@ -27,7 +27,7 @@ from torch.testing import assert_close
 from zoo_support import leaves, train
 
 import gaugekit.optim.eigen_adam as eigen_module
-from gaugekit.audit import audit_equivariance
+from gaugekit.audit.factors import audit_equivariance
 from gaugekit.gauge import relative_distance
 from gaugekit.optim import Adam, EigenAdam, get_spec, make_optimizer
 from gaugekit.optim.eigen_adam import (

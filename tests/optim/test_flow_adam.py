@@ -16,7 +16,7 @@ from torch.testing import assert_close
 from zoo_support import NUM_RUNS, leaves, stacked_factors, stacked_sensing
 
 import gaugekit.optim.flow_adam as flow_adam_module
-from gaugekit.audit import audit_equivariance
+from gaugekit.audit.factors import audit_equivariance
 from gaugekit.optim import Adam, SharedScaleAdam, get_spec
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS, FlowAdam
 

@@ -39,7 +39,7 @@ or *chaotic (gauge twin ≈ noise twin)*, with the numbers that decide it. Besid
 the rotated run the audit makes a third, *noise* run from ``(U₀ + δE, V₀ + δF)`` (``E, F``
 i.i.d. ``N(0, 1)``, ``δ = noise_scale``, no rotation), whose displacement residual against the
 plain run, ``r_noise``, measures how strongly the dynamics amplify an arbitrary perturbation.
-The rule (:func:`decide_verdict`, shared with :func:`gaugekit.twins.audit_twins`):
+The rule (:func:`decide_verdict`, shared with :func:`gaugekit.audit.heads.audit_twins`):
 
 * keeps the gauge: :math:`r \le \tau`, with :math:`\tau` the round-off threshold above;
 * breaks the gauge: :math:`r > \tau` and :math:`r > c \, r_\text{noise}`, with the chaos

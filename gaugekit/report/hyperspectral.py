@@ -1,9 +1,9 @@
 r"""What the hyperspectral chapter shows, computed from the records of
 :func:`gaugekit.experiments.hyperspectral.collect`: tables as rows for
-:func:`gaugekit.viz.table_html`, verdicts, and figures.
+:func:`gaugekit.report.viz.table_html`, verdicts, and figures.
 
 Nothing here is typed in: our numbers come from the records through the matched-loss protocol
-(:mod:`gaugekit.experiments.matched_loss`), the published ones from the constants of
+(:mod:`gaugekit.runs.matched_loss`), the published ones from the constants of
 :mod:`gaugekit.experiments.hyperspectral` (``PUBLISHED_TABLE5``, ``PUBLISHED_HEADLINE``,
 ``PUBLISHED_FIXED_LR_GAPS``), each in its own column.
 
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gaugekit.experiments import hyperspectral as hs
-from gaugekit.experiments import matched_loss as ml
+from gaugekit.runs import matched_loss as ml
 
 __all__ = [
     "equivariant_text",
@@ -211,7 +211,7 @@ def level_curves(c: hs.Collected, parts: Sequence[hs.Part]) -> Any:
     Table 5 values as open markers where the paper has them."""
     import matplotlib.pyplot as plt
 
-    from gaugekit import viz
+    from gaugekit.report import viz
 
     fig, axes = plt.subplots(1, len(parts), figsize=(3.4 * len(parts), 3.1), squeeze=False,
                              layout="constrained", sharey=True)
@@ -377,8 +377,8 @@ _TAB_HEADERS = {"level": "train MSE", "gd": "GD", "adam": "Adam", "gap": "GD bel
 
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], **kw: Any) -> str:
-    """The page's one table helper: :func:`gaugekit.viz.table_html`, one line when empty."""
-    from gaugekit import viz
+    """The page's one table helper: :func:`gaugekit.report.viz.table_html`, one line when empty."""
+    from gaugekit.report import viz
 
     if not rows:
         return viz.table_html([{columns[0]: "no records at this scale"}], columns,

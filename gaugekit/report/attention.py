@@ -1,11 +1,11 @@
 r"""What the attention chapter shows, computed from the records of
 :func:`gaugekit.experiments.attention.collect`: its tables (HTML through
-:func:`gaugekit.viz.table_html`) and its figures, so that the chapter's cells stay short.
+:func:`gaugekit.report.viz.table_html`) and its figures, so that the chapter's cells stay short.
 
 Nothing here is typed in: our numbers come from the records (:func:`~gaugekit.experiments.
 attention.run_rows`, :func:`~gaugekit.experiments.attention.headline`), the published ones from
 :data:`gaugekit.experiments.attention.PUBLISHED`, each in its own column. Optimizers have the
-book's colours (:func:`gaugekit.viz.method_color`; Muon + Adam takes Muon's); twins are told
+book's colours (:func:`gaugekit.report.viz.method_color`; Muon + Adam takes Muon's); twins are told
 apart by line style and grey level, never by an optimizer's colour.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from gaugekit._extras import require_extra
 
-require_extra("gaugekit.experiments.attention_views", "experiments", "matplotlib")
+require_extra("gaugekit.report.attention", "experiments", "matplotlib")
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -27,8 +27,8 @@ from matplotlib.figure import Figure
 from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 
-from gaugekit import viz
 from gaugekit.experiments import attention as att
+from gaugekit.report import viz
 
 __all__ = [
     "TWIN_STYLES",

@@ -1,6 +1,6 @@
 """Figures and tables from run records: each figure of the book has one producer.
 
-Every function takes records (the dicts of :mod:`gaugekit.experiments.records`) or rows
+Every function takes records (the dicts of :mod:`gaugekit.runs.records`) or rows
 derived from them, draws on a given ``ax`` (or a new figure) and returns the figure. Colours say
 the gauge class of an optimizer: equivariant (blue) or coordinate-wise (orange), read from the
 optimizer registry. :func:`table_html` renders rows as an HTML table for a chapter;
@@ -18,7 +18,7 @@ from typing import Any
 
 from gaugekit._extras import require_extra
 
-require_extra("gaugekit.viz", "experiments", "matplotlib")
+require_extra("gaugekit.report.viz", "experiments", "matplotlib")
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
@@ -424,7 +424,7 @@ def records_note(source: Any) -> Any:
     """Which records a page shows and the command that made them, as Markdown for the page.
 
     ``source`` is what a chapter's ``collect()`` returned (anything with ``note_markdown()``,
-    such as :class:`gaugekit.experiments.sweep.Collected`) or a Markdown string. The result is
+    such as :class:`gaugekit.runs.sweep.Collected`) or a Markdown string. The result is
     an :class:`IPython.display.Markdown`: glue it (``glue("note", records_note(c),
     display=False)``) and paste it with the ``glue:md`` directive and ``:format: myst``, so
     the command shows as a code block, its ``--`` intact, instead of text between backticks.

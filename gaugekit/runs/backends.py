@@ -1,6 +1,6 @@
 """Where the batches of a sweep run — local processes or a Dask cluster.
 
-:func:`gaugekit.experiments.sweep.run_sweep` plans the batches and asks a backend for a
+:func:`gaugekit.runs.sweep.run_sweep` plans the batches and asks a backend for a
 stream of ``(batch, results, wall_time_s)``, one item per batch, in the order they finish.
 The driver (the process that called ``run_sweep``) stays the **only writer** of the records:
 workers return results, they never touch the record files, so resuming and the
@@ -51,7 +51,7 @@ from typing import Any, Protocol
 import torch
 
 from gaugekit._extras import MissingExtra, require_extra
-from gaugekit.experiments.sweep import Experiment, RunResult, RunSpec, _error_results, _execute
+from gaugekit.runs.sweep import Experiment, RunResult, RunSpec, _error_results, _execute
 
 __all__ = ["BACKENDS", "Backend", "DaskBackend", "LocalBackend", "MissingExtra", "make_backend"]
 
@@ -62,7 +62,7 @@ Stream = Iterator[tuple[list[RunSpec], list[RunResult], float]]
 
 
 class Backend(Protocol):
-    """What :func:`~gaugekit.experiments.sweep.run_sweep` needs from a backend: a context
+    """What :func:`~gaugekit.runs.sweep.run_sweep` needs from a backend: a context
     manager (it holds processes or a cluster connection) with a parallelism and a stream."""
 
     name: str

@@ -1,7 +1,7 @@
 r"""The matched-loss protocol over run records: first crossings of training-loss levels,
 train-only learning-rate selection, and comparisons of methods at a common level.
 
-A matched-loss run (:mod:`gaugekit.experiments.factor_training` with ``budget["record_at"]``)
+A matched-loss run (:mod:`gaugekit.train.factors` with ``budget["record_at"]``)
 keeps in ``metrics["at_loss"]`` one entry per level ``ℓ`` its pre-update training loss fell
 below: ``{"threshold": ℓ, "step", "train_loss", "heldout_rmse", "effective_rank"}``. Levels are
 crossed in order, so a run has reached a prefix of the levels.

@@ -1,7 +1,7 @@
 r"""The one training loop of every factor experiment: many runs of ``W = U Vᵀ``, stacked.
 
 Every factor experiment of the book (matrix sensing, spectral tails, hyperspectral completion)
-trains its runs here. A run is a semantic config (a :class:`~gaugekit.experiments.sweep.RunSpec`)::
+trains its runs here. A run is a semantic config (a :class:`~gaugekit.runs.sweep.RunSpec`)::
 
     {"kind": "factored", "problem": {...}, "method": str, "hparams": {..., "lr": float},
      "schedule": str, "budget": {...}, "seed": int, "dtype": "float32" | "float64"}
@@ -48,7 +48,7 @@ U``, ``P[:, 1] = V``) when ``U`` and ``V`` have one shape, else two stacks ``(B,
 ``batch_dims=2`` on the ``(b, 2, n, k)`` block when the rule acts on each matrix separately
 (:data:`PER_MATRIX_RULES`, square factors only) and with ``batch_dims=1`` on ``[U, V]``
 otherwise (shared-scale Adam pools over both factors of a run). Finished runs are removed from
-the stack and from every optimizer state (:mod:`gaugekit.experiments.batching`), so a diverged
+the stack and from every optimizer state (:mod:`gaugekit.train.batching`), so a diverged
 run never touches the others, and a batched run equals the same run done alone (tested per
 experiment).
 """
@@ -65,11 +65,11 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from gaugekit.experiments.batching import transfer_state
-from gaugekit.experiments.records import downsample_indices, round_sig
-from gaugekit.experiments.sweep import RunResult, RunSpec
 from gaugekit.optim.registry import make_optimizer
 from gaugekit.optim.schedules import lr_factor
+from gaugekit.runs.records import downsample_indices, round_sig
+from gaugekit.runs.sweep import RunResult, RunSpec
+from gaugekit.train.batching import transfer_state
 
 __all__ = [
     "CURVE_DIGITS",
@@ -703,7 +703,7 @@ def train_factored_batch(
 ) -> list[RunResult]:
     """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
 
-    Returns one :class:`~gaugekit.experiments.sweep.RunResult` per spec, in order. An optimizer
+    Returns one :class:`~gaugekit.runs.sweep.RunResult` per spec, in order. An optimizer
     that fails to build or to step marks its own runs ``error`` (the others go on).
     ``sync_every``: how often the host reads the device-side divergence test (see the module
     docstring); default 1 on the CPU, ``budget["check_every"]`` elsewhere.

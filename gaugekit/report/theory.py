@@ -2,7 +2,7 @@
 
 Each function takes the tensors a chapter has just computed (float64, on the CPU), draws one
 figure of the book and returns it; the chapter cell is then one call. Optimizers are coloured
-with :func:`gaugekit.viz.method_color` (one colour per registry name across the book); lines
+with :func:`gaugekit.report.viz.method_color` (one colour per registry name across the book); lines
 that are not optimizers (gradient flow, a path, a formula) are black or grey. Legends sit
 outside the axes, below the figure, so that they never cover a curve.
 """
@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from gaugekit.viz import COORDINATEWISE_COLOR, EQUIVARIANT_COLOR, method_color
+from gaugekit.report.viz import COORDINATEWISE_COLOR, EQUIVARIANT_COLOR, method_color
 
 __all__ = [
     "adam_defect",
@@ -36,7 +36,7 @@ __all__ = [
     "transfer_curves",
 ]
 
-WIDTH = 7.0  # inches: the text column (see gaugekit.viz.BOOK_STYLE)
+WIDTH = 7.0  # inches: the text column (see gaugekit.report.viz.BOOK_STYLE)
 
 
 def _np(x: Any) -> Any:

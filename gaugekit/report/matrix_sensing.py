@@ -1,9 +1,9 @@
 r"""What the matrix-sensing chapter shows, computed from the records of
 :func:`gaugekit.experiments.matrix_sensing.collect`: tables (HTML through
-:func:`gaugekit.viz.table_html`), the rows behind them, sentences and figures.
+:func:`gaugekit.report.viz.table_html`), the rows behind them, sentences and figures.
 
 Nothing here is typed in: our numbers come from the records through the selection protocols of
-:mod:`gaugekit.experiments.selection`, the published ones from the constants of
+:mod:`gaugekit.runs.selection`, the published ones from the constants of
 :mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC``,
 ``PUBLISHED_NUCLEAR_NORMS``, ``PUBLISHED_DECAY_CEILING``), each in its own column. The chapter
 keeps the computations a reader should see; this module keeps the bookkeeping (columns,
@@ -56,12 +56,12 @@ __all__ = [
 
 Row = Mapping[str, Any]
 Record = Mapping[str, Any]
-#: joins the words of a table cell that should not wrap (:func:`gaugekit.viz.table_html`)
+#: joins the words of a table cell that should not wrap (:func:`gaugekit.report.viz.table_html`)
 NBSP = "\u00a0"
 
 
 def _table_html(*args: Any, **kwargs: Any) -> str:
-    from gaugekit.viz import table_html
+    from gaugekit.report.viz import table_html
 
     return table_html(*args, **kwargs)
 
@@ -267,7 +267,7 @@ def training_figure(selected: Sequence[Record]) -> Any:
     optimizer in the book's colour, one legend for both panels below them."""
     import matplotlib.pyplot as plt
 
-    from gaugekit import viz
+    from gaugekit.report import viz
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.0, 3.6), layout="constrained")
     viz.training_curves(selected, metric="rec", ax=ax1, color_by="method", annotate=False)
@@ -287,7 +287,7 @@ def lr_sensitivity_figure(records: Sequence[Record], marks: Mapping[str, float])
     legend below it."""
     import matplotlib.pyplot as plt
 
-    from gaugekit import viz
+    from gaugekit.report import viz
 
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.9), layout="constrained", sharey=True)
     for ax, eq, title in ((axes[0], True, "gauge-equivariant"),

@@ -1,5 +1,5 @@
 """Figures and tables of the dial and FlowAdam chapter (chapter 5), in the style of
-:mod:`gaugekit.viz`.
+:mod:`gaugekit.report.viz`.
 
 Each figure function takes rows from :mod:`gaugekit.experiments.dial` (:func:`dial_rows`,
 :func:`fixed_lr_table`, :func:`lr_edge_rows`) or results of :mod:`gaugekit.experiments.flow_adam`,
@@ -8,7 +8,7 @@ reached the interpolation bar; hollow: some did not (the value is measured at a 
 loss). Published values are drawn as black crosses. The dial's ends are optimizers of the
 book: ``p = 1`` is Adam and ``p = 0`` (RMS) shared-scale Adam, so a value of ``p`` gets the
 colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables
-through :func:`gaugekit.viz.table_html`.
+through :func:`gaugekit.report.viz.table_html`.
 """
 
 # Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
@@ -20,14 +20,14 @@ from typing import Any
 
 from gaugekit._extras import require_extra
 
-require_extra("gaugekit.viz_dial", "experiments", "matplotlib")
+require_extra("gaugekit.report.dial", "experiments", "matplotlib")
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 
-from gaugekit.viz import (
+from gaugekit.report.viz import (
     COORDINATEWISE_COLOR,
     EQUIVARIANT_COLOR,
     _axes,
@@ -167,7 +167,7 @@ def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None
 
 def power_color(p: float) -> str:
     """The colour of dial value ``p``: shared-scale Adam's at ``p = 0``, Adam's at ``p = 1``
-    (:func:`gaugekit.viz.method_color`), blended linearly between."""
+    (:func:`gaugekit.report.viz.method_color`), blended linearly between."""
     a, b = to_rgb(method_color("scalar_adam")), to_rgb(method_color("adam"))
     t = min(max(float(p), 0.0), 1.0)
     return to_hex(tuple((1 - t) * x + t * y for x, y in zip(a, b, strict=True)))

@@ -1,12 +1,12 @@
 r"""What the scaling chapter shows, computed from the ladder's records
 (:func:`gaugekit.experiments.ladder.collect`) and, for the comparison at ``n = 40``, from the
 matrix-sensing zoo's (:func:`gaugekit.experiments.matrix_sensing.collect`): tables as HTML
-through :func:`gaugekit.viz.table_html`, sentences computed from the records, and figures.
+through :func:`gaugekit.report.viz.table_html`, sentences computed from the records, and figures.
 
 Nothing here is typed in: our numbers come from the selections of
 :func:`~gaugekit.experiments.ladder.size_rows`, the published ones from the constants of
 :mod:`gaugekit.experiments.ladder` and :mod:`gaugekit.experiments.matrix_sensing`, each in its
-own column or panel. Optimizers have the book's colours (:func:`gaugekit.viz.method_color`).
+own column or panel. Optimizers have the book's colours (:func:`gaugekit.report.viz.method_color`).
 """
 
 # Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
@@ -19,15 +19,16 @@ from typing import Any
 
 from gaugekit._extras import require_extra
 
-require_extra("gaugekit.experiments.ladder_views", "experiments", "matplotlib")
+require_extra("gaugekit.report.ladder", "experiments", "matplotlib")
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from gaugekit import viz
-from gaugekit.experiments import ladder, selection
+from gaugekit.experiments import ladder
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.optim.registry import get_spec
+from gaugekit.report import viz
+from gaugekit.runs import selection
 
 __all__ = [
     "CLAIM_TEXT",

@@ -3,7 +3,7 @@
 An *experiment* (one module per experiment) says what to run; this module says how:
 
 1. ``experiment.specs(part, scale)`` expands a part's grid into :class:`RunSpec` objects, each a
-   semantic config whose hash is the run id (:func:`gaugekit.experiments.records.run_id`);
+   semantic config whose hash is the run id (:func:`gaugekit.runs.records.run_id`);
 2. runs whose latest record in the output folder is ``ok`` or ``diverged`` are skipped, so a
    rerun resumes and never duplicates a finished run (a run id asked twice is run once);
 3. the remaining runs are grouped by ``experiment.batch_key(spec)`` and cut into batches of at
@@ -13,7 +13,7 @@ An *experiment* (one module per experiment) says what to run; this module says h
    and fsync). An exception in a batch becomes ``error`` records carrying its message for the
    runs of that batch, and the sweep goes on.
 
-A *backend* (:mod:`gaugekit.experiments.backends`) runs the batches: ``local`` (default) in
+A *backend* (:mod:`gaugekit.runs.backends`) runs the batches: ``local`` (default) in
 this process or, with ``workers > 1``, in that many processes (each with ``threads //
 workers`` torch threads); ``dask`` on a Dask distributed cluster, joined by ``address`` or
 started for the run. Whatever the backend, it only returns results: this process alone writes
@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import torch
 
 from gaugekit.config import get_device, get_records_mode, get_scale
-from gaugekit.experiments.records import (
+from gaugekit.runs.records import (
     STATUSES,
     append_records,
     finished_run_ids,
@@ -245,11 +245,11 @@ def run_sweep(
     ``backend`` (``local`` or ``dask``) runs the batches, ``workers`` of them in parallel; the
     dask backend joins the scheduler at ``address`` (then the cluster's size sets the
     parallelism, and ``device`` need not exist on this machine) or starts a local cluster of
-    ``workers`` processes (see :mod:`gaugekit.experiments.backends`).
+    ``workers`` processes (see :mod:`gaugekit.runs.backends`).
     """
     from tqdm import tqdm
 
-    from gaugekit.experiments.backends import make_backend
+    from gaugekit.runs.backends import make_backend
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"Invalid workers: {workers!r}; expected an integer >= 1")
@@ -457,7 +457,7 @@ class Collected:
         """One sentence for a terminal: which records a page shows and where they came from.
 
         Commands are between backticks; a page shows :meth:`note_markdown` instead (through
-        :func:`gaugekit.viz.records_note`), where each command is a code block.
+        :func:`gaugekit.report.viz.records_note`), where each command is a code block.
         """
         if not self.persisted:
             return self._recomputed()
@@ -639,15 +639,15 @@ def collector(
                        persist=config.persist_records, allow_missing=allow_missing)
 
     missing = ("a part with missing runs is returned as far as it is recorded, and "
-               ":meth:`~gaugekit.experiments.sweep.Collected.note` names the missing runs and "
+               ":meth:`~gaugekit.runs.sweep.Collected.note` names the missing runs and "
                "the command that makes them" if allow_missing else
                "a part with missing runs raises "
-               ":class:`~gaugekit.experiments.sweep.MissingRecords` naming the command that "
+               ":class:`~gaugekit.runs.sweep.MissingRecords` naming the command that "
                "makes them")
     collect_records.__name__ = collect_records.__qualname__ = "collect"
     collect_records.__doc__ = (
         f"The records of the ``{experiment.name}`` parts at ``scale`` "
-        "(:func:`gaugekit.experiments.sweep.collect`).\n\n"
+        "(:func:`gaugekit.runs.sweep.collect`).\n\n"
         "At a scale that keeps committed records (paper) they are read and nothing is "
         f"trained; {missing}. At quick scale everything is computed afresh in a temporary "
         "folder. ``out_dir`` reads and completes the records of that folder instead.")

@@ -1,10 +1,10 @@
 r"""What the language-model chapter shows, computed from the records of
 :func:`gaugekit.experiments.language_model.collect`: tables (HTML through
-:func:`gaugekit.viz.table_html`) and figures, so that the chapter's cells stay short.
+:func:`gaugekit.report.viz.table_html`) and figures, so that the chapter's cells stay short.
 
 Nothing here is typed in: every number comes from the records through the summaries of
 :mod:`gaugekit.experiments.language_model`. Optimizers have the book's colours
-(:func:`gaugekit.viz.method_color`; AdamW takes Adam's, dashed; Muon + Adam Muon's).
+(:func:`gaugekit.report.viz.method_color`; AdamW takes Adam's, dashed; Muon + Adam Muon's).
 """
 
 # Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
@@ -17,16 +17,16 @@ from typing import Any
 
 from gaugekit._extras import require_extra
 
-require_extra("gaugekit.experiments.language_model_views", "experiments", "matplotlib")
+require_extra("gaugekit.report.language_model", "experiments", "matplotlib")
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from gaugekit import viz
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
+from gaugekit.report import viz
 
 __all__ = ["cost_table", "drift_figure", "fresh_table", "loss_figure", "selection_table",
            "split_table", "style", "suite_summary", "suite_table", "suite_text_table",

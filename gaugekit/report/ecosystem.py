@@ -1,6 +1,6 @@
 r"""What the ecosystem appendix shows, computed from the rows of
 :func:`gaugekit.experiments.ecosystem.table_rows`: tables as rows for
-:func:`gaugekit.viz.table_html`, and the lists the text names.
+:func:`gaugekit.report.viz.table_html`, and the lists the text names.
 
 Nothing here is typed in: verdicts, residuals and reasons come from the committed records
 (``results/ecosystem/paper``; for the EigenAdam comparison, those of the sensing zoo, the

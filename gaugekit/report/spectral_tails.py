@@ -1,13 +1,13 @@
 r"""What the spectral-tails chapter shows, computed from the records of
 :func:`gaugekit.experiments.spectral_tails.collect` and from :mod:`gaugekit.tail_theory`:
-tables (HTML through :func:`gaugekit.viz.table_html`), the numbers and sentences of its text
+tables (HTML through :func:`gaugekit.report.viz.table_html`), the numbers and sentences of its text
 (glue names as keys) and its figures.
 
 Nothing here is typed in: our numbers come from the records and the closed forms, the
 published ones from the constants of :mod:`gaugekit.experiments.spectral_tails`
 (``PUBLISHED_TAU_STAR``, ``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``)
 and :mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``), each in its own column.
-Optimizers are drawn in the book's colour (:func:`gaugekit.viz.method_color`).
+Optimizers are drawn in the book's colour (:func:`gaugekit.report.viz.method_color`).
 """
 
 # Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book);
@@ -23,11 +23,11 @@ import torch
 
 from gaugekit import tail_theory as tt
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.experiments import selection
 from gaugekit.experiments import spectral_tails as st
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import make_instance
 from gaugekit.problems.spectral_tails import make_tail_instance
+from gaugekit.runs import selection
 
 __all__ = [
     "balancedness_figure",
@@ -61,13 +61,13 @@ def label(method: str) -> str:
 
 
 def _table_html(*args: Any, **kwargs: Any) -> str:
-    from gaugekit.viz import table_html
+    from gaugekit.report.viz import table_html
 
     return table_html(*args, **kwargs)
 
 
 def _color(method: str) -> str:
-    from gaugekit.viz import method_color
+    from gaugekit.report.viz import method_color
 
     return method_color(method)
 

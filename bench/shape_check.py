@@ -1,0 +1,199 @@
+"""Check that a change of shape changed nothing else: the book's numbers and quick records.
+
+Two checks, each in two steps (``snapshot`` on the old code, ``snapshot`` on the new, then
+``compare``):
+
+* ``book``: every value the built book shows. It reads the executed notebooks of a
+  ``python3 dev.py book`` build (``_build/jupyter_execute/chapters``): every text or HTML output
+  of a code cell, and each ``glue``d value (kept beside the notebook in ``<page>.glue.json``).
+  Figures are compared by count only (their PNG bytes carry matplotlib's metadata).
+* ``quick``: a re-run of parts of every factor experiment and of the attention ``single`` part
+  at quick scale, into a fresh records folder. ``compare`` then asks that the same runs exist
+  with the same statuses and step counts, and that every number agrees to round-off
+  (relative 1e-9, absolute 1e-12); records' code stamps and timings are not compared.
+
+Usage::
+
+    python bench/shape_check.py book snapshot _build/jupyter_execute/chapters before.json
+    python bench/shape_check.py quick snapshot OUTDIR
+    python bench/shape_check.py book compare before.json after.json
+    python bench/shape_check.py quick compare OLD_OUTDIR NEW_OUTDIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+#: One part of every factor experiment (two where an experiment has two trainers) and the
+#: attention ``single`` part, at quick scale.
+QUICK_PARTS: dict[str, list[str]] = {
+    "matrix_sensing": ["zoo", "decay"],
+    "dial": ["dial_rms", "flow_rows", "flow_ablation"],
+    "spectral_tails": ["phase", "balancedness"],
+    "hyperspectral": ["synthetic_low"],
+    "ladder": ["n8"],
+    "eigenbasis": ["sensing"],
+    "attention": ["single"],
+}
+
+#: Record fields that say when, where and how fast a run was made, not what it computed.
+_VOLATILE = {"code", "timing", "wall_s", "elapsed_s", "created", "host", "seconds", "time_s"}
+
+
+# ---------------------------------------------------------------- the book
+def _outputs(nb: dict) -> list[str]:
+    shown: list[str] = []
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if out.get("output_type") == "stream":
+                shown.append("stream:" + "".join(out.get("text", "")))
+            for mime in ("text/markdown", "text/html", "text/plain", "text/latex"):
+                if mime in data:
+                    text = data[mime]
+                    text = "".join(text) if isinstance(text, list) else text
+                    shown.append(f"{name or ''}|{mime}:{text}")
+                    break
+            if "image/png" in data:
+                shown.append(f"{name or ''}|image/png")
+    return shown
+
+
+def book_snapshot(folder: Path, out: Path) -> None:
+    snap = {}
+    for path in sorted(folder.glob("*.ipynb")):
+        shown = _outputs(json.loads(path.read_text()))
+        glue = path.with_name(path.stem + ".glue.json")
+        if glue.exists():  # myst-nb keeps the glued values beside the notebook
+            for name, value in sorted(json.loads(glue.read_text()).items()):
+                cell = {"outputs": [value]}
+                shown += [f"glue {name}|{line}" for line in _outputs({"cells": [cell]})]
+        snap[path.stem] = shown
+    out.write_text(json.dumps(snap, indent=1, sort_keys=True))
+    print(f"{out}: {sum(map(len, snap.values()))} outputs on {len(snap)} pages")
+
+
+def book_compare(a: Path, b: Path) -> int:
+    old, new = json.loads(a.read_text()), json.loads(b.read_text())
+    bad = 0
+    for page in sorted(set(old) | set(new)):
+        x, y = old.get(page), new.get(page)
+        if x == y:
+            continue
+        bad += 1
+        if x is None or y is None:
+            print(f"{page}: only in {'after' if x is None else 'before'}")
+            continue
+        print(f"{page}: {len(x)} outputs before, {len(y)} after")
+        for i, (p, q) in enumerate(zip(x, y, strict=False)):
+            if p != q:
+                print(f"  first difference at output {i}:")
+                print(f"    before {p[:300]!r}\n    after  {q[:300]!r}")
+                break
+    total = sum(map(len, old.values()))
+    print(f"book: {total} outputs on {len(old)} pages before; {bad} pages differ")
+    return 1 if bad else 0
+
+
+# ---------------------------------------------------------------- quick records
+def quick_snapshot(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GAUGEKIT_SCALE="quick")
+    for experiment, parts in QUICK_PARTS.items():
+        cmd = [sys.executable, "-m", "gaugekit", "run", experiment, "--scale", "quick",
+               "--out", str(out / experiment), "--workers", "1", "--quiet"]
+        for part in parts:
+            cmd += ["--part", part]
+        print("+", " ".join(cmd[1:]), flush=True)
+        subprocess.run(cmd, check=True, env=env)
+
+
+def _strip(rec: Any) -> Any:
+    if isinstance(rec, dict):
+        return {k: _strip(v) for k, v in rec.items() if k not in _VOLATILE}
+    if isinstance(rec, list):
+        return [_strip(v) for v in rec]
+    return rec
+
+
+def _close(x: Any, y: Any, where: str, diffs: list[str]) -> None:
+    if isinstance(x, dict) and isinstance(y, dict):
+        if set(x) != set(y):
+            diffs.append(f"{where}: keys {sorted(set(x) ^ set(y))}")
+        for k in set(x) & set(y):
+            _close(x[k], y[k], f"{where}.{k}", diffs)
+    elif isinstance(x, list) and isinstance(y, list):
+        if len(x) != len(y):
+            diffs.append(f"{where}: length {len(x)} != {len(y)}")
+        for i, (p, q) in enumerate(zip(x, y, strict=False)):
+            _close(p, q, f"{where}[{i}]", diffs)
+    elif isinstance(x, float) and isinstance(y, float):
+        if math.isnan(x) and math.isnan(y):
+            return
+        if not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12):
+            diffs.append(f"{where}: {x!r} != {y!r}")
+    elif x != y:
+        diffs.append(f"{where}: {x!r} != {y!r}")
+
+
+def _read(folder: Path) -> dict[tuple[str, str], dict]:
+    runs = {}
+    for path in sorted(folder.rglob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                runs[(path.relative_to(folder).as_posix(), rec["run_id"])] = _strip(rec)
+    return runs
+
+
+def quick_compare(a: Path, b: Path) -> int:
+    old, new = _read(a), _read(b)
+    problems: list[str] = []
+    for key in sorted(set(old) ^ set(new)):
+        problems.append(f"{key}: only {'before' if key in old else 'after'}")
+    exact = 0
+    for key in sorted(set(old) & set(new)):
+        x, y = old[key], new[key]
+        if (x.get("status"), x.get("metrics", {}).get("steps")) != (
+                y.get("status"), y.get("metrics", {}).get("steps")):
+            before = f"{x.get('status')}/{x.get('metrics', {}).get('steps')}"
+            after = f"{y.get('status')}/{y.get('metrics', {}).get('steps')}"
+            problems.append(f"{key}: status/steps {before} -> {after}")
+        diffs: list[str] = []
+        _close(x, y, "", diffs)
+        problems += [f"{key}{d}" for d in diffs[:3]]
+        exact += x == y
+    print(f"quick: {len(old)} runs before, {len(new)} after; {exact} identical to the bit; "
+          f"{len(problems)} problems")
+    for p in problems[:40]:
+        print("  " + p)
+    return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["book", "quick"])
+    ap.add_argument("action", choices=["snapshot", "compare"])
+    ap.add_argument("paths", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+    if args.what == "book":
+        if args.action == "snapshot":
+            book_snapshot(args.paths[0], args.paths[1])
+            return 0
+        return book_compare(*args.paths[:2])
+    if args.action == "snapshot":
+        quick_snapshot(args.paths[0])
+        return 0
+    return quick_compare(*args.paths[:2])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,18 @@
+"""The audits: does an optimizer keep the gauge?
+
+``factors``  the factor audit: any ``torch.optim`` optimizer on ``(U₀, V₀)`` and ``(U₀Q, V₀Q)``
+             (:func:`audit_equivariance`, Proposition 4.2 of the paper)
+``heads``    the twin audit of a model's attention heads: gauge, ``A = I`` and noise twins of
+             every ``W_Q, W_K`` pair (:func:`audit_twins`)
+
+Both need torch and numpy only (``pip install gaugekit``).
+"""
+
+# Developer note (layers, DESIGN.md): floor 3 (audit/): stands on optim/, gauge and linalg.
+
+from gaugekit.audit.factors import *  # noqa: F403
+from gaugekit.audit.factors import __all__ as _factor_names
+from gaugekit.audit.heads import *  # noqa: F403
+from gaugekit.audit.heads import __all__ as _head_names
+
+__all__ = sorted(set(_factor_names) | set(_head_names))

@@ -1,0 +1,8 @@
+"""The trainers: one for factor runs, one for twins.
+
+``factors``   the stacked trainer of every factor experiment: many runs of ``W = U Vᵀ`` at once
+``twins``     the stacked twin trainer of the attention experiments: a base and its twins
+``batching``  dropping finished runs from a stack (parameters and optimizer state)
+"""
+
+# Developer note (layers, DESIGN.md): floor 4 (train/).
