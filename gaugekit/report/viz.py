@@ -465,24 +465,24 @@ def _wrap_commands(text: str, width: int = 72) -> str:
     return "\n".join(out)
 
 
-def glue_page(values: Mapping[str, Any]) -> None:
-    """Glue every ``name → value`` of a page for ``{glue:text}``, ``{glue:md}`` and
-    ``glue:figure`` (``display=False``): a string holding an HTML table (from
-    :func:`table_html`) as HTML, any other string as text, a matplotlib figure as the figure
-    (then closed), an IPython display object as it is. A number must be formatted first: the
-    page shows what the string says."""
+def glue_page(values: Mapping[str, Any], prefix: str = "") -> None:
+    """Glue every ``name → value`` of a page (as ``prefix + name``) for ``{glue:text}``,
+    ``{glue:md}`` and ``glue:figure``, without showing it (``display=False``).
+
+    A string holding an HTML table (from :func:`table_html`) is glued as HTML, any other string
+    as text; a matplotlib figure as the figure (then closed); a number as the number, for the
+    page to format (``{glue:text}`name:.3f```); an IPython display object as it is. This is the
+    one glue helper of the book's chapters."""
     from IPython.display import HTML
     from matplotlib.figure import Figure
     from myst_nb import glue
 
     for name, value in values.items():
+        name = prefix + name
         if isinstance(value, Figure):
             glue(name, value, display=False)
             plt.close(value)
-        elif isinstance(value, str):
-            glue(name, HTML(value) if "<table" in value else value, display=False)
-        elif isinstance(value, (int, float)) or value is None:
-            raise ValueError(f"Invalid value of {name!r}: {value!r}; expected a formatted "
-                             "string, a figure or a display object")
+        elif isinstance(value, str) and "<table" in value:
+            glue(name, HTML(value), display=False)
         else:
             glue(name, value, display=False)
