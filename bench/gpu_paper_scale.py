@@ -44,8 +44,9 @@ from pathlib import Path
 import torch
 
 from gaugekit.experiments import attention, ladder
+from gaugekit.runs.collection import records_dir
 from gaugekit.runs.records import finished_run_ids, read_records_dir
-from gaugekit.runs.sweep import records_dir, run_sweep
+from gaugekit.runs.sweep import run_sweep
 
 SIZES_BIG_FIRST = (384, 256, 192, 128, 96, 64, 40)
 

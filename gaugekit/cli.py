@@ -329,8 +329,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from gaugekit.experiments import get_experiment
+    from gaugekit.runs.collection import load_part
     from gaugekit.runs.selection import PROTOCOLS, select
-    from gaugekit.runs.sweep import load_part
 
     scale = get_scale(args.scale)
     exp = get_experiment(args.experiment)
@@ -358,7 +358,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_headline(args: argparse.Namespace) -> int:
     from gaugekit.report import headline
-    from gaugekit.runs.sweep import project_root
+    from gaugekit.runs.collection import project_root
 
     _require_checkout(project_root("headline"), "`gaugekit headline` rewrites README.md from "
                       "the committed records, so it", "")

@@ -10,7 +10,7 @@ import pytest
 
 from gaugekit import cli
 from gaugekit.runs.records import read_records_dir
-from gaugekit.runs.sweep import RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec
 
 
 class TinyZoo:

@@ -11,7 +11,7 @@ import pytest
 
 import gaugekit
 from gaugekit import cli
-from gaugekit.runs.sweep import RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec
 
 
 class HalfBroken:
@@ -65,9 +65,8 @@ def test_a_failed_run_prints_its_first_error(halfbroken, tmp_path, capsys):
 
 
 def test_headline_outside_a_checkout_says_it_needs_one(monkeypatch, tmp_path, capsys):
-    from gaugekit.runs import sweep
-
-    monkeypatch.setattr(sweep, "project_root", lambda experiment: tmp_path)
+    from gaugekit.runs import collection
+    monkeypatch.setattr(collection, "project_root", lambda experiment: tmp_path)
     for argv in (["headline"], ["headline", "--check"]):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err

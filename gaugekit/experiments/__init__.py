@@ -20,7 +20,7 @@ from gaugekit._extras import require_extra
 
 require_extra("gaugekit.experiments", "experiments")
 
-from gaugekit.runs.sweep import Experiment
+from gaugekit.runs.spec import Experiment
 
 __all__ = ["EXPERIMENTS", "experiment_names", "get_experiment"]
 

@@ -69,9 +69,10 @@ from gaugekit.problems.attention import (
     stack_params,
     sym_relative_distance,
 )
-from gaugekit.runs import sweep
+from gaugekit.runs import collection
 from gaugekit.runs.records import canonical_json, round_sig
-from gaugekit.runs.sweep import RunResult, RunSpec, SweepReport
+from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.sweep import SweepReport
 
 __all__ = [
     "CONFIGS",
@@ -821,16 +822,16 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     """``<root>/results/attention/<scale>`` for a scale that persists its records (paper),
     else a fresh temporary folder (quick)."""
     config = get_config(scale)
-    return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
+    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
 @dataclass
 class Collected:
     """What :func:`collect` returns: the config and the sweep engine's
-    :class:`~gaugekit.runs.sweep.Collected`, with a filter over the runs of a part."""
+    :class:`~gaugekit.runs.collection.Collected`, with a filter over the runs of a part."""
 
     config: ScaleConfig
-    collected: sweep.Collected
+    collected: collection.Collected
 
     @property
     def records(self) -> dict[str, list[dict[str, Any]]]:
@@ -841,7 +842,7 @@ class Collected:
         return self.collected.report
 
     def note(self) -> str:
-        """The records note (:meth:`gaugekit.runs.sweep.Collected.note`)."""
+        """The records note (:meth:`gaugekit.runs.collection.Collected.note`)."""
         return self.collected.note()
 
     def note_markdown(self) -> str:
@@ -875,7 +876,7 @@ def collect(
     progress: bool = False,
     mode: str | None = None,
 ) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.runs.sweep.collect`);
+    """The records of the parts at ``scale`` (:func:`gaugekit.runs.collection.collect`);
     ``parts`` defaults to the attention chapter's, :data:`CHAPTER_PARTS` (the GPU suite's,
     :data:`SUITE_PARTS`, are collected by name).
 
@@ -885,7 +886,7 @@ def collect(
     """
     config = get_config(scale)
     parts = list(CHAPTER_PARTS if parts is None else parts)
-    got = sweep.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
+    got = collection.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
                         progress=progress, mode=mode, persist=config.persist_records,
                         allow_missing=True)
     return Collected(config, got)

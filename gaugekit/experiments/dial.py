@@ -56,7 +56,8 @@ from gaugekit.experiments import flow_adam as fx
 from gaugekit.experiments.matrix_sensing import PAPER_HPARAMS, PAPER_LR_GRIDS, Budget, Problem
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
-from gaugekit.runs import sweep
+from gaugekit.runs import collection, sweep
+from gaugekit.runs.collection import Collected, MissingRecords
 from gaugekit.runs.selection import (
     ORACLE,
     ORACLE_MEAN,
@@ -65,7 +66,7 @@ from gaugekit.runs.selection import (
     mean_metric,
     select,
 )
-from gaugekit.runs.sweep import Collected, MissingRecords, RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.train.factors import train_factored_batch
 
 __all__ = [
@@ -475,11 +476,11 @@ EXPERIMENT = DialExperiment()
 
 
 def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """``<root>/results/dial/<scale>`` (:func:`gaugekit.runs.sweep.records_dir`)."""
-    return sweep.records_dir(NAME, get_config(scale).scale, root)
+    """``<root>/results/dial/<scale>`` (:func:`gaugekit.runs.collection.records_dir`)."""
+    return collection.records_dir(NAME, get_config(scale).scale, root)
 
 
-collect = sweep.collector(EXPERIMENT, get_config)
+collect = collection.collector(EXPERIMENT, get_config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -658,7 +659,7 @@ def _fmt(x: Any, spec: str = ".4f") -> str | None:
 def collect_chapter(config: DialConfig | None = None) -> tuple[dict[str, list], Any, Any]:
     """The records of every part the chapter shows (the long FlowAdam part may be missing:
     then it is empty) and what its two records notes say: ``(records, note, long_note)``,
-    each note a :class:`~gaugekit.runs.sweep.Collected` or a Markdown string for
+    each note a :class:`~gaugekit.runs.collection.Collected` or a Markdown string for
     :func:`gaugekit.report.viz.records_note`."""
     config = config or get_config()
     data = collect(parts=[p for p in config.parts() if p != "flow_long"])

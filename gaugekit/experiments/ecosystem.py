@@ -50,8 +50,9 @@ from typing import Any
 
 import torch
 
-from gaugekit.runs import sweep
-from gaugekit.runs.sweep import Collected, RunResult, RunSpec
+from gaugekit.runs import collection
+from gaugekit.runs.collection import Collected
+from gaugekit.runs.spec import RunResult, RunSpec
 
 __all__ = [
     "APPROXIMATE_BOUND",
@@ -627,7 +628,7 @@ def collect(scale: str = "paper", *, mode: str | None = "read",
     """The ecosystem records: at paper scale the committed ones (read, never recomputed by
     default; missing runs are named by :meth:`Collected.note`); quick scale computes its few
     classes afresh (the libraries must be installed)."""
-    return sweep.collect(EXPERIMENT, scale, mode=mode, persist=scale == "paper",
+    return collection.collect(EXPERIMENT, scale, mode=mode, persist=scale == "paper",
                          allow_missing=allow_missing)
 
 

@@ -34,8 +34,9 @@ import torch
 
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.runs import sweep
-from gaugekit.runs.sweep import Collected, RunResult, RunSpec
+from gaugekit.runs import collection
+from gaugekit.runs.collection import Collected
+from gaugekit.runs.spec import RunResult, RunSpec
 
 __all__ = ["EXPERIMENT", "METHOD", "SENSING_LR_GRID", "EigenbasisComparison", "collect"]
 
@@ -104,7 +105,7 @@ EXPERIMENT = EigenbasisComparison()
 def collect(scale: str = "paper", *, mode: str | None = "read",
             allow_missing: bool = True) -> Collected:
     """The records of both parts: committed at paper scale (read), afresh at quick scale."""
-    return sweep.collect(EXPERIMENT, scale, mode=mode, persist=scale == "paper",
+    return collection.collect(EXPERIMENT, scale, mode=mode, persist=scale == "paper",
                          allow_missing=allow_missing)
 
 

@@ -76,7 +76,8 @@ from gaugekit.problems.hyperspectral import (
     sample_ratio,
     scene_matrix,
 )
-from gaugekit.runs import sweep
+from gaugekit.runs import collection
+from gaugekit.runs.collection import load_part
 from gaugekit.runs.matched_loss import (
     THRESHOLDS,
     LrSelection,
@@ -94,7 +95,8 @@ from gaugekit.runs.matched_loss import (
     summarize,
 )
 from gaugekit.runs.records import canonical_json, finished_run_ids, read_records_dir
-from gaugekit.runs.sweep import RunResult, RunSpec, SweepReport, load_part
+from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.sweep import SweepReport
 from gaugekit.train.factors import register_factor_problem, train_factored_batch
 
 __all__ = [
@@ -712,17 +714,17 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     """``<root>/results/hyperspectral/<scale>`` when the scale persists its records (paper),
     else a fresh temporary folder (quick)."""
     config = get_config(scale)
-    return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
+    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
 @dataclass
 class Collected:
     """What :func:`collect` returns: the config and the sweep engine's
-    :class:`~gaugekit.runs.sweep.Collected` (records per part, their source, the runs
+    :class:`~gaugekit.runs.collection.Collected` (records per part, their source, the runs
     still missing), with the views a page needs."""
 
     config: ScaleConfig
-    collected: sweep.Collected
+    collected: collection.Collected
 
     @property
     def records(self) -> dict[str, list[dict[str, Any]]]:
@@ -754,8 +756,9 @@ class Collected:
         """The command that makes (or resumes) the records of ``parts`` (default: every part
         of :meth:`waiting`)."""
         names = [p.name for p in parts] or [p.name for p, _, _ in self.waiting()]
-        return sweep.wrap_command(sweep.run_command(NAME, self.config.scale, names, workers=2) + (
-            " --max-batch-size 1" if self.config.scale == "paper" else ""))
+        command = collection.run_command(NAME, self.config.scale, names, workers=2)
+        return collection.wrap_command(
+            command + (" --max-batch-size 1" if self.config.scale == "paper" else ""))
 
     def main_parts(self) -> list[Part]:
         """The observed-centring float32 parts (one per scene and density) shown complete."""
@@ -807,7 +810,7 @@ def collect(
     workers: int = 1,
     mode: str | None = None,
 ) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.runs.sweep.collect`).
+    """The records of the parts at ``scale`` (:func:`gaugekit.runs.collection.collect`).
 
     At paper scale the committed records of every part are read, whether or not its scene's
     file is here, and nothing is computed: a part with missing runs is left out of
@@ -825,11 +828,11 @@ def collect(
     every_part = parts is None
     if parts is None:
         parts = [p.name for p in config.parts(present_only=not reading)]
-    got = sweep.collect(exp, config.scale, parts=parts, out_dir=out_dir, device=device,
+    got = collection.collect(exp, config.scale, parts=parts, out_dir=out_dir, device=device,
                         progress=progress, workers=workers, mode=mode, persist=persist,
                         allow_missing=reading)
     if every_part:
-        got.command = sweep.run_command(NAME, config.scale, workers=workers)
+        got.command = collection.run_command(NAME, config.scale, workers=workers)
     if got.folder is not None:  # records of scenes not here that the folder holds: read them
         done = finished_run_ids(read_records_dir(got.folder))
         for p in config.parts(present_only=False):

@@ -65,8 +65,8 @@ from gaugekit.experiments.matrix_sensing import (
     split_summary,
 )
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
-from gaugekit.runs import sweep
-from gaugekit.runs.sweep import RunSpec
+from gaugekit.runs import collection
+from gaugekit.runs.spec import RunSpec
 
 __all__ = [
     "CONFIGS",
@@ -381,7 +381,7 @@ class LadderExperiment(MatrixSensingZoo):
 EXPERIMENT = LadderExperiment()
 
 
-collect = sweep.collector(EXPERIMENT, get_config, allow_missing=True,
+collect = collection.collector(EXPERIMENT, get_config, allow_missing=True,
                           default_parts=lambda config: [p.name for p in config.parts])
 
 

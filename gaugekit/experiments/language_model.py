@@ -50,9 +50,9 @@ from gaugekit.experiments.attention import (
     twin_result,
 )
 from gaugekit.problems.attention import TransformerShape
-from gaugekit.runs import sweep
+from gaugekit.runs import collection
 from gaugekit.runs.records import canonical_json
-from gaugekit.runs.sweep import RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec
 
 __all__ = [
     "EXPERIMENT",
@@ -394,10 +394,10 @@ EXPERIMENT = LanguageModelExperiment()
 def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
     """``<root>/results/language_model/<scale>`` (paper), else a fresh temporary folder."""
     config = get_config(scale)
-    return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
+    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
-collect = sweep.collector(EXPERIMENT, get_config, allow_missing=True)
+collect = collection.collector(EXPERIMENT, get_config, allow_missing=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -68,9 +68,10 @@ from gaugekit.problems.matrix_sensing import (
     min_nuclear_norm_solution,
     recovery_metrics,
 )
-from gaugekit.runs import sweep
+from gaugekit.runs import collection, sweep
+from gaugekit.runs.collection import Collected
 from gaugekit.runs.selection import PROTOCOLS, Selection, select
-from gaugekit.runs.sweep import Collected, RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.train.factors import (
     PER_MATRIX_RULES,
     member_key,
@@ -573,13 +574,13 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     scale persists its records (paper), else a fresh temporary folder (quick).
 
     ``root`` defaults to the project folder that holds the committed records
-    (:func:`gaugekit.runs.sweep.project_root`).
+    (:func:`gaugekit.runs.collection.project_root`).
     """
     config = get_config(scale)
-    return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
+    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
-collect = sweep.collector(EXPERIMENT, get_config)
+collect = collection.collector(EXPERIMENT, get_config)
 
 
 def published_table2(part: Part) -> dict[str, tuple[float, float]] | None:

@@ -55,8 +55,9 @@ from gaugekit.problems.matrix_sensing import (
     init_factors,
 )
 from gaugekit.problems.spectral_tails import TailBatch, make_tail_instance
-from gaugekit.runs import sweep
-from gaugekit.runs.sweep import Collected, RunSpec
+from gaugekit.runs import collection
+from gaugekit.runs.collection import Collected
+from gaugekit.runs.spec import RunSpec
 from gaugekit.tail_theory import Crossing, estimate_crossing
 from gaugekit.train.factors import register_factor_problem
 
@@ -572,10 +573,10 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     """``<root>/results/spectral_tails/<scale>`` when the scale persists its records (paper),
     else a fresh temporary folder (quick)."""
     config = get_config(scale)
-    return sweep.scale_records_dir(NAME, config.scale, config.persist_records, root)
+    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
-collect = sweep.collector(EXPERIMENT, get_config)
+collect = collection.collector(EXPERIMENT, get_config)
 
 
 def headline() -> list[Any]:

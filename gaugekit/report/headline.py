@@ -7,7 +7,7 @@ README no longer matches the records (tests/test_headline.py runs that check). N
 typed in: every number comes from an experiment's records through its ``headline`` provider.
 
 A provider is ``module:function`` in :data:`PROVIDERS`; it takes nothing, reads its committed
-records (raising :class:`~gaugekit.runs.sweep.MissingRecords` when they are missing) and
+records (raising :class:`~gaugekit.runs.collection.MissingRecords` when they are missing) and
 returns :class:`HeadlineRow` objects. An experiment whose records are missing is listed as such
 in the block instead of silently dropped.
 """
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gaugekit.runs.sweep import MissingRecords, project_root
+from gaugekit.runs.collection import MissingRecords, project_root
 
 __all__ = [
     "END",

@@ -424,7 +424,7 @@ def records_note(source: Any) -> Any:
     """Which records a page shows and the command that made them, as Markdown for the page.
 
     ``source`` is what a chapter's ``collect()`` returned (anything with ``note_markdown()``,
-    such as :class:`gaugekit.runs.sweep.Collected`) or a Markdown string. The result is
+    such as :class:`gaugekit.runs.collection.Collected`) or a Markdown string. The result is
     an :class:`IPython.display.Markdown`: glue it (``glue("note", records_note(c),
     display=False)``) and paste it with the ``glue:md`` directive and ``:format: myst``, so
     the command shows as a code block, its ``--`` intact, instead of text between backticks.

@@ -51,7 +51,7 @@ from typing import Any, Protocol
 import torch
 
 from gaugekit._extras import MissingExtra, require_extra
-from gaugekit.runs.sweep import Experiment, RunResult, RunSpec, _error_results, _execute
+from gaugekit.runs.spec import Experiment, RunResult, RunSpec, error_results, execute_batch
 
 __all__ = ["BACKENDS", "Backend", "DaskBackend", "LocalBackend", "MissingExtra", "make_backend"]
 
@@ -103,13 +103,13 @@ class LocalBackend:
                device: torch.device, progress: bool) -> Stream:
         if self.workers <= 1:
             for batch in batches:
-                yield (batch, *_execute(experiment, batch, device, progress))
+                yield (batch, *execute_batch(experiment, batch, device, progress))
             return
         threads = max(1, torch.get_num_threads() // self.workers)
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=self.workers, mp_context=context) as pool:
             futures = {
-                pool.submit(_execute, experiment, batch, device, False, threads): batch
+                pool.submit(execute_batch, experiment, batch, device, False, threads): batch
                 for batch in batches
             }
             for future in as_completed(futures):
@@ -117,7 +117,7 @@ class LocalBackend:
                 try:
                     results, wall = future.result()
                 except Exception as err:  # noqa: BLE001 - a worker died: record, go on
-                    results, wall = _error_results(len(batch), err), 0.0
+                    results, wall = error_results(len(batch), err), 0.0
                 yield batch, results, wall
 
 
@@ -211,7 +211,7 @@ class DaskBackend:
             while waiting and len(running) < window:
                 i, batch = waiting.popleft()
                 future = self.client.submit(
-                    _execute, experiment, batch, device, False, self.threads,
+                    execute_batch, experiment, batch, device, False, self.threads,
                     key=f"gaugekit-{experiment.name}-{run}-{i}", resources=resources,
                     pure=False)
                 running[future] = batch
@@ -224,7 +224,7 @@ class DaskBackend:
                 try:
                     results, wall = future.result()
                 except Exception as err:  # noqa: BLE001 - KilledWorker, cancelled: record, go on
-                    results, wall = _error_results(len(batch), err), 0.0
+                    results, wall = error_results(len(batch), err), 0.0
                 future.release()
                 submit()  # keep the cluster busy while this process writes the records
                 yield batch, results, wall

@@ -1,7 +1,7 @@
 r"""The one training loop of every factor experiment: many runs of ``W = U Vᵀ``, stacked.
 
 Every factor experiment of the book (matrix sensing, spectral tails, hyperspectral completion)
-trains its runs here. A run is a semantic config (a :class:`~gaugekit.runs.sweep.RunSpec`)::
+trains its runs here. A run is a semantic config (a :class:`~gaugekit.runs.spec.RunSpec`)::
 
     {"kind": "factored", "problem": {...}, "method": str, "hparams": {..., "lr": float},
      "schedule": str, "budget": {...}, "seed": int, "dtype": "float32" | "float64"}
@@ -68,7 +68,7 @@ from torch import Tensor
 from gaugekit.optim.registry import make_optimizer
 from gaugekit.optim.schedules import lr_factor
 from gaugekit.runs.records import downsample_indices, round_sig
-from gaugekit.runs.sweep import RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.train.batching import transfer_state
 
 __all__ = [
@@ -703,7 +703,7 @@ def train_factored_batch(
 ) -> list[RunResult]:
     """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
 
-    Returns one :class:`~gaugekit.runs.sweep.RunResult` per spec, in order. An optimizer
+    Returns one :class:`~gaugekit.runs.spec.RunResult` per spec, in order. An optimizer
     that fails to build or to step marks its own runs ``error`` (the others go on).
     ``sync_every``: how often the host reads the device-side divergence test (see the module
     docstring); default 1 on the CPU, ``budget["check_every"]`` elsewhere.

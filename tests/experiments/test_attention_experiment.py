@@ -11,8 +11,9 @@ from torch.testing import assert_close
 
 from gaugekit.experiments import attention as att
 from gaugekit.problems import attention as A
+from gaugekit.runs.collection import load_part
 from gaugekit.runs.records import read_records_dir
-from gaugekit.runs.sweep import load_part, run_sweep
+from gaugekit.runs.sweep import run_sweep
 
 CPU = torch.device("cpu")
 #: A smaller model than the book's (same code): keeps each test to a second or two.

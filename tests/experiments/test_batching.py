@@ -10,7 +10,7 @@ from torch.testing import assert_close
 
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.optim import make_optimizer
-from gaugekit.runs.sweep import RunSpec
+from gaugekit.runs.spec import RunSpec
 from gaugekit.train.batching import optimizer_wide_state, take_runs, transfer_state
 
 DTYPE = torch.float64

@@ -1,4 +1,4 @@
-"""What a page shows: sweep.collect reads committed records at paper scale (computing nothing,
+"""What a page shows: collection.collect reads committed records at paper scale (computing nothing,
 or stopping with the command that makes what is missing), makes them in mode ``make``, and
 recomputes in a temporary folder at quick scale."""
 
@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from gaugekit.runs import sweep
-from gaugekit.runs.sweep import MissingRecords, RunResult, RunSpec
+from gaugekit.runs import collection
+from gaugekit.runs.collection import MissingRecords
+from gaugekit.runs.spec import RunResult, RunSpec
 
 
 class Squares:
@@ -38,7 +39,7 @@ class Squares:
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "project_root", lambda name: tmp_path)
+    monkeypatch.setattr(collection, "project_root", lambda name: tmp_path)
     monkeypatch.delenv("GAUGEKIT_RECORDS", raising=False)
     return tmp_path
 
@@ -46,15 +47,15 @@ def root(tmp_path, monkeypatch):
 def test_paper_scale_reads_records_and_never_computes_them(root):
     exp = Squares()
     with pytest.raises(MissingRecords) as info:
-        sweep.collect(exp, "paper")
+        collection.collect(exp, "paper")
     message = str(info.value)
     assert "python -m gaugekit run squares --scale paper --part a --part b" in message
     assert "a: 2" in message and "b: 1" in message
     assert exp.computed == 0
-    made = sweep.collect(exp, "paper", mode="make")
+    made = collection.collect(exp, "paper", mode="make")
     assert exp.computed == 3 and made.report.ran == 3
     assert (root / "results" / "squares" / "paper" / "a.jsonl").is_file()
-    read = sweep.collect(exp, "paper")
+    read = collection.collect(exp, "paper")
     assert exp.computed == 3 and read.report.ran == 0
     assert [r["metrics"]["value"] for r in read.records["a"]] == [1.0, 4.0]
     note = read.note()
@@ -69,17 +70,17 @@ def test_paper_scale_reads_records_and_never_computes_them(root):
 
 def test_only_the_parts_asked_for_must_exist(root):
     exp = Squares()
-    sweep.collect(exp, "paper", parts=["b"], mode="make")
-    assert sweep.collect(exp, "paper", parts=["b"]).records["b"][0]["metrics"]["value"] == 9.0
+    collection.collect(exp, "paper", parts=["b"], mode="make")
+    assert collection.collect(exp, "paper", parts=["b"]).records["b"][0]["metrics"]["value"] == 9.0
     with pytest.raises(MissingRecords, match="--part a"):
-        sweep.collect(exp, "paper")
+        collection.collect(exp, "paper")
 
 
 def test_quick_scale_recomputes_in_a_temporary_folder(root, monkeypatch):
     monkeypatch.setenv("GAUGEKIT_RECORDS", "read")
     exp = Squares()
-    first = sweep.collect(exp, "quick")
-    second = sweep.collect(exp, "quick")
+    first = collection.collect(exp, "quick")
+    second = collection.collect(exp, "quick")
     assert exp.computed == 6 and first.folder is None
     assert not (root / "results").exists()
     assert "recomputed for this page" in second.note()
@@ -87,7 +88,7 @@ def test_quick_scale_recomputes_in_a_temporary_folder(root, monkeypatch):
 
 def test_bad_records_mode_is_refused(root):
     with pytest.raises(ValueError, match="Invalid records mode"):
-        sweep.collect(Squares(), "paper", mode="sometimes")
+        collection.collect(Squares(), "paper", mode="sometimes")
 
 
 def test_an_experiment_module_collect_is_collect_with_its_scale_settings(root):
@@ -98,8 +99,8 @@ def test_an_experiment_module_collect_is_collect_with_its_scale_settings(root):
         return SimpleNamespace(scale=scale, persist_records=scale == "paper")
 
     exp = Squares()
-    strict = sweep.collector(exp, get_config)
-    lenient = sweep.collector(exp, get_config, allow_missing=True,
+    strict = collection.collector(exp, get_config)
+    lenient = collection.collector(exp, get_config, allow_missing=True,
                               default_parts=lambda config: ["b"])
     assert strict.__name__ == "collect" and "squares" in strict.__doc__
     assert "MissingRecords" in strict.__doc__ and "note" in lenient.__doc__
@@ -118,8 +119,8 @@ def test_an_experiment_module_collect_is_collect_with_its_scale_settings(root):
 
 def test_the_page_note_folds_code_versions_into_a_dropdown_and_wraps_long_commands(root):
     exp = Squares()
-    sweep.collect(exp, "paper", parts=["b"], mode="make")
-    got = sweep.collect(exp, "paper", allow_missing=True)
+    collection.collect(exp, "paper", parts=["b"], mode="make")
+    got = collection.collect(exp, "paper", allow_missing=True)
     markdown = got.note_markdown()
     # the code versions (and the missing runs per part) sit in a collapsed dropdown, after
     # the commands
@@ -130,9 +131,9 @@ def test_the_page_note_folds_code_versions_into_a_dropdown_and_wraps_long_comman
     # a long command becomes lines of at most COMMAND_WIDTH characters, options kept whole
     long = "python -m gaugekit run ladder --scale paper " + " ".join(
         f"--part n{i}" for i in range(20))
-    lines = sweep.wrap_command(long).splitlines()
-    assert len(lines) > 1 and all(len(line) <= sweep.COMMAND_WIDTH for line in lines)
+    lines = collection.wrap_command(long).splitlines()
+    assert len(lines) > 1 and all(len(line) <= collection.COMMAND_WIDTH for line in lines)
     assert all(line.endswith(" \\") for line in lines[:-1])
     assert " ".join(line.rstrip(" \\").strip() for line in lines) == long
-    assert sweep.wrap_command("python -m gaugekit run squares --scale paper") == (
+    assert collection.wrap_command("python -m gaugekit run squares --scale paper") == (
         "python -m gaugekit run squares --scale paper")

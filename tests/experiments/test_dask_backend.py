@@ -18,7 +18,8 @@ import pytest
 
 from gaugekit import cli
 from gaugekit.runs.records import read_records_dir
-from gaugekit.runs.sweep import RunResult, RunSpec, run_sweep
+from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.sweep import run_sweep
 
 distributed = pytest.importorskip(
     "distributed", reason="the dask backend needs `pip install gaugekit[cluster]`")

@@ -13,9 +13,10 @@ from torch.testing import assert_close
 from gaugekit.experiments import dial as dx
 from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.runs import sweep
+from gaugekit.runs import collection
 from gaugekit.runs.selection import ORACLE, select
-from gaugekit.runs.sweep import RunSpec, run_sweep
+from gaugekit.runs.spec import RunSpec
+from gaugekit.runs.sweep import run_sweep
 
 # --------------------------------------------------------------------------------------------
 # configuration
@@ -217,7 +218,7 @@ def test_a_tiny_sweep_fills_every_summary(tmp_path, monkeypatch):
 
 
 def test_paper_scale_reads_records_and_never_trains(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "project_root", lambda experiment: tmp_path)
+    monkeypatch.setattr(collection, "project_root", lambda experiment: tmp_path)
     monkeypatch.delenv("GAUGEKIT_RECORDS", raising=False)
     assert dx.records_dir("paper") == tmp_path / "results" / "dial" / "paper"
     with pytest.raises(dx.MissingRecords, match="--part dial_rms"):

@@ -130,7 +130,7 @@ def test_specs_cover_the_catalog_once():
 
 def test_every_committed_kept_verdict_has_a_reason_line():
     """The book prints one line of reason per equivariant or approximate verdict."""
-    from gaugekit.runs.sweep import records_dir
+    from gaugekit.runs.collection import records_dir
 
     folder = records_dir("ecosystem", "paper")
     if not folder.is_dir():

@@ -15,7 +15,7 @@ from torch.testing import assert_close
 
 from gaugekit.linalg import effective_rank
 from gaugekit.optim import make_optimizer
-from gaugekit.runs.sweep import RunSpec
+from gaugekit.runs.spec import RunSpec
 from gaugekit.train import factors as ft
 
 N1, N2, K = 7, 4, 3

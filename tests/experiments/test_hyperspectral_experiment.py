@@ -31,7 +31,8 @@ from gaugekit.experiments.hyperspectral import (
     synthetic_scene,
     user_scene,
 )
-from gaugekit.runs.sweep import load_part, run_sweep
+from gaugekit.runs.collection import load_part
+from gaugekit.runs.sweep import run_sweep
 from gaugekit.train.factors import get_factor_problem, train_factored_batch
 
 TH = (1e-2, 1e-3, 1e-4)
@@ -280,15 +281,14 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
     import shutil
 
     from gaugekit.experiments import hyperspectral as hs
-    from gaugekit.runs import sweep
-
+    from gaugekit.runs import collection
     ROOT = Path(__file__).resolve().parents[2]
     src = ROOT / "results" / "hyperspectral" / "paper"
     dst = tmp_path / "results" / "hyperspectral" / "paper"
     dst.mkdir(parents=True)
     for name in ("salinas_a_low.jsonl", "salinas_a_low_leak.jsonl"):
         shutil.copy(src / name, dst / name)
-    monkeypatch.setattr(sweep, "project_root", lambda experiment: tmp_path)
+    monkeypatch.setattr(collection, "project_root", lambda experiment: tmp_path)
     monkeypatch.setenv("GAUGEKIT_RECORDS", "read")
     shown, claims = {}, {}
     for data in ("empty", "real"):

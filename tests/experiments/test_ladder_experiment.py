@@ -11,7 +11,8 @@ from gaugekit.experiments import get_experiment, ladder
 from gaugekit.experiments.matrix_sensing import TABLE2_COSINE, Budget
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import degrees_of_freedom
-from gaugekit.runs.sweep import load_part, run_sweep
+from gaugekit.runs.collection import load_part
+from gaugekit.runs.sweep import run_sweep
 
 
 def tiny_config() -> ladder.LadderConfig:

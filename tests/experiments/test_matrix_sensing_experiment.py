@@ -12,7 +12,7 @@ from torch.testing import assert_close
 from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
-from gaugekit.runs.sweep import RunSpec
+from gaugekit.runs.spec import RunSpec
 from gaugekit.train import factors as factor_training
 
 METRICS = ("rec", "val_rec", "effective_rank", "nuclear_norm", "balancedness", "train_loss",

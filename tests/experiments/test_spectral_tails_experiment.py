@@ -13,7 +13,7 @@ from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments import spectral_tails as st
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
 from gaugekit.problems.spectral_tails import make_tail_instance
-from gaugekit.runs import sweep
+from gaugekit.runs import collection
 from gaugekit.runs.sweep import run_sweep
 from gaugekit.train import factors as factor_training
 
@@ -173,14 +173,14 @@ def test_sweep_parts_rows_and_resume(tmp_path, monkeypatch):
 
 def test_missing_committed_runs_are_named_not_computed(tmp_path, monkeypatch):
     monkeypatch.setitem(st.CONFIGS, "quick", tiny_config)
-    monkeypatch.setattr(sweep, "project_root", lambda name: tmp_path)
-    folder = sweep.records_dir(st.NAME, "quick")
+    monkeypatch.setattr(collection, "project_root", lambda name: tmp_path)
+    folder = collection.records_dir(st.NAME, "quick")
     run_sweep(st.EXPERIMENT, folder, scale="quick", parts=["signum_horizon"], progress=False)
-    got = sweep.collect(st.EXPERIMENT, "quick", parts=["signum_horizon"], persist=True)
+    got = collection.collect(st.EXPERIMENT, "quick", parts=["signum_horizon"], persist=True)
     assert got.report.ran == 0 and got.records["signum_horizon"]
     n = len({s.run_id for s in tiny_config().specs("phase")})
-    with pytest.raises(sweep.MissingRecords, match=f"phase: {n}"):
-        sweep.collect(st.EXPERIMENT, "quick", persist=True)
+    with pytest.raises(collection.MissingRecords, match=f"phase: {n}"):
+        collection.collect(st.EXPERIMENT, "quick", persist=True)
 
 
 # --------------------------------------------------------------------------------------------

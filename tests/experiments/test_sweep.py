@@ -10,14 +10,10 @@ import pytest
 import torch
 
 from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.runs.collection import load_part
 from gaugekit.runs.records import read_records, read_records_dir
-from gaugekit.runs.sweep import (
-    RunResult,
-    RunSpec,
-    load_part,
-    plan_batches,
-    run_sweep,
-)
+from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.sweep import plan_batches, run_sweep
 
 
 class Toy:
