@@ -6,9 +6,26 @@ as ``torch.optim`` optimizers, an equivariance audit for any optimizer, the prob
 experiments of the book.
 
 ``import gaugekit`` brings the core, which needs torch and numpy only: :mod:`gaugekit.optim`,
-:mod:`gaugekit.audit`, :mod:`gaugekit.twins`, :mod:`gaugekit.gauge`, :mod:`gaugekit.linalg`.
-The experiments, data loaders and figures need the ``experiments`` extra
-(``pip install 'gaugekit[experiments]'``) and are imported only when asked for.
+:mod:`gaugekit.audit` (the factor audit and the twin audit of attention heads),
+:mod:`gaugekit.gauge`, :mod:`gaugekit.linalg`. The experiments and figures need the
+``experiments`` extra (``pip install 'gaugekit[experiments]'``) and are imported only when
+asked for.
+
+The house, floor by floor (a module imports only from its own floor or a lower one; the
+contracts in ``pyproject.toml`` hold it to this in CI, ``lint-imports``)::
+
+    9  cli.py, __main__.py   the command line
+    8  report/     what the book and the README show: figures, tables, glued values, headline
+    7  experiments/  one module per experiment: configs, specs, run_batch, summaries
+    6  train/      the trainers: factors (every factor run, stacked), twins (a base and its twins)
+    5  runs/       spec, sweep (the one engine), backends, records, collection (the one
+                   collector), selection, matched_loss, verdicts
+    4  theory.py, tail_theory.py   the paper's propositions as functions; twins.py (old address)
+    3  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q)), heads (twins of heads)
+    2  optim/      the zoo: functional cores and thin torch.optim classes, the registry
+       problems/   plain problem objects: sensing, spectral tails, hyperspectral, attention
+       data/       data files: where they are, whether they are the right ones
+    1  gauge.py, linalg.py, config.py, _extras.py
 """
 
 # The one place the version is written: pyproject.toml reads it from here.

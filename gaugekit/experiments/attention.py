@@ -1056,7 +1056,7 @@ def readme_headline() -> list[Any]:
     """README rows (:mod:`gaugekit.report.headline`) from the committed paper records:
     Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
     ratio; a missing value shows as a dash."""
-    from gaugekit.report.headline import HeadlineRow, number_verdict
+    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
     got = collect("paper")
     h = headline(got.records)

@@ -919,7 +919,7 @@ def readme_headline() -> list[Any]:
     the paper's scenes in the paper's protocol beside the paper's number for the same scene and
     density (a scene of the paper without records: "not run here"), then the other scenes,
     marked as beyond the paper."""
-    from gaugekit.report.headline import HeadlineRow
+    from gaugekit.runs.verdicts import HeadlineRow
 
     got = collect("paper")
     rows = []

@@ -555,7 +555,7 @@ def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
 def headline() -> list[Any]:
     """README row (:mod:`gaugekit.report.headline`): Muon's recovery at the largest size of
     the ladder with a complete record at some seed, beside the paper's value for that size."""
-    from gaugekit.report.headline import HeadlineRow, number_verdict
+    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
     config = get_config("paper")
     got = collect("paper")

@@ -622,7 +622,7 @@ def readme_headline() -> list[Any]:
     """README rows (:mod:`gaugekit.report.headline`) from the committed paper records:
     the best gauge-keeping optimizer against Adam at tuned rates, and Adam's gauge twins'
     spread in loss against its seeds'. Beyond the paper: it ran no tuned comparison."""
-    from gaugekit.report.headline import HeadlineRow
+    from gaugekit.runs.verdicts import HeadlineRow
 
     got = collect("paper")
     records = [r for part in got.records.values() for r in part]

@@ -728,7 +728,7 @@ def _fmt(x: float | None) -> str:
     return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.1e}"
 
 
-def _paper_zoo_rows() -> list[dict[str, Any]]:
+def paper_zoo_rows() -> list[dict[str, Any]]:
     collected = collect("paper", parts=["zoo"], mode="read")
     return selection_rows(collected.records["zoo"], "oracle")
 
@@ -736,9 +736,9 @@ def _paper_zoo_rows() -> list[dict[str, Any]]:
 def headline() -> list[Any]:
     """README rows: Table 2's recovery error of a few methods, the clean-split verdict, and the
     paper's weight-decay ceiling for Adam, each with its verdict."""
-    from gaugekit.report.headline import HeadlineRow, number_verdict
+    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
-    rows = {r["method"]: r for r in _paper_zoo_rows()}
+    rows = {r["method"]: r for r in paper_zoo_rows()}
     out = []
     for method in HEADLINE_METHODS:
         r = rows[method]
@@ -778,14 +778,3 @@ def _published_split() -> str:
     return (f"{'yes' if eq[worst] < cw[best] else 'no'}: worst equivariant "
             f"{get_spec(worst).label} {_fmt(eq[worst])}, best coordinate-wise "
             f"{get_spec(best).label} {_fmt(cw[best])}")
-
-
-def headline_figure() -> Any:
-    """The README's figure: Figure 1 (recovery error per optimizer) from the paper records."""
-    from gaugekit.report import viz
-
-    rows = _paper_zoo_rows()
-    fig = viz.recovery_bars(rows, published={m: v[0] for m, v in PUBLISHED_TABLE2.items()})
-    fig.axes[0].set_title("Matrix sensing, n = 40: recovery error at the selected lr "
-                          "(blue: gauge-equivariant)", fontsize=9)
-    return fig

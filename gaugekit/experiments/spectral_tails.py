@@ -582,7 +582,7 @@ collect = collection.collector(EXPERIMENT, get_config)
 def headline() -> list[Any]:
     """README row (:mod:`gaugekit.report.headline`): ``τ*`` by the paper's estimator on
     the committed phase records beside the paper's CPU value (same grid, seeds and rule)."""
-    from gaugekit.report.headline import HeadlineRow, number_verdict
+    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
     got = collect("paper", parts=["phase"])
     tau = crossings(got.records["phase"], num_boot=1)["paper"].tau_star

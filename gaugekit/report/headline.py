@@ -6,24 +6,33 @@ published ones) and the figure it shows; ``python -m gaugekit headline --check``
 README no longer matches the records (tests/test_headline.py runs that check). Nothing here is
 typed in: every number comes from an experiment's records through its ``headline`` provider.
 
-A provider is ``module:function`` in :data:`PROVIDERS`; it takes nothing, reads its committed
-records (raising :class:`~gaugekit.runs.collection.MissingRecords` when they are missing) and
-returns :class:`HeadlineRow` objects. An experiment whose records are missing is listed as such
-in the block instead of silently dropped.
+A provider is a function of an experiment module (:data:`PROVIDERS`); it takes nothing, reads
+its committed records (raising :class:`~gaugekit.runs.collection.MissingRecords` when they are
+missing) and returns :class:`HeadlineRow` objects. An experiment whose records are missing is
+listed as such in the block instead of silently dropped.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor of report/: stands on experiments/.
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+from gaugekit.experiments import (
+    attention,
+    hyperspectral,
+    ladder,
+    language_model,
+    matrix_sensing,
+    spectral_tails,
+)
 from gaugekit.runs.collection import MissingRecords, project_root
+from gaugekit.runs.verdicts import VERDICTS, HeadlineRow, number_verdict
 
 __all__ = [
     "END",
@@ -44,65 +53,23 @@ END = "<!-- headline:end -->"
 #: the README's figure, relative to the project root
 FIGURE = "results/headline.png"
 
-#: experiment → "module:function" returning its headline rows (in README order)
-PROVIDERS: dict[str, str] = {
-    "matrix_sensing": "gaugekit.experiments.matrix_sensing:headline",
-    "spectral_tails": "gaugekit.experiments.spectral_tails:headline",
-    "hyperspectral": "gaugekit.experiments.hyperspectral:readme_headline",
-    "attention": "gaugekit.experiments.attention:readme_headline",
-    "language_model": "gaugekit.experiments.language_model:readme_headline",
-    "ladder": "gaugekit.experiments.ladder:headline",
+#: experiment → the function returning its headline rows (in README order)
+PROVIDERS: dict[str, Callable[[], list[HeadlineRow]]] = {
+    "matrix_sensing": matrix_sensing.headline,
+    "spectral_tails": spectral_tails.headline,
+    "hyperspectral": hyperspectral.readme_headline,
+    "attention": attention.readme_headline,
+    "language_model": language_model.readme_headline,
+    "ladder": ladder.headline,
 }
-
-#: The verdicts a row may carry (README and the book's results page).
-VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not run here",
-                             "beyond the paper", "—")
-
-
-@dataclass(frozen=True)
-class HeadlineRow:
-    """One line of the README table: the claim, our number, the paper's, our verdict on the
-    claim (one of :data:`VERDICTS`), and the chapter that tells the story."""
-
-    experiment: str
-    claim: str
-    ours: str
-    published: str
-    chapter: str
-    verdict: str = "—"
-
-    def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"Invalid verdict: {self.verdict!r}; expected one of {VERDICTS}")
-
-
-def number_verdict(ours: float | None, published: float | None, *, rel: float = 0.05,
-                   exact: float = 1e-4) -> str:
-    """Whether our number reproduces the paper's for the same quantity: ``"holds"`` within
-    ``rel`` (relative) or when both are below ``exact`` (an exact recovery), ``"partly"``
-    within ``5·rel``, else ``"does not hold"``; ``"—"`` when either is missing."""
-    import math
-
-    if ours is None or published is None or not (math.isfinite(ours) and math.isfinite(published)):
-        return "—"
-    if abs(ours) < exact and abs(published) < exact:
-        return "holds"
-    diff = abs(ours - published) / max(abs(published), exact)
-    return "holds" if diff <= rel else "partly" if diff <= 5 * rel else "does not hold"
-
-
-def _provider(path: str) -> Callable[[], list[HeadlineRow]]:
-    module, attr = path.split(":")
-    return getattr(importlib.import_module(module), attr)
-
 
 def headline_rows() -> tuple[list[HeadlineRow], list[str]]:
     """Rows of every provider, and the experiments whose committed records are missing."""
     rows: list[HeadlineRow] = []
     missing: list[str] = []
-    for name, path in PROVIDERS.items():
+    for name, provider in PROVIDERS.items():
         try:
-            rows.extend(_provider(path)())
+            rows.extend(provider())
         except MissingRecords:
             missing.append(name)
     return rows, missing
@@ -140,9 +107,19 @@ def _split(text: str) -> tuple[str, str, str]:
     return head, START + block + END, tail
 
 
+def headline_figure() -> Any:
+    """The README's figure: Figure 1 (recovery error per optimizer) from the paper records."""
+    from gaugekit.report import viz
+
+    published = {m: v[0] for m, v in matrix_sensing.PUBLISHED_TABLE2.items()}
+    fig = viz.recovery_bars(matrix_sensing.paper_zoo_rows(), published=published)
+    fig.axes[0].set_title("Matrix sensing, n = 40: recovery error at the selected lr "
+                          "(blue: gauge-equivariant)", fontsize=9)
+    return fig
+
+
 def _write_figure(path: Path) -> None:
-    provider = _provider("gaugekit.experiments.matrix_sensing:headline_figure")
-    fig = provider()
+    fig = headline_figure()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
 
