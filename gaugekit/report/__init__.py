@@ -4,7 +4,9 @@
 ``headline``    the README's results at a glance
 one module per experiment (``matrix_sensing``, ``spectral_tails``, ``hyperspectral``,
 ``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``) and ``theory`` for the
-theory chapters: each turns records into the tables, figures and sentences of its chapter.
+theory chapters: each turns records into the tables, figures and sentences of its chapter;
+a chapter's section with a job of its own has its own module (``sensing_controls``,
+``sensing_decay``, ``tails_crossing``, ``ladder_n40``).
 
 Needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``).
 """

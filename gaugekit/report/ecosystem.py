@@ -9,30 +9,48 @@ attention twins and the eigenbasis experiment), the one-line reasons of the kept
 :data:`gaugekit.experiments.ecosystem.INVESTIGATIONS`.
 """
 
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD, audit_equivariance
 from gaugekit.experiments import ecosystem as eco
+from gaugekit.gauge import haar_orthogonal
+from gaugekit.optim import get_spec
+from gaugekit.report import viz
 
 __all__ = [
+    "COLLISION_GAPS",
     "COMPARED",
     "Comparison",
     "KEPT",
+    "NAMED_MAIN",
     "NO_REASON",
     "change_text",
+    "collision_residual",
+    "comparison_values",
     "count_rows",
     "eigen_adam_comparison",
+    "eigen_audit_values",
     "failed_rows",
+    "followup_values",
+    "initial_q_gradients",
     "investigation_rows",
     "kept_rows",
     "library_label",
+    "live_note",
+    "live_residuals",
     "names_with_verdict",
     "residual_text",
     "value_text",
+    "verdict_values",
 ]
 
 Row = Mapping[str, Any]
@@ -141,6 +159,184 @@ def investigation_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------
+# The page's values: every table, number and sentence the appendix glues
+# --------------------------------------------------------------------------------------------
+
+#: The main audits the text names, by library: the page glues their residual and verdict as
+#: ``main_po_<name>`` / ``main_hb_<name>`` (lower case).
+NAMED_MAIN: dict[str, tuple[str, ...]] = {
+    "heavyball": ("SGD", "Muon", "UnscaledAdamW", "SOAP"),
+    "pytorch_optimizer": ("SOAP", "Conda", "Adai", "MSVAG", "TRAC", "ApolloDQN", "RAdam"),
+}
+_TAG = {"heavyball": "hb", "pytorch_optimizer": "po"}
+_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+          "ten")
+
+
+def _residual(row: Row) -> float:
+    return math.nan if row["residual"] is None else row["residual"]
+
+
+def _table(rows: Sequence[Row], columns: Sequence[str], **kwargs: Any) -> str:
+    return viz.table_html(rows, columns, **kwargs)
+
+
+def counts_sentence(both: Mapping[str, int]) -> str:
+    """The verdict counts of ``both`` (the last row of :func:`count_rows`) in tenths, in
+    words: "Three in ten exported classes break the gauge, ..."."""
+    def in_ten(count: int) -> str:
+        return f"{_WORDS[round(10 * count / both['classes'])]} in ten"
+
+    kept = both["equivariant"] + both["approximately"]
+    return (f"{in_ten(both['not']).capitalize()} exported classes break the gauge, "
+            f"{in_ten(kept)} keep it exactly or approximately, and "
+            f"{in_ten(both['could not run'])} gave no verdict")
+
+
+def verdict_values(records: Mapping[str, Sequence[Row]], rows: Sequence[Row]
+                   ) -> dict[str, Any]:
+    """The audit's settings (``eco_steps``, the thresholds ``eco_t64``/``eco_t32``, the band
+    ``eco_approx``, ``eco_timeout``) and the verdicts of the main audits ``rows``: the count
+    table and its sentence, the kept and failed tables, the names of the broken classes and the
+    smallest and median residual among them."""
+    counts = count_rows(rows)
+    values: dict[str, Any] = {
+        "eco_steps": eco.NUM_STEPS, "eco_t64": FLOAT64_THRESHOLD,
+        "eco_t32": FLOAT32_THRESHOLD, "eco_approx": eco.APPROXIMATE_BOUND,
+        "eco_timeout": records["heavyball"][0]["config"]["timeout_s"], "n_total": len(rows),
+        "count_table": _table(counts, ["library", "classes", *eco.VERDICTS]),
+        "eco_counts_sentence": viz.as_markdown(counts_sentence(counts[-1])),
+    }
+    for lib in eco.LIBRARIES:
+        values[f"kept_table_{lib}"] = _table(kept_rows(rows, lib),
+                                             ["class", "verdict", "residual", "why"])
+    values["failed_table"] = _table(failed_rows(rows), ["library", "class", "why"],
+                                    headers={"why": "why it could not run"})
+    for lib in ("pytorch_optimizer", "heavyball"):
+        names = names_with_verdict(rows, lib, "not")
+        values[f"not_{_TAG[lib]}"] = viz.as_markdown(", ".join(f"`{name}`" for name in names))
+    broken = sorted(r["residual"] for r in rows if r["verdict"] == "not")
+    values["min_not_residual"] = broken[0]
+    values["median_not_residual"] = broken[len(broken) // 2]
+    return values
+
+
+def followup_values(rows: Sequence[Row], followups: Sequence[Row]) -> dict[str, Any]:
+    """The follow-ups' table and, per follow-up ``key``, ``inv_<key>`` (its residual, NaN
+    without one), ``inv_<key>_verdict`` and ``inv_<key>_reason``; then the residual and verdict
+    of each main audit of :data:`NAMED_MAIN` (``main_hb_sgd``, ``main_hb_sgd_verdict``, ...)."""
+    values: dict[str, Any] = {"followup_table": _table(
+        investigation_rows(followups), ["class", "change", "verdict", "residual", "dtype"],
+        headers={"class": "class (library)", "change": "changed setting"})}
+    for r in followups:
+        key = r["key"]
+        values |= {f"inv_{key}": _residual(r), f"inv_{key}_verdict": r["verdict"],
+                   f"inv_{key}_reason": r["reason"] or r["note"] or ""}
+    main = {(r["library"], r["optimizer"]): r for r in rows}
+    for lib, names in NAMED_MAIN.items():
+        for name in names:
+            r = main[(lib, name)]
+            tag = f"main_{_TAG[lib]}_{name.lower()}"
+            values |= {tag: _residual(r), f"{tag}_verdict": r["verdict"]}
+    return values
+
+
+def live_residuals(followups: Sequence[Row], keys: Sequence[str], timeout_s: float = 60.0
+                   ) -> list[tuple[str, float | None, float]]:
+    """Run the follow-ups ``keys`` again, each isolated in its own process as the records were
+    made: ``(key, live residual, recorded residual)`` per key, or ``[]`` when either library
+    is not installed."""
+    if not all(eco.library_available(lib) for lib in eco.LIBRARIES):
+        return []
+    recorded = {r["key"]: r["residual"] for r in followups}
+    live = []
+    for key in keys:
+        inv = next(i for i in eco.INVESTIGATIONS if i.key == key)
+        lib = eco.LIBRARIES[inv.library]
+        iso = eco.run_isolated(
+            "gaugekit.experiments.ecosystem:audit_class",
+            (lib.module, inv.optimizer, inv.num_steps, inv.kwargs, inv.group, inv.call_train),
+            timeout_s, preload=(lib.module,))
+        now = (iso.value or {}).get("result") or {}
+        live.append((key, now.get("residual"), recorded[key]))
+    return live
+
+
+def live_text(live: Sequence[tuple[str, float | None, float]]) -> str:
+    """What the live re-run prints: a line per follow-up, or why nothing ran."""
+    if not live:
+        return ("pytorch-optimizer / heavyball not installed here: the page shows\n"
+                "the committed records only (the `ecosystem` extra runs it live).")
+    return "\n".join(f"{key}: live residual {now}, recorded {then}" for key, now, then in live)
+
+
+def live_note(live: Sequence[tuple[str, float, float]]) -> Any:
+    """The live re-run in a sentence (``live_note``), or that it did not run."""
+    checks = [f"`{k}` live {a:.1e} against recorded {b:.1e}" for k, a, b in live]
+    return viz.as_markdown("; ".join(checks) or "not run in this build "
+                    "(the `ecosystem` extra is not installed)")
+
+
+#: The gaps δ of the collision audit: the first refresh sees the spectrum (1, (1+δ)², 4).
+COLLISION_GAPS: tuple[float, ...] = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1e-1)
+
+
+def collision_residual(factory: Callable[[Any], Any], delta: float, num_steps: int = 20
+                       ) -> float:
+    r"""The float64 audit residual of ``factory`` on the linear loss
+    :math:`\langle I, UV^\top\rangle` with :math:`U_0` of shape 4 × 3 and :math:`V_0` of
+    orthogonal columns of norms :math:`1, 1 + \delta, 2` (fixed seeds 16 and 17, a Haar
+    :math:`Q`): the first refresh of the gauge side's statistic sees the spectrum
+    :math:`(1, (1 + \delta)^2, 4)`, a collision at ``delta = 0``."""
+    f64 = torch.float64
+    gen = torch.Generator().manual_seed(16)
+    U0 = 0.5 * torch.randn(4, 3, generator=gen, dtype=f64)
+    cols, _ = torch.linalg.qr(torch.randn(4, 3, generator=gen, dtype=f64))
+    Q = haar_orthogonal(3, generator=torch.Generator().manual_seed(17), dtype=f64)
+    eye = torch.eye(4, dtype=f64)
+
+    def linear_loss(U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        return (eye * (U @ V.T)).sum()
+
+    V0 = cols * torch.tensor([1.0, 1.0 + delta, 2.0], dtype=f64)
+    return audit_equivariance(factory, U=U0, V=V0, Q=Q, num_steps=num_steps,
+                              loss=linear_loss).residual
+
+
+def eigen_audit_values(simple: Any, adam_residual: float,
+                       collision: Mapping[float, float]) -> dict[str, Any]:
+    """EigenAdam's audit on the sensing problem (``simple``, an audit result), Adam's residual
+    beside it, the registry's reason, and the collision residuals at δ = 0, 1e-8, 1e-4, 1e-1
+    (``collision``: residual by gap)."""
+    return {"eigen_simple": simple.residual, "eigen_simple_verdict": simple.verdict,
+            "adam_res": adam_residual, "eigen_reason": get_spec("eigen_adam").reason,
+            "coll_exact": collision[0.0], "coll_1e-8": collision[1e-8],
+            "coll_1e-4": collision[1e-4], "coll_1e-1": collision[1e-1]}
+
+
+def initial_q_gradients(scale: str = "paper") -> list[torch.Tensor]:
+    """The gradient of every layer's :math:`W_Q` at the start of training of the attention
+    experiment's first ``single`` family at ``scale`` (its data and init seed), in float64."""
+    from gaugekit.experiments import attention as att
+    from gaugekit.problems.attention import (
+        cross_entropy,
+        forward,
+        init_params,
+        make_modadd_data,
+    )
+
+    family = att.get_config(scale).families("single")[0]
+    task = family.task
+    data = make_modadd_data(task["p"], task["train_frac"], task["split_seed"])
+    start = init_params(family.model, generator=torch.Generator().manual_seed(family.init_seed))
+    start = {k: v.double().unsqueeze(0).requires_grad_(True) for k, v in start.items()}
+    logits = forward(start, data.train_tokens, family.model)
+    cross_entropy(logits, data.train_targets).sum().backward()
+    layers = sorted(int(k.split(".")[1]) for k in start if k.endswith(".q"))
+    return [start[f"layers.{i}.q"].grad[0] for i in layers]
+
+
+# --------------------------------------------------------------------------------------------
 # EigenAdam beside the book's optimizers (records of three experiments)
 # --------------------------------------------------------------------------------------------
 
@@ -218,3 +414,49 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
             "gauge64": drift(_twin(f64, twin_method, GAUGE_TWIN)),
         })
     return Comparison(rows, ebc, sensing, zoo, f64)
+
+
+def _names(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+
+def comparison_values(comparison: Comparison) -> dict[str, Any]:
+    """What the page says of the :class:`Comparison`: its records note (``eb_note``), the
+    table, how EigenAdam's recovery error ranks, the float64 twins (EigenAdam's, the pooled
+    variant's against round-off, and both twins' logit drift after one step) and EigenAdam's
+    sensing selection (grid, edge, effective rank, steps; NaN without records)."""
+    from gaugekit.experiments import eigenbasis as eb
+    from gaugekit.experiments import matrix_sensing as ms
+
+    compare, sensing = comparison.rows, comparison.sensing
+    eigen = get_spec("eigen_adam").label
+    rec = {r["method"]: r["rec"] for r in compare}
+    eigen_rec = rec.pop(eigen)
+    beaten = [name for name, value in rec.items() if value < eigen_rec]
+    eigen_row = next(r for r in compare if r["method"] == eigen)
+    g1 = comparison.float64_twin("eigen_adam")
+    g1s = comparison.float64_twin("scalar_adam")
+    return {
+        "eb_note": viz.records_note(comparison.collected),
+        "compare_table": _table(
+            compare, ["method", "rec", "lr", "gauge", "noise", "gauge64"],
+            headers={"rec": "rec, n = 40", "lr": "selected lr", "gauge": "gauge twin",
+                     "noise": "noise twin", "gauge64": "gauge twin, float64"},
+            formats={"rec": ".4g", "lr": "g", "gauge": ".2g", "noise": ".2g",
+                     "gauge64": ".1e"}),
+        "eigen_rec_sentence": viz.as_markdown(f"larger than that of {_names(beaten)}" if beaten
+                                       else "not larger than that of the other rules"),
+        "cmp_eigen_adam_gauge64": eigen_row["gauge64"],
+        "pooled_f64_sentence": viz.as_markdown(
+            "down to round-off" if compare[-1]["gauge64"] <= FLOAT64_THRESHOLD
+            else "down, but not to round-off"),
+        "eigen_lr_edge": "yes" if sensing and sensing["at_grid_edge"] else "no",
+        "eigen_grid": ", ".join(f"{lr:g}" for lr in eb.SENSING_LR_GRID),
+        "eigen_eff_rank": sensing["effective_rank"] if sensing else math.nan,
+        "eigen_steps": sensing["steps"] if sensing else math.nan,
+        "zoo_eff_rank_muon": comparison.zoo["muon"]["effective_rank"],
+        "zoo_r": ms.get_config("paper").part("zoo").problem.r,
+        "eigen_f64_step1": g1["step1_logit_drift"] if g1 else math.nan,
+        "scalar_f64_step1": g1s["step1_logit_drift"] if g1s else math.nan,
+    }

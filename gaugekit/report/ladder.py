@@ -1,12 +1,13 @@
 r"""What the scaling chapter shows, computed from the ladder's records
-(:func:`gaugekit.experiments.ladder.collect`) and, for the comparison at ``n = 40``, from the
-matrix-sensing zoo's (:func:`gaugekit.experiments.matrix_sensing.collect`): tables as HTML
-through :func:`gaugekit.report.viz.table_html`, sentences computed from the records, and figures.
+(:func:`gaugekit.experiments.ladder.collect`): tables as HTML through
+:func:`gaugekit.report.viz.table_html`, sentences computed from the records, figures, and the
+values the page glues (``*_values``). The comparison at ``n = 40`` with the matrix-sensing zoo
+is :mod:`gaugekit.report.ladder_n40`.
 
 Nothing here is typed in: our numbers come from the selections of
 :func:`~gaugekit.experiments.ladder.size_rows`, the published ones from the constants of
-:mod:`gaugekit.experiments.ladder` and :mod:`gaugekit.experiments.matrix_sensing`, each in its
-own column or panel. Optimizers have the book's colours (:func:`gaugekit.report.viz.method_color`).
+:mod:`gaugekit.experiments.ladder`, each in its own column or panel. Optimizers have the book's
+colours (:func:`gaugekit.report.viz.method_color`).
 """
 
 # Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
@@ -25,7 +26,6 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from gaugekit.experiments import ladder
-from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.optim.registry import get_spec
 from gaugekit.report import viz
 from gaugekit.runs import selection
@@ -33,17 +33,24 @@ from gaugekit.runs import selection
 __all__ = [
     "CLAIM_TEXT",
     "agreement_text",
+    "arm_table",
+    "arm_values",
     "claims_table",
+    "claims_values",
     "fmt_rec",
+    "gate_changes",
     "label",
-    "n40_protocols",
     "protocol_table",
+    "protocol_values",
     "published_table",
+    "published_values",
     "rec_table",
     "record_table",
     "record_text",
     "recovery_figure",
+    "recovery_values",
     "settings_rows",
+    "settings_values",
     "sizes_text",
     "survival_text",
 ]
@@ -283,155 +290,6 @@ def record_text(rec96: Sequence[Mapping[str, Any]], ours_seeds: int) -> str:
     return text
 
 
-def _selection_at_40(rows: Mapping[str, Mapping[str, Any]], method: str) -> str:
-    sel = rows.get(method)
-    return "—" if sel is None else f"{_rec4(sel['rec'])} (lr {sel['lr']:g})"
-
-
-def _split_text(rows: Mapping[str, Mapping[str, Any]]) -> str:
-    split = ms.split_summary(list(rows.values()))
-    if not math.isfinite(split["gap"]):
-        return "—"
-    word = "holds" if split["clean"] else "fails"
-    return (f"{word}: worst equivariant {label(split['worst_equivariant'])} "
-            f"{_rec4(split['worst_equivariant_rec'])}, best coordinate-wise "
-            f"{label(split['best_coordinatewise'])} {_rec4(split['best_coordinatewise_rec'])}")
-
-
-def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
-                  ) -> tuple[str, dict[str, str]]:
-    """The two protocols that give a row at ``n = 40``, from their paper-scale configurations
-    and records: chapter 4's (Table 2: the zoo part of :mod:`~gaugekit.experiments.
-    matrix_sensing`, Table 2's gate) and this chapter's (the ladder's ``n40``, the paper
-    ladder's gate). ``table2``: the records of the zoo part; ``ladder_records``: the ladder's
-    records with part ``n40``. Returns the table (budget, precision, gate, schedules,
-    optimizers, GD's and signum's grids; GD and signum at ``n = 40``, ours and published; the
-    equivariant / coordinate-wise split) and sentences for the text (``gd_lrs``: GD's selected
-    rates and the smallest rate of Table 2's grid)."""
-    zoo = ms.get_config("paper").part("zoo")
-    config = ladder.get_config("paper")
-    part = config.part("n40")
-    gate = ladder.PAPER_LADDER_PROTOCOL["protocol"]
-    ch4 = {r["method"]: r for r in ms.selection_rows(table2, "oracle")}
-    info = {p: ladder.size_rows(config, ladder_records, "size", p)[0]["rows"]
-            for p in (gate, "oracle")}
-    ch9 = info[gate]
-    nine = {m: r for m, r in ch9.items() if m in ms.TABLE2_METHODS}
-
-    def cosine(methods: Sequence[str], schedule: Any) -> str:
-        return ", ".join(label(m) for m in sorted(methods) if schedule(m) == "cosine")
-
-    def grid(values: Sequence[float]) -> str:
-        return ", ".join(f"{v:g}" for v in values)
-
-    pub2, pub11 = ms.PUBLISHED_TABLE2, ladder.PUBLISHED_LADDER_REC
-    added = [label(m) for m in part.methods if m not in zoo.methods]
-    rows = [
-        {"item": "optimizers", "ch4": f"the {len(zoo.methods)} of Table 2",
-         "ch9": f"the same {len(zoo.methods)} and " + ", ".join(added)},
-        {"item": "budget (steps)", "ch4": f"{zoo.budget.num_steps:,}",
-         "ch9": f"{part.budget.num_steps:,}"},
-        {"item": "precision", "ch4": zoo.dtype, "ch9": part.dtype},
-        {"item": "selection gate", "ch4": selection.PROTOCOLS["oracle"].gate_text,
-         "ch9": selection.PROTOCOLS[gate].gate_text},
-        {"item": "cosine decay (over the budget)",
-         "ch4": cosine(zoo.methods, lambda m: zoo.schedules.get(m, "constant")),
-         "ch9": cosine(part.methods, part.schedule)},
-        {"item": "lr grid, GD", "ch4": grid(zoo.lr_grids["gd"]), "ch9": grid(part.lr_grid("gd"))},
-        {"item": "lr grid, signum", "ch4": grid(zoo.lr_grids["signum"]),
-         "ch9": grid(part.lr_grid("signum"))},
-        {"item": "GD: rec (selected lr)", "ch4": _selection_at_40(ch4, "gd"),
-         "ch9": _selection_at_40(ch9, "gd")},
-        {"item": "GD under Table 2's gate", "ch4": _selection_at_40(ch4, "gd"),
-         "ch9": _selection_at_40(info["oracle"], "gd")},
-        {"item": "GD, published", "ch4": f"{pub2['gd'][0]:.4f} (Table 2)",
-         "ch9": f"{pub11['gd'][40]:.4f} (Table 11)"},
-        {"item": "signum: rec (selected lr)", "ch4": _selection_at_40(ch4, "signum"),
-         "ch9": _selection_at_40(ch9, "signum")},
-        {"item": "signum, published", "ch4": f"{pub2['signum'][0]:.4f} (Table 2)",
-         "ch9": f"{pub11['signum'][40]:.4f} (Table 11)"},
-        {"item": "the split, all optimizers", "ch4": _split_text(ch4), "ch9": _split_text(ch9)},
-        {"item": "the split, Table 2's nine", "ch4": _split_text(ch4), "ch9": _split_text(nine)},
-    ]
-    html = viz.table_html(rows, ["item", "ch4", "ch9"],
-                          headers={"ch4": "Table 2's protocol (matrix sensing)",
-                                   "ch9": "the ladder's (this chapter)"})
-    return html, _n40_text(zoo, part, gate, ch4, info, nine)
-
-
-def _join(items: Sequence[str]) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _n40_text(zoo: ms.Part, part: ladder.LadderPart, gate: str,
-              ch4: Mapping[str, Mapping[str, Any]],
-              info: Mapping[str, Mapping[str, Mapping[str, Any]]],
-              nine: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """The sentences of :func:`n40_protocols`, each computed from the configs and selections."""
-    ch9 = info[gate]
-    cos4 = sorted(m for m in zoo.methods if zoo.schedules.get(m, "constant") == "cosine")
-    cos9 = sorted(m for m in part.methods if part.schedule(m) == "cosine")
-    items = {
-        "the budget": (zoo.budget.num_steps, part.budget.num_steps),
-        "the precision": (zoo.dtype, part.dtype),
-        "the selection gate": ("oracle", gate),
-        "GD's learning-rate grid": (tuple(zoo.lr_grids["gd"]), tuple(part.lr_grid("gd"))),
-        "the optimizers": (tuple(zoo.methods), tuple(part.methods)),
-        "the schedules (which rules decay with a cosine)": (cos4, cos9),
-    }
-    differ = [k for k, (x, y) in items.items() if x != y]
-    same = [k for k, (x, y) in items.items() if x == y]
-    text = {"differ": (_join(differ) + " differ" if differ else "nothing differs")
-            + (f"; {_join(same)} do not" if same else "")}
-    lo = min(zoo.lr_grids["gd"])
-    lrs = {p: (info[p].get("gd") or {}).get("lr") for p in (gate, "oracle")}
-    lr4 = (ch4.get("gd") or {}).get("lr")
-    if None in (*lrs.values(), lr4):
-        text["gd"] = "GD has no selection under one of the protocols"
-    else:
-        where = (f"both below {lo:g}, the smallest rate of Table 2's grid"
-                 if all(v < lo for v in lrs.values()) else "on the ladder's grid")
-        text["gd"] = (f"On the ladder's grid GD selects {lrs[gate]:g} under the ladder's gate "
-                      f"and {lrs['oracle']:g} under Table 2's, {where}; the matrix-sensing "
-                      f"chapter selects {lr4:g}")
-    s4, s9 = ch4.get("signum"), ch9.get("signum")
-    if s4 is None or s9 is None:
-        text["signum"] = "signum has no selection under one of the protocols"
-    else:
-        same_signum = {
-            "grid": tuple(zoo.lr_grids["signum"]) == tuple(part.lr_grid("signum")),
-            "selected rate": s4["lr"] == s9["lr"],
-            "schedule": zoo.schedules.get("signum") == part.schedule("signum"),
-        }
-        if all(same_signum.values()):
-            text["signum"] = (
-                f"For signum the grid, the selected rate ({s9['lr']:g}) and the schedule "
-                f"({part.schedule('signum')}) are the same, so its gap ({_rec4(s4['rec'])} "
-                f"against {_rec4(s9['rec'])}) comes from the budget (the cosine runs over "
-                "the longer one) or the precision; our records cannot tell which")
-        else:
-            text["signum"] = ("For signum the " + _join([k for k, v in same_signum.items()
-                                                          if not v]) + " differ too")
-
-    def split(rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool | None, str]:
-        sp = ms.split_summary(list(rows.values()))
-        if not math.isfinite(sp["gap"]):
-            return None, ""
-        eq = f"{label(sp['worst_equivariant'])} {_rec4(sp['worst_equivariant_rec'])}"
-        cw = f"{label(sp['best_coordinatewise'])} {_rec4(sp['best_coordinatewise_rec'])}"
-        return sp["clean"], f"{eq} below {cw}" if sp["clean"] else f"{cw} below {eq}"
-
-    (c4, t4), (c9, t9), (c9n, t9n) = split(ch4), split(ch9), split(nine)
-    word = {True: "holds", False: "fails", None: "cannot be judged"}
-    text["split"] = (f"the split between the two classes {word[c4]} under Table 2's protocol "
-                     f"({t4}) and {word[c9]} under the ladder's ({t9})")
-    if c9 is False and c9n is not None:
-        text["split"] += (f", and {word[c9n]} among Table 2's nine alone" if t9n == t9 else
-                          f"; among Table 2's nine alone it {word[c9n]} ({t9n})")
-    return text
-
-
 # --------------------------------------------------------------------------------------------
 # the paper's claims
 # --------------------------------------------------------------------------------------------
@@ -492,3 +350,147 @@ def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
         return "disagrees at every size compared"
     return (f"agrees at n = {', '.join(map(str, agree))}; disagrees at "
             f"n = {', '.join(map(str, disagree))}")
+
+
+# --------------------------------------------------------------------------------------------
+# the page's values (glued by the chapter through gaugekit.report.viz.glue_page)
+# --------------------------------------------------------------------------------------------
+
+
+def published_values(config: ladder.LadderConfig, gate: str) -> dict[str, Any]:
+    """The largest size and its free fraction ``(n² − m)/n²``, the paper's Table 11 means
+    (``pub_<method>_<n>``), the gate and the claims in words, the paper's seeds and printed
+    digits."""
+    md = viz.as_markdown
+    big = config.arm("size")[-1].problem
+    values: dict[str, Any] = {"ladder_big_n": big.n,
+                              "ladder_big_free": (big.n ** 2 - big.m) / big.n ** 2}
+    for m, points in ladder.PUBLISHED_LADDER_REC.items():
+        values |= {f"pub_{m}_{n}": value for n, value in points.items()}
+    values["gate_text"] = md(selection.PROTOCOLS[gate].gate_text)
+    values |= {f"claim_{c}": md(t) for c, t in ladder.PUBLISHED_LADDER_CLAIMS.items()}
+    return values | {"pub_seeds_text": md(ladder.PAPER_LADDER_PROTOCOL["seeds"]),
+                     "pub_digits": ladder.PUBLISHED_LADDER_DIGITS}
+
+
+def settings_values(config: ladder.LadderConfig, records: Records, info: Info
+                    ) -> dict[str, Any]:
+    """The settings table of every part of ``info`` (``tab_ladder_settings``), the parts
+    recorded with every seed, with some and with none, and the runs planned."""
+    rows = settings_rows(records, info)
+    md = viz.as_markdown
+    done = [r["part"] for r in rows if r["complete"]]
+    partial = [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
+               if r["runs"] and not r["complete"]]
+    missing = [r["part"] for r in rows if not r["runs"]]
+    seeds = len(config.parts[0].seeds)
+    return {
+        "tab_ladder_settings": viz.table_html(
+            rows, ["part", "n", "r", "m", "steps", "dtype", "seeds_text", "runs_text", "device",
+                   "batch_s"],
+            headers={"seeds_text": "seeds recorded", "runs_text": "runs recorded / planned",
+                     "batch_s": "batch time (s)"},
+            formats={"batch_s": ".0f"}),
+        "ladder_parts_done": md(", ".join(done) or "none"),
+        "ladder_parts_partial": md(", ".join(partial) or "none"),
+        "ladder_parts_missing": md(", ".join(missing) or "none"),
+        "ladder_methods": len(ladder.LADDER_METHODS),
+        "ladder_runs_per_seed": len(config.part(info[0]["part"]).specs()) // seeds,
+        "ladder_seeds_planned": seeds,
+    }
+
+
+def recovery_values(config: ladder.LadderConfig, sizes: Info, arms: Mapping[str, Info]
+                    ) -> dict[str, Any]:
+    """The recovery table of the sizes, Table 11 beside ours (sizes; the two arms), how many
+    published values have a record here of how many, and where they agree."""
+    compared = {arm: ladder.comparison_rows(config, info)
+                for arm, info in (("size", sizes), *arms.items())}
+    everything = [c for rows in compared.values() for c in rows]
+    tables = (ladder.PUBLISHED_LADDER_REC, ladder.PUBLISHED_LADDER_RANK,
+              ladder.PUBLISHED_LADDER_MDOF)
+    return {
+        "tab_ladder_rec": rec_table(sizes, "size"),
+        "tab_ladder_published": published_table(compared["size"]),
+        "tab_ladder_published_arms": published_table([*compared["rank"], *compared["mdof"]]),
+        "ladder_pub_compared": len(everything),
+        "ladder_pub_total": sum(len(v) for table in tables for v in table.values()),
+        "ladder_agreement": viz.as_markdown(agreement_text(everything)),
+    }
+
+
+def gate_changes(config: ladder.LadderConfig, records: Records, ran: Info) -> list[str]:
+    """Every selection of ``ran`` (the ladder's gate) that Table 2's stricter gate changes:
+    ``"GD at n = 40: lr 0.1 → 0.05, rec 0.123 → 0.456"``."""
+    strict = {row["n"]: row["rows"]
+              for row in ladder.size_rows(config, records, "size", "oracle")}
+    changed = []
+    for row in ran:
+        for m, sel in row["rows"].items():
+            old = strict[row["n"]].get(m)
+            if old is not None and old["lr"] != sel["lr"]:
+                changed.append(f"{label(m)} at n = {row['n']}: lr {old['lr']:g} → "
+                               f"{sel['lr']:g}, rec {fmt_rec(old['rec'])} → "
+                               f"{fmt_rec(sel['rec'])}")
+    return changed
+
+
+def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, gate: str
+                    ) -> dict[str, Any]:
+    """The protocols table, the selections Table 2's gate would change, and seed 42 at
+    ``n = 96`` run for run (the table, its sentence, RMSProp's decayed against constant)."""
+    md = viz.as_markdown
+    changed = gate_changes(config, records, ran)
+    k = len(changed)
+    rec96 = ladder.record_comparison(records.get("n96", []))
+    rms96 = next((r for r in rec96 if r["method"] == "rmsprop"), None)
+    seeds96 = next((len(row["seeds"]) for row in ran if row["n"] == 96), 0)
+    return {
+        "tab_ladder_protocols": protocol_table(config, records, ran, gate),
+        "gate_changed": md("; ".join(changed) or "none"),
+        "gate_changed_n": md(f"{k} selection{'s' * (k != 1)} change{'s' * (k == 1)}"),
+        "tab_ladder_record": record_table(rec96),
+        "rec96_text": md(record_text(rec96, seeds96)),
+        "rms96_text": md(f"{fmt_rec(rms96['ours'])} decayed against "
+                         f"{fmt_rec(rms96['paper'])} at a constant step" if rms96
+                         else "not recorded"),
+    }
+
+
+def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
+    """The claims table, where each claim survives (``surv_<claim>``), the sizes with records
+    and their seeds, and the note on what is counted."""
+    md = viz.as_markdown
+    html, survival = claims_table(config, ran)
+    values: dict[str, Any] = {"tab_ladder_claims": html}
+    values |= {f"surv_{claim}": md(survival_text(agree, disagree))
+               for claim, (agree, disagree) in survival.items()}
+    seeds = {row["n"]: len(row["seeds"]) for row in ran}
+    values["ladder_sizes_ran"] = md(sizes_text([row["n"] for row in ran], seeds))
+    counted = {n for pair in survival.values() for ns in pair for n in ns}
+    values["surv_note"] = md(
+        "Sizes outside the paper's setting are not counted." if counted
+        else "None of the sizes on this page is one of the paper's own in "
+        "the paper's setting, so nothing below is compared.")
+    return values
+
+
+def arm_table(config: ladder.LadderConfig, info: Info, arm: str) -> str:
+    """The arm's recovery table, or, while none of its parts has records, the command that
+    makes each."""
+    from gaugekit.runs import sweep
+
+    if any(row["runs"] for row in info):
+        return rec_table(info, arm)
+    missing = [{"part": p.name, "value": p.value, "records": "none yet",
+                "command": sweep.run_command("ladder", config.scale, [p.name])}
+               for p in config.arm(arm)]
+    return viz.table_html(missing, ["part", "value", "records", "command"],
+                          formats={"value": "g"})
+
+
+def arm_values(config: ladder.LadderConfig, arms: Mapping[str, Info]) -> dict[str, Any]:
+    """The two arms' tables (``tab_ladder_rank``, ``tab_ladder_mdof``) and their size."""
+    return {"tab_ladder_rank": arm_table(config, arms["rank"], "rank"),
+            "tab_ladder_mdof": arm_table(config, arms["mdof"], "mdof"),
+            "arm_n": config.arm("rank")[0].problem.n}

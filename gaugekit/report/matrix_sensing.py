@@ -5,9 +5,10 @@ r"""What the matrix-sensing chapter shows, computed from the records of
 Nothing here is typed in: our numbers come from the records through the selection protocols of
 :mod:`gaugekit.runs.selection`, the published ones from the constants of
 :mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC``,
-``PUBLISHED_NUCLEAR_NORMS``, ``PUBLISHED_DECAY_CEILING``), each in its own column. The chapter
-keeps the computations a reader should see; this module keeps the bookkeeping (columns,
-headers, formats, the words of a verdict).
+``PUBLISHED_NUCLEAR_NORMS``), each in its own column. The chapter keeps the computations a
+reader should see; this module keeps the bookkeeping (columns, headers, formats, the words of
+a verdict). The controls and the survival table are :mod:`gaugekit.report.sensing_controls`,
+the weight-decay section :mod:`gaugekit.report.sensing_decay`.
 """
 
 # Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book);
@@ -23,18 +24,16 @@ from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.optim.registry import get_spec
 
 __all__ = [
-    "GATE_WORDS",
     "balancedness_summary",
-    "controls",
+    "balancedness_values",
     "convex_html",
     "convex_rows",
-    "decay_html",
-    "decay_seeds_html",
-    "decay_texts",
+    "convex_values",
     "edge_word",
     "extremes",
     "fmt_lr",
     "fmt_seeds",
+    "instance_check_rows",
     "instances_html",
     "late_change",
     "late_change_summary",
@@ -44,7 +43,6 @@ __all__ = [
     "settings_html",
     "spearman",
     "split_numbers",
-    "survival",
     "table2_diagnostics_html",
     "table2_html",
     "training_figure",
@@ -98,6 +96,24 @@ def edge_word(row: Row) -> str:
 # --------------------------------------------------------------------------------------------
 # the testbed
 # --------------------------------------------------------------------------------------------
+
+def instance_check_rows(problem: Any) -> list[dict[str, Any]]:
+    r"""The paper's check of its instances: per seed of
+    :data:`~gaugekit.experiments.matrix_sensing.PUBLISHED_NUCLEAR_NORMS`, the nuclear norm of
+    our :math:`X_\star` at ``problem``'s ``n`` and ``r`` (float32 product, singular values in
+    float64) beside the published one, and their difference."""
+    import torch
+
+    from gaugekit.problems.matrix_sensing import make_instance
+
+    rows = []
+    for seed, published in ms.PUBLISHED_NUCLEAR_NORMS.items():
+        inst = make_instance(seed, problem.n, problem.r)
+        ours = torch.linalg.svdvals(inst.X_star.double()).sum().item()
+        rows.append({"seed": seed, "ours": ours, "published": published,
+                     "diff": abs(ours - published)})
+    return rows
+
 
 def instances_html(check_rows: Sequence[Row]) -> str:
     """The nuclear-norm check of the paper's instances (rows: seed, ours, published, diff)."""
@@ -317,6 +333,17 @@ def wide_numbers(records: Sequence[Record]) -> dict[str, Any]:
     }
 
 
+def wide_html(rows: Sequence[Row]) -> str:
+    """The selection on the wide grids: per optimizer, the chosen lr, its mean rec, and
+    whether it sits at an edge of the grid (:func:`edge_word`)."""
+    table = [{**r, "edge": edge_word(r)} for r in rows]
+    return _table_html(
+        table, ["label", "lr", "rec", "edge"],
+        headers={"label": "optimizer", "lr": "lr (wide grid)", "rec": "rec",
+                 "edge": "lr at a grid edge"},
+        formats={"lr": fmt_lr, "rec": ".3g"})
+
+
 # --------------------------------------------------------------------------------------------
 # the convex reference
 # --------------------------------------------------------------------------------------------
@@ -337,6 +364,15 @@ def convex_rows(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
              "published": published.get(s)} for s in zoo.seeds]
 
 
+def convex_values(rows: Sequence[Row]) -> dict[str, Any]:
+    """What the text says of :func:`convex_rows`: the convex program's largest and smallest
+    rec, on how many seeds Muon beats it (by more than 1e-3) and GD beats it, of how many."""
+    convex = [r["convex"] for r in rows]
+    return {"convex_max": max(convex), "convex_min": min(convex),
+            "muon_beats_convex": sum(r["muon"] < r["convex"] - 1e-3 for r in rows),
+            "gd_beats_convex": sum(r["gd"] < r["convex"] for r in rows), "n_seeds": len(rows)}
+
+
 def convex_html(rows: Sequence[Row]) -> str:
     """The table of :func:`convex_rows`."""
     return _table_html(
@@ -348,202 +384,18 @@ def convex_html(rows: Sequence[Row]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# the controls
+# balancedness against recovery
 # --------------------------------------------------------------------------------------------
 
-def _control_titles(config: ms.ScaleConfig) -> dict[str, str]:
-    second = config.part("second_size").problem
-    return {"zoo": "main sweep", "cosine_all": "cosine decay for every optimizer",
-            "init_1e-2": f"initial scale {config.part('init_1e-2').problem.init_scale:g}",
-            "second_size": f"second size: n = {second.n}, r = {second.r}, m = {second.m}"}
-
-
-def controls(records: Mapping[str, Sequence[Record]],
-             config: ms.ScaleConfig) -> tuple[str, dict[str, Any]]:
-    """The controls table (mean rec, and the selected lr beneath it, per optimizer and
-    sweep, Table 2's gate) and the numbers the text quotes: the verdict, gap, worst
-    equivariant and best coordinate-wise optimizer per sweep, how often the paper's gate
-    (mean over seeds below the tolerance) selects the same lr, Muon's rec and the convex
-    program's largest rec at the second size."""
-    titles = _control_titles(config)
-    rows = {part: ms.selection_rows(records[part]) for part in titles}
-    mean_gate = {part: {r["method"]: r["lr"]
-                        for r in ms.selection_rows(records[part], "oracle_mean")}
-                 for part in titles}
-    table = []
-    for method in ms.TABLE2_METHODS:
-        entry: dict[str, Any] = {"label": label(method)}
-        for part, rows_ in rows.items():
-            row = next((r for r in rows_ if r["method"] == method), None)
-            entry[part] = ("—" if row is None or not _finite(row["rec"]) else
-                           f"{row['rec']:.4f}{NBSP}({fmt_lr(row['lr'])})")
-        table.append(entry)
-    html = _table_html(table, ["label", *titles],
-                       headers={"label": "optimizer", **titles})
-    out: dict[str, Any] = {
-        "controls_same_gate": sum(r["lr"] == mean_gate[part][r["method"]]
-                                  for part, rows_ in rows.items() for r in rows_),
-        "controls_cells": sum(len(rows_) for rows_ in rows.values()),
-    }
-    for part, rows_ in rows.items():
-        s = ms.split_summary(rows_)
-        key = part.replace("-", "_")
-        out[f"split_{key}"] = "holds" if s["clean"] else "fails"
-        out[f"gap_{key}"] = s["gap"]
-        out[f"worst_eq_{key}"] = label(s["worst_equivariant"])
-        out[f"best_cw_{key}"] = label(s["best_coordinatewise"])
-    out["convex2_max"] = max(r["metrics"]["rec"] for r in records["convex_second_size"])
-    out["rec2_muon"] = next(r["rec"] for r in rows["second_size"] if r["method"] == "muon")
-    return html, out
-
-
-def _finite(x: Any) -> bool:
-    return x is not None and math.isfinite(float(x))
-
-
-# --------------------------------------------------------------------------------------------
-# which claims survive (selection protocols)
-# --------------------------------------------------------------------------------------------
-
-SURVIVAL_SETTINGS: tuple[tuple[str, str, str], ...] = (
-    ("zoo", "oracle", "paper's grids, oracle (Table 2)"),
-    ("zoo", "validation", "paper's grids, validation"),
-    ("zoo", "train_speed", "paper's grids, train speed"),
-    ("wide", "oracle", "our wide grids, oracle"),
-    ("wide", "validation", "our wide grids, validation"),
-    ("wide", "train_speed", "our wide grids, train speed"),
-    ("cosine_all", "oracle", "cosine for all (the paper's control), oracle"),
-    ("init_1e-2", "oracle", "larger init (ours, nine optimizers), oracle"),
-    ("second_size", "oracle", "second size (ours, nine optimizers), oracle"),
-)
-
-
-def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[str, Any]]:
-    """Which claims survive: the table (one row per sweep and protocol of
-    :data:`SURVIVAL_SETTINGS`), the selection rows of each protocol on the wide grids (for
-    the figure), and the counts the text quotes."""
-    summary, protocol_rows = [], {}
-    for part, protocol, title in SURVIVAL_SETTINGS:
-        sel = ms.selection_rows(records[part], protocol)
-        if part == "wide":
-            protocol_rows[protocol.replace("_", " ")] = sel
-        s = ms.split_summary(sel)
-        summary.append({
-            "setting": title,
-            "worst_eq": (f"{label(s['worst_equivariant'])}{NBSP}"
-                         f"{s['worst_equivariant_rec']:.3g}"),
-            "best_cw": (f"{label(s['best_coordinatewise'])}{NBSP}"
-                        f"{s['best_coordinatewise_rec']:.3g}"),
-            "gap": s["gap"], "clean": "yes" if s["clean"] else "no",
-            "edges": f"{s['at_grid_edge']}/{s['methods']}",
-            "not_interp": s["not_interpolated"],
-        })
-    html = _table_html(
-        summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "edges", "not_interp"],
-        headers={"worst_eq": "worst equivariant (rec)",
-                 "best_cw": "best coordinate-wise (rec)", "gap": "gap",
-                 "clean": "clean split", "edges": "lr at grid edge",
-                 "not_interp": "selected without interpolating"},
-        formats={"gap": "+.4f"})
-    honest = [r for r in summary if "oracle" not in r["setting"]]
-    zoo = ms.selection_rows(records["zoo"], "oracle")
-    val = ms.selection_rows(records["zoo"], "validation")
-    counts = {
-        "n_clean": sum(r["clean"] == "yes" for r in summary),
-        "n_settings": len(summary),
-        "n_clean_honest": sum(r["clean"] == "yes" for r in honest),
-        "n_honest": len(honest),
-        "same_choice": sum(a["lr"] == b["lr"] for a, b in zip(zoo, val, strict=True)),
-    }
-    return html, protocol_rows, counts
-
-
-# --------------------------------------------------------------------------------------------
-# weight decay: the paper's Adam ceiling
-# --------------------------------------------------------------------------------------------
-
-#: The two gates of the weight-decay table, in two words each (the caption says them in full).
-GATE_WORDS: dict[str, str] = {"oracle_mean": "paper's", "oracle_loose": "loose"}
-
-
-def _decay_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
-    pub = ms.PUBLISHED_DECAY_CEILING
-    rows = []
-    for gate in GATE_WORDS:
-        for r in ms.decay_rows(decay, gate):
-            rows.append({**r, "gate": gate, "gate_word": GATE_WORDS[gate],
-                         "pub": pub["rec"] if r["arm"] == pub["arm"]
-                         and gate == "oracle_mean" else None,
-                         "cell": f"{r['lr']:g}{NBSP}·{NBSP}{r['wd']:g}" if r["lr"] else None})
-    return rows
-
-
-def decay_html(decay: Sequence[Record]) -> str:
-    """The weight-decay selections: per gate (in two words, :data:`GATE_WORDS`) and arm, the
-    chosen (lr, wd), the mean rec beside the published ceiling, effective rank, steps."""
-    return _table_html(
-        _decay_rows(decay), ["gate_word", "label", "cell", "rec", "pub", "effective_rank",
-                             "steps"],
-        headers={"gate_word": "gate", "label": "rule and decay", "cell": "lr · wd",
-                 "rec": "rec", "pub": "rec, paper", "effective_rank": "erank",
-                 "steps": "steps"},
-        formats={"rec": ".3g", "pub": ".4f", "effective_rank": ".1f", "steps": ".0f"})
-
-
-def _seed_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
-    pub = ms.PUBLISHED_DECAY_CEILING
-    return [{"seed": r["config"]["seed"], "rec": r["metrics"]["rec"],
-             "pub": pub["seeds"].get(r["config"]["seed"]),
-             "train": r["metrics"]["train_loss"], "steps": r["metrics"]["steps"]}
-            for r in ms.decay_runs(decay, pub["arm"], pub["lr"], pub["wd"])]
-
-
-def decay_seeds_html(decay: Sequence[Record]) -> str:
-    """Adam + L2 at the paper's selected cell, seed by seed, beside the published values."""
-    return _table_html(
-        _seed_rows(decay), ["seed", "rec", "pub", "train", "steps"],
-        headers={"rec": "rec", "pub": "rec, paper", "train": "final training loss"},
-        formats={"rec": ".3f", "pub": ".3f", "train": ".1e"})
-
-
-def decay_texts(decay: Sequence[Record], zoo_records: Sequence[Record],
-                tol: float) -> dict[str, str]:
-    """The sentences of the weight-decay section (glue names without their ``decay_``
-    prefix): the published ceiling, its budget, the seeds at the paper's cell, the strongest
-    decay's recovery and training loss, the selections under the paper's gate, and how many
-    selections sit at an edge of a grid."""
-    pub = ms.PUBLISHED_DECAY_CEILING
-    rows = _decay_rows(decay)
-    seed_rows = _seed_rows(decay)
-    out = {"pub_text": (f"rec = {pub['rec']:.4f} at lr {pub['lr']:g}, wd {pub['wd']:g} "
-                        "(seeds " + ", ".join(f"{v:.3f}" for v in pub["seeds"].values())
-                        + ")"),
-           "steps": f"{pub['num_steps']:,}"}
-    miss = [r for r in seed_rows if r["train"] >= tol]
-    out["seed_text"] = "; ".join(
-        f"seed {r['seed']}: {r['rec']:.3f} against {r['pub']:.3f}" for r in seed_rows) + (
-        ", and seed " + ", ".join(str(r["seed"]) for r in miss) + " ends above the bar "
-        "(final loss " + ", ".join(f"{r['train']:.1e}" for r in miss) + "), so the "
-        "paper's gate leaves this cell out of our selection" if miss else "")
-    strong = [r for r in decay if r["config"].get("wd") == max(ms.DECAY_WDS)
-              and r["config"]["arm"] in ("adam_l2", "gd_l2") and r["status"] == "ok"]
-    out["strong_text"] = ", ".join(
-        f"{r['metrics']['rec']:.3f}" for r in sorted(
-            strong, key=lambda r: r["metrics"]["rec"])[:6]) or "—"
-    out["strong_train"] = (
-        f"{min((r['metrics']['train_loss'] for r in strong), default=0):.0e}")
-    strict = [r for r in rows if r["gate"] == rows[0]["gate"] and r["lr"]] if rows else []
-    table2 = {r["method"]: r["rec"] for r in ms.selection_rows(zoo_records, "oracle")}
-    eq = [r for r in strict if r["equivariant"]]
-    cw = [r for r in strict if not r["equivariant"]]
-    separated = eq and cw and max(r["rec"] for r in eq) < min(r["rec"] for r in cw)
-    out["strict_text"] = "; ".join(
-        f"{r['label']} {r['rec']:.3f} (without decay, Table 2: "
-        f"{table2.get(r['method'], float('nan')):.3f})" for r in strict) + (
-        ". Every equivariant rule with decay stays below every coordinate-wise one"
-        if separated else ". The gauge classes overlap")
-    out["edges"] = f"{sum(r['at_grid_edge'] for r in rows)} of {len(rows)}"
-    return out
+def balancedness_values(records: Sequence[Record]) -> dict[str, Any]:
+    """Over every finished run of ``records``: Spearman's correlation of the final
+    balancedness with the recovery error (:func:`spearman`), and the balancedness of the run of
+    lowest recovery error."""
+    finished = [r["metrics"] for r in records if r["status"] == "ok"]
+    best = min(finished, key=lambda m: m["rec"])
+    return {"bal_rec_spearman": spearman([m["balancedness"] for m in finished],
+                                         [m["rec"] for m in finished]),
+            "best_run_bal": best["balancedness"]}
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
@@ -563,14 +415,3 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
     vx = sum((a - mx) ** 2 for a in rx)
     vy = sum((b - my) ** 2 for b in ry)
     return cov / math.sqrt(vx * vy)
-
-
-def wide_html(rows: Sequence[Row]) -> str:
-    """The selection on the wide grids: per optimizer, the chosen lr, its mean rec, and
-    whether it sits at an edge of the grid (:func:`edge_word`)."""
-    table = [{**r, "edge": edge_word(r)} for r in rows]
-    return _table_html(
-        table, ["label", "lr", "rec", "edge"],
-        headers={"label": "optimizer", "lr": "lr (wide grid)", "rec": "rec",
-                 "edge": "lr at a grid edge"},
-        formats={"lr": fmt_lr, "rec": ".3g"})

@@ -31,6 +31,7 @@ __all__ = [
     "EQUIVARIANT_COLOR",
     "BOOK_STYLE",
     "METHOD_COLORS",
+    "as_markdown",
     "class_color",
     "class_legend",
     "glue_page",
@@ -438,6 +439,14 @@ def records_note(source: Any) -> Any:
             f"note_markdown() or a Markdown string"
         )
     return Markdown(_wrap_commands(text))
+
+
+def as_markdown(text: str) -> Any:
+    """``text`` as an :class:`IPython.display.Markdown`, for ``{glue:md}``: words that a page
+    pastes as ordinary text (IPython is imported only when called)."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
 
 
 def _wrap_commands(text: str, width: int = 72) -> str:

@@ -3,10 +3,14 @@ read from the records, settings read as words, and the committed records give fu
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from gaugekit.experiments import ecosystem as eco
-from gaugekit.report import ecosystem as views
+pytest.importorskip("gaugekit.report.viz")
+
+from gaugekit.experiments import ecosystem as eco  # noqa: E402
+from gaugekit.report import ecosystem as views  # noqa: E402
 
 
 def _row(optimizer, verdict, residual=1e-15, library="heavyball", **extra):
@@ -83,3 +87,79 @@ def test_the_eigen_adam_comparison_reads_every_row_from_the_records():
     assert pooled["rec"] != pooled["rec"]  # NaN: the pooled variant ran on the twins only
     assert all(r["gauge"] == r["gauge"] for r in comparison.rows)  # every twin was run
     assert comparison.float64_twin("eigen_adam") is not None
+
+
+def test_the_counts_sentence_says_tenths_in_words():
+    both = {"classes": 10, "equivariant": 5, "approximately": 1, "not": 3, "could not run": 1}
+    assert views.counts_sentence(both) == (
+        "Three in ten exported classes break the gauge, six in ten keep it exactly or "
+        "approximately, and one in ten gave no verdict")
+
+
+@pytest.fixture(scope="module")
+def committed():
+    collected = eco.collect("paper", mode="read")
+    rows = eco.table_rows([r for lib in eco.LIBRARIES for r in collected.records[lib]])
+    return collected.records, rows, eco.table_rows(collected.records["investigations"])
+
+
+def test_the_verdict_values_glue_every_table_and_the_broken_residuals(committed):
+    records, rows, _ = committed
+    values = views.verdict_values(records, rows)
+    for name in ("count_table", "failed_table", *(f"kept_table_{lib}" for lib in eco.LIBRARIES)):
+        assert "<table" in values[name]
+    broken = [r["residual"] for r in rows if r["verdict"] == "not"]
+    assert values["min_not_residual"] == min(broken) <= values["median_not_residual"]
+    assert values["n_total"] == len(rows)
+    assert "`AdamW`" in values["not_hb"].data
+
+
+def test_the_followup_values_have_every_key_and_nan_without_a_residual(committed):
+    _, rows, followups = committed
+    values = views.followup_values(rows, followups)
+    for inv in eco.INVESTIGATIONS:
+        assert {f"inv_{inv.key}", f"inv_{inv.key}_verdict", f"inv_{inv.key}_reason"} <= set(values)
+    for r in followups:
+        if r["residual"] is None:
+            assert math.isnan(values[f"inv_{r['key']}"])
+    assert values["main_hb_sgd_verdict"] == "approximately"
+    assert len([k for k in values if k.startswith("main_") and not k.endswith("_verdict")]) == (
+        sum(len(names) for names in views.NAMED_MAIN.values()))
+
+
+def test_the_live_note_says_what_ran_or_that_nothing_did():
+    assert "not installed here" in views.live_text([])
+    assert views.live_note([]).data.startswith("not run in this build")
+    note = views.live_note([("po_soap_gauge_side", 1.25e-7, 1.25e-7)])
+    assert note.data == "`po_soap_gauge_side` live 1.2e-07 against recorded 1.2e-07"
+
+
+def test_a_collision_breaks_eigen_adam_and_a_gap_heals_it():
+    from gaugekit.optim import make_optimizer
+
+    def eigen_adam(p):
+        return make_optimizer("eigen_adam", p, lr=1e-2, update_freq=5)
+
+    exact = views.collision_residual(eigen_adam, 0.0)
+    gap = views.collision_residual(eigen_adam, 1e-1)
+    assert exact > 1e-2 and gap < 1e-12
+    assert views.COLLISION_GAPS[0] == 0.0 and list(views.COLLISION_GAPS) == sorted(
+        views.COLLISION_GAPS)
+
+
+def test_the_layer_0_query_gradient_at_the_start_is_rank_deficient():
+    import torch
+
+    grads = views.initial_q_gradients("paper")
+    assert len(grads) >= 2 and all(g.dtype == torch.float64 for g in grads)
+    sv = torch.linalg.svdvals(grads[0])
+    assert int((sv > 1e-10 * sv[0]).sum()) < grads[0].shape[0]
+
+
+def test_the_comparison_values_read_the_comparison():
+    comparison = views.eigen_adam_comparison("paper")
+    values = views.comparison_values(comparison)
+    assert "<table" in values["compare_table"]
+    assert values["cmp_eigen_adam_gauge64"] == comparison.rows[3]["gauge64"]
+    assert values["eigen_lr_edge"] in ("yes", "no")
+    assert values["zoo_r"] == 3

@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 
 from gaugekit.experiments import ladder  # noqa: E402
 from gaugekit.experiments import matrix_sensing as ms  # noqa: E402
-from gaugekit.report import ladder as views
+from gaugekit.report import ladder as views  # noqa: E402
+from gaugekit.report import ladder_n40  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def committed():
 def test_n40_compares_the_two_protocols_from_their_records(committed):
     _, records = committed
     table2 = ms.collect("paper", parts=["zoo"], mode="read").records["zoo"]
-    html, text = views.n40_protocols(table2, records)
+    html, text = ladder_n40.n40_protocols(table2, records)
     # GD and signum under each protocol, beside each table's published value
     pub2, pub11 = ms.PUBLISHED_TABLE2, ladder.PUBLISHED_LADDER_REC
     for value in (pub2["gd"][0], pub2["signum"][0], pub11["gd"][40], pub11["signum"][40]):
@@ -90,3 +91,67 @@ def test_an_empty_scale_says_so_instead_of_an_empty_table_or_nan():
     assert "nothing is set beside Table 11" in views.published_table([])
     assert "no record of seed 42" in views.record_text([], 0)
     assert "nan" not in views.record_text([], 0)
+
+
+def test_the_published_values_glue_every_table_11_mean(committed):
+    config, _ = committed
+    values = views.published_values(config, "oracle_loose")
+    pub = [k for k in values if k.startswith("pub_") and k[-1].isdigit()]
+    assert len(pub) == sum(len(v) for v in ladder.PUBLISHED_LADDER_REC.values())
+    assert values["pub_gd_40"] == ladder.PUBLISHED_LADDER_REC["gd"][40]
+    big = config.arm("size")[-1].problem
+    assert values["ladder_big_n"] == big.n == 384
+    assert 0 < values["ladder_big_free"] == 1 - big.m / big.n ** 2 < 1
+
+
+def test_the_settings_values_count_the_plan_and_the_parts(committed):
+    config, records = committed
+    sizes = ladder.size_rows(config, records, "size", "oracle_loose")
+    values = views.settings_values(config, records, sizes)
+    planned = len(config.part(sizes[0]["part"]).specs())
+    assert values["ladder_runs_per_seed"] * values["ladder_seeds_planned"] == planned
+    assert "n40" in values["ladder_parts_done"].data
+    assert "n384" in values["ladder_parts_missing"].data  # not read by the fixture
+    assert values["tab_ladder_settings"].count("<tr>") == 1 + len(sizes)
+
+
+def test_gate_changes_name_only_selections_that_move(committed):
+    config, records = committed
+    ran = [r for r in ladder.size_rows(config, records, "size", "oracle_loose") if r["runs"]]
+    changed = views.gate_changes(config, records, ran)
+    for line in changed:
+        old, new = line.split(": lr ")[1].split(",")[0].split(" → ")
+        assert old != new
+    values = views.protocol_values(config, records, ran, "oracle_loose")
+    k = len(changed)
+    assert values["gate_changed_n"].data.startswith(f"{k} selection")
+    assert "decayed against" in values["rms96_text"].data  # n96 seed 42 has RMSProp
+
+
+def test_an_arm_without_records_shows_the_command_that_makes_it(committed):
+    config, records = committed
+    arms = {arm: ladder.size_rows(config, records, arm, "oracle_loose")
+            for arm in ("rank", "mdof")}
+    assert not any(row["runs"] for rows in arms.values() for row in rows)
+    values = views.arm_values(config, arms)
+    for arm in ("rank", "mdof"):
+        table = values[f"tab_ladder_{arm}"]
+        assert table.count("python -m gaugekit run ladder") == len(config.arm(arm))
+    assert values["arm_n"] == config.arm("rank")[0].problem.n
+
+
+def test_the_claims_values_say_where_each_claim_stands(committed):
+    config, records = committed
+    ran = [r for r in ladder.size_rows(config, records, "size", "oracle_loose") if r["runs"]]
+    values = views.claims_values(config, ran)
+    assert {f"surv_{c}" for c in views.CLAIM_TEXT} <= set(values)
+    assert values["ladder_sizes_ran"].data == "n = 40 (3 seeds), n = 96 (1 seed)"
+    assert values["surv_note"].data.startswith("Sizes outside")
+
+
+def test_the_n40_values_prefix_every_sentence(committed):
+    _, records = committed
+    table2 = ms.collect("paper", parts=["zoo"], mode="read").records["zoo"]
+    values = ladder_n40.n40_values(table2, records)
+    assert set(values) == {"tab_ladder_n40", "n40_differ", "n40_gd", "n40_signum", "n40_split"}
+    assert values["n40_gd"].data.startswith("On the ladder's grid GD selects")

@@ -1,0 +1,176 @@
+r"""The scaling chapter's two protocols at ``n = 40``: the matrix-sensing chapter's (the paper's
+Table 2) beside the ladder's (its Table 11), from the paper-scale configurations and records of
+both: the table that sets them side by side and the sentences the text says of it.
+"""
+
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gaugekit.experiments import ladder
+from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.report import viz
+from gaugekit.report.ladder import Records, _rec4, label
+from gaugekit.runs import selection
+
+__all__ = ["n40_protocols", "n40_values"]
+
+
+def _selection_at_40(rows: Mapping[str, Mapping[str, Any]], method: str) -> str:
+    sel = rows.get(method)
+    return "—" if sel is None else f"{_rec4(sel['rec'])} (lr {sel['lr']:g})"
+
+
+def _split_text(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    split = ms.split_summary(list(rows.values()))
+    if not math.isfinite(split["gap"]):
+        return "—"
+    word = "holds" if split["clean"] else "fails"
+    return (f"{word}: worst equivariant {label(split['worst_equivariant'])} "
+            f"{_rec4(split['worst_equivariant_rec'])}, best coordinate-wise "
+            f"{label(split['best_coordinatewise'])} {_rec4(split['best_coordinatewise_rec'])}")
+
+
+def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
+                  ) -> tuple[str, dict[str, str]]:
+    """The two protocols that give a row at ``n = 40``, from their paper-scale configurations
+    and records: chapter 4's (Table 2: the zoo part of :mod:`~gaugekit.experiments.
+    matrix_sensing`, Table 2's gate) and this chapter's (the ladder's ``n40``, the paper
+    ladder's gate). ``table2``: the records of the zoo part; ``ladder_records``: the ladder's
+    records with part ``n40``. Returns the table (budget, precision, gate, schedules,
+    optimizers, GD's and signum's grids; GD and signum at ``n = 40``, ours and published; the
+    equivariant / coordinate-wise split) and sentences for the text (``gd_lrs``: GD's selected
+    rates and the smallest rate of Table 2's grid)."""
+    zoo = ms.get_config("paper").part("zoo")
+    config = ladder.get_config("paper")
+    part = config.part("n40")
+    gate = ladder.PAPER_LADDER_PROTOCOL["protocol"]
+    ch4 = {r["method"]: r for r in ms.selection_rows(table2, "oracle")}
+    info = {p: ladder.size_rows(config, ladder_records, "size", p)[0]["rows"]
+            for p in (gate, "oracle")}
+    ch9 = info[gate]
+    nine = {m: r for m, r in ch9.items() if m in ms.TABLE2_METHODS}
+
+    def cosine(methods: Sequence[str], schedule: Any) -> str:
+        return ", ".join(label(m) for m in sorted(methods) if schedule(m) == "cosine")
+
+    def grid(values: Sequence[float]) -> str:
+        return ", ".join(f"{v:g}" for v in values)
+
+    pub2, pub11 = ms.PUBLISHED_TABLE2, ladder.PUBLISHED_LADDER_REC
+    added = [label(m) for m in part.methods if m not in zoo.methods]
+    rows = [
+        {"item": "optimizers", "ch4": f"the {len(zoo.methods)} of Table 2",
+         "ch9": f"the same {len(zoo.methods)} and " + ", ".join(added)},
+        {"item": "budget (steps)", "ch4": f"{zoo.budget.num_steps:,}",
+         "ch9": f"{part.budget.num_steps:,}"},
+        {"item": "precision", "ch4": zoo.dtype, "ch9": part.dtype},
+        {"item": "selection gate", "ch4": selection.PROTOCOLS["oracle"].gate_text,
+         "ch9": selection.PROTOCOLS[gate].gate_text},
+        {"item": "cosine decay (over the budget)",
+         "ch4": cosine(zoo.methods, lambda m: zoo.schedules.get(m, "constant")),
+         "ch9": cosine(part.methods, part.schedule)},
+        {"item": "lr grid, GD", "ch4": grid(zoo.lr_grids["gd"]), "ch9": grid(part.lr_grid("gd"))},
+        {"item": "lr grid, signum", "ch4": grid(zoo.lr_grids["signum"]),
+         "ch9": grid(part.lr_grid("signum"))},
+        {"item": "GD: rec (selected lr)", "ch4": _selection_at_40(ch4, "gd"),
+         "ch9": _selection_at_40(ch9, "gd")},
+        {"item": "GD under Table 2's gate", "ch4": _selection_at_40(ch4, "gd"),
+         "ch9": _selection_at_40(info["oracle"], "gd")},
+        {"item": "GD, published", "ch4": f"{pub2['gd'][0]:.4f} (Table 2)",
+         "ch9": f"{pub11['gd'][40]:.4f} (Table 11)"},
+        {"item": "signum: rec (selected lr)", "ch4": _selection_at_40(ch4, "signum"),
+         "ch9": _selection_at_40(ch9, "signum")},
+        {"item": "signum, published", "ch4": f"{pub2['signum'][0]:.4f} (Table 2)",
+         "ch9": f"{pub11['signum'][40]:.4f} (Table 11)"},
+        {"item": "the split, all optimizers", "ch4": _split_text(ch4), "ch9": _split_text(ch9)},
+        {"item": "the split, Table 2's nine", "ch4": _split_text(ch4), "ch9": _split_text(nine)},
+    ]
+    html = viz.table_html(rows, ["item", "ch4", "ch9"],
+                          headers={"ch4": "Table 2's protocol (matrix sensing)",
+                                   "ch9": "the ladder's (this chapter)"})
+    return html, _n40_text(zoo, part, gate, ch4, info, nine)
+
+
+def _join(items: Sequence[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _n40_text(zoo: ms.Part, part: ladder.LadderPart, gate: str,
+              ch4: Mapping[str, Mapping[str, Any]],
+              info: Mapping[str, Mapping[str, Mapping[str, Any]]],
+              nine: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """The sentences of :func:`n40_protocols`, each computed from the configs and selections."""
+    ch9 = info[gate]
+    cos4 = sorted(m for m in zoo.methods if zoo.schedules.get(m, "constant") == "cosine")
+    cos9 = sorted(m for m in part.methods if part.schedule(m) == "cosine")
+    items = {
+        "the budget": (zoo.budget.num_steps, part.budget.num_steps),
+        "the precision": (zoo.dtype, part.dtype),
+        "the selection gate": ("oracle", gate),
+        "GD's learning-rate grid": (tuple(zoo.lr_grids["gd"]), tuple(part.lr_grid("gd"))),
+        "the optimizers": (tuple(zoo.methods), tuple(part.methods)),
+        "the schedules (which rules decay with a cosine)": (cos4, cos9),
+    }
+    differ = [k for k, (x, y) in items.items() if x != y]
+    same = [k for k, (x, y) in items.items() if x == y]
+    text = {"differ": (_join(differ) + " differ" if differ else "nothing differs")
+            + (f"; {_join(same)} do not" if same else "")}
+    lo = min(zoo.lr_grids["gd"])
+    lrs = {p: (info[p].get("gd") or {}).get("lr") for p in (gate, "oracle")}
+    lr4 = (ch4.get("gd") or {}).get("lr")
+    if None in (*lrs.values(), lr4):
+        text["gd"] = "GD has no selection under one of the protocols"
+    else:
+        where = (f"both below {lo:g}, the smallest rate of Table 2's grid"
+                 if all(v < lo for v in lrs.values()) else "on the ladder's grid")
+        text["gd"] = (f"On the ladder's grid GD selects {lrs[gate]:g} under the ladder's gate "
+                      f"and {lrs['oracle']:g} under Table 2's, {where}; the matrix-sensing "
+                      f"chapter selects {lr4:g}")
+    s4, s9 = ch4.get("signum"), ch9.get("signum")
+    if s4 is None or s9 is None:
+        text["signum"] = "signum has no selection under one of the protocols"
+    else:
+        same_signum = {
+            "grid": tuple(zoo.lr_grids["signum"]) == tuple(part.lr_grid("signum")),
+            "selected rate": s4["lr"] == s9["lr"],
+            "schedule": zoo.schedules.get("signum") == part.schedule("signum"),
+        }
+        if all(same_signum.values()):
+            text["signum"] = (
+                f"For signum the grid, the selected rate ({s9['lr']:g}) and the schedule "
+                f"({part.schedule('signum')}) are the same, so its gap ({_rec4(s4['rec'])} "
+                f"against {_rec4(s9['rec'])}) comes from the budget (the cosine runs over "
+                "the longer one) or the precision; our records cannot tell which")
+        else:
+            text["signum"] = ("For signum the " + _join([k for k, v in same_signum.items()
+                                                          if not v]) + " differ too")
+
+    def split(rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool | None, str]:
+        sp = ms.split_summary(list(rows.values()))
+        if not math.isfinite(sp["gap"]):
+            return None, ""
+        eq = f"{label(sp['worst_equivariant'])} {_rec4(sp['worst_equivariant_rec'])}"
+        cw = f"{label(sp['best_coordinatewise'])} {_rec4(sp['best_coordinatewise_rec'])}"
+        return sp["clean"], f"{eq} below {cw}" if sp["clean"] else f"{cw} below {eq}"
+
+    (c4, t4), (c9, t9), (c9n, t9n) = split(ch4), split(ch9), split(nine)
+    word = {True: "holds", False: "fails", None: "cannot be judged"}
+    text["split"] = (f"the split between the two classes {word[c4]} under Table 2's protocol "
+                     f"({t4}) and {word[c9]} under the ladder's ({t9})")
+    if c9 is False and c9n is not None:
+        text["split"] += (f", and {word[c9n]} among Table 2's nine alone" if t9n == t9 else
+                          f"; among Table 2's nine alone it {word[c9n]} ({t9n})")
+    return text
+
+
+def n40_values(table2: Sequence[Mapping[str, Any]], ladder_records: Records) -> dict[str, Any]:
+    """The page's values of :func:`n40_protocols`: the table (``tab_ladder_n40``) and its
+    sentences as ``n40_<key>`` (Markdown, pasted as ordinary text)."""
+    html, text = n40_protocols(table2, ladder_records)
+    return {"tab_ladder_n40": html} | {f"n40_{k}": viz.as_markdown(v) for k, v in text.items()}

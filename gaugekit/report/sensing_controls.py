@@ -1,0 +1,131 @@
+r"""The matrix-sensing chapter's checks of its claim: the controls (the split of Table 2 under
+cosine decay for every optimizer, a larger initial scale and a second size) and which claims
+survive other grids and selection protocols (:data:`SURVIVAL_SETTINGS`), from the records of
+:func:`gaugekit.experiments.matrix_sensing.collect`.
+"""
+
+# Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book).
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.report.matrix_sensing import NBSP, _table_html, fmt_lr, label
+
+__all__ = ["SURVIVAL_SETTINGS", "controls", "survival"]
+
+Record = Mapping[str, Any]
+
+
+# --------------------------------------------------------------------------------------------
+# the controls
+# --------------------------------------------------------------------------------------------
+
+def _control_titles(config: ms.ScaleConfig) -> dict[str, str]:
+    second = config.part("second_size").problem
+    return {"zoo": "main sweep", "cosine_all": "cosine decay for every optimizer",
+            "init_1e-2": f"initial scale {config.part('init_1e-2').problem.init_scale:g}",
+            "second_size": f"second size: n = {second.n}, r = {second.r}, m = {second.m}"}
+
+
+def controls(records: Mapping[str, Sequence[Record]],
+             config: ms.ScaleConfig) -> tuple[str, dict[str, Any]]:
+    """The controls table (mean rec, and the selected lr beneath it, per optimizer and
+    sweep, Table 2's gate) and the numbers the text quotes: the verdict, gap, worst
+    equivariant and best coordinate-wise optimizer per sweep, how often the paper's gate
+    (mean over seeds below the tolerance) selects the same lr, Muon's rec and the convex
+    program's largest rec at the second size."""
+    titles = _control_titles(config)
+    rows = {part: ms.selection_rows(records[part]) for part in titles}
+    mean_gate = {part: {r["method"]: r["lr"]
+                        for r in ms.selection_rows(records[part], "oracle_mean")}
+                 for part in titles}
+    table = []
+    for method in ms.TABLE2_METHODS:
+        entry: dict[str, Any] = {"label": label(method)}
+        for part, rows_ in rows.items():
+            row = next((r for r in rows_ if r["method"] == method), None)
+            entry[part] = ("—" if row is None or not _finite(row["rec"]) else
+                           f"{row['rec']:.4f}{NBSP}({fmt_lr(row['lr'])})")
+        table.append(entry)
+    html = _table_html(table, ["label", *titles],
+                       headers={"label": "optimizer", **titles})
+    out: dict[str, Any] = {
+        "controls_same_gate": sum(r["lr"] == mean_gate[part][r["method"]]
+                                  for part, rows_ in rows.items() for r in rows_),
+        "controls_cells": sum(len(rows_) for rows_ in rows.values()),
+    }
+    for part, rows_ in rows.items():
+        s = ms.split_summary(rows_)
+        key = part.replace("-", "_")
+        out[f"split_{key}"] = "holds" if s["clean"] else "fails"
+        out[f"gap_{key}"] = s["gap"]
+        out[f"worst_eq_{key}"] = label(s["worst_equivariant"])
+        out[f"best_cw_{key}"] = label(s["best_coordinatewise"])
+    out["convex2_max"] = max(r["metrics"]["rec"] for r in records["convex_second_size"])
+    out["rec2_muon"] = next(r["rec"] for r in rows["second_size"] if r["method"] == "muon")
+    return html, out
+
+
+def _finite(x: Any) -> bool:
+    return x is not None and math.isfinite(float(x))
+
+
+# --------------------------------------------------------------------------------------------
+# which claims survive (selection protocols)
+# --------------------------------------------------------------------------------------------
+
+SURVIVAL_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("zoo", "oracle", "paper's grids, oracle (Table 2)"),
+    ("zoo", "validation", "paper's grids, validation"),
+    ("zoo", "train_speed", "paper's grids, train speed"),
+    ("wide", "oracle", "our wide grids, oracle"),
+    ("wide", "validation", "our wide grids, validation"),
+    ("wide", "train_speed", "our wide grids, train speed"),
+    ("cosine_all", "oracle", "cosine for all (the paper's control), oracle"),
+    ("init_1e-2", "oracle", "larger init (ours, nine optimizers), oracle"),
+    ("second_size", "oracle", "second size (ours, nine optimizers), oracle"),
+)
+
+
+def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[str, Any]]:
+    """Which claims survive: the table (one row per sweep and protocol of
+    :data:`SURVIVAL_SETTINGS`), the selection rows of each protocol on the wide grids (for
+    the figure), and the counts the text quotes."""
+    summary, protocol_rows = [], {}
+    for part, protocol, title in SURVIVAL_SETTINGS:
+        sel = ms.selection_rows(records[part], protocol)
+        if part == "wide":
+            protocol_rows[protocol.replace("_", " ")] = sel
+        s = ms.split_summary(sel)
+        summary.append({
+            "setting": title,
+            "worst_eq": (f"{label(s['worst_equivariant'])}{NBSP}"
+                         f"{s['worst_equivariant_rec']:.3g}"),
+            "best_cw": (f"{label(s['best_coordinatewise'])}{NBSP}"
+                        f"{s['best_coordinatewise_rec']:.3g}"),
+            "gap": s["gap"], "clean": "yes" if s["clean"] else "no",
+            "edges": f"{s['at_grid_edge']}/{s['methods']}",
+            "not_interp": s["not_interpolated"],
+        })
+    html = _table_html(
+        summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "edges", "not_interp"],
+        headers={"worst_eq": "worst equivariant (rec)",
+                 "best_cw": "best coordinate-wise (rec)", "gap": "gap",
+                 "clean": "clean split", "edges": "lr at grid edge",
+                 "not_interp": "selected without interpolating"},
+        formats={"gap": "+.4f"})
+    honest = [r for r in summary if "oracle" not in r["setting"]]
+    zoo = ms.selection_rows(records["zoo"], "oracle")
+    val = ms.selection_rows(records["zoo"], "validation")
+    counts = {
+        "n_clean": sum(r["clean"] == "yes" for r in summary),
+        "n_settings": len(summary),
+        "n_clean_honest": sum(r["clean"] == "yes" for r in honest),
+        "n_honest": len(honest),
+        "same_choice": sum(a["lr"] == b["lr"] for a, b in zip(zoo, val, strict=True)),
+    }
+    return html, protocol_rows, counts
