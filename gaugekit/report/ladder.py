@@ -29,6 +29,7 @@ from gaugekit.experiments import ladder
 from gaugekit.optim.registry import get_spec
 from gaugekit.report import viz
 from gaugekit.runs import selection
+from gaugekit.runs.collection import run_command
 
 __all__ = [
     "CLAIM_TEXT",
@@ -478,12 +479,10 @@ def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
 def arm_table(config: ladder.LadderConfig, info: Info, arm: str) -> str:
     """The arm's recovery table, or, while none of its parts has records, the command that
     makes each."""
-    from gaugekit.runs import sweep
-
     if any(row["runs"] for row in info):
         return rec_table(info, arm)
     missing = [{"part": p.name, "value": p.value, "records": "none yet",
-                "command": sweep.run_command("ladder", config.scale, [p.name])}
+                "command": run_command("ladder", config.scale, [p.name])}
                for p in config.arm(arm)]
     return viz.table_html(missing, ["part", "value", "records", "command"],
                           formats={"value": "g"})
