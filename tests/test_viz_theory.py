@@ -18,6 +18,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from gaugekit import theory  # noqa: E402
 from gaugekit.gauge import haar_orthogonal, random_gl  # noqa: E402
 from gaugekit.problems.matrix_sensing import make_instance  # noqa: E402
 from gaugekit.report.viz import method_color  # noqa: E402
@@ -157,8 +158,7 @@ def test_time_change_right_clock_matches_and_scalar_flows_keep_balancedness():
                                          lambda t: 1.0 + 0.8 * math.sin(2.0 * t) ** 2)
     assert clock.values["right_clock_error"] < 1e-7 < BROKEN < clock.values["wrong_clock_error"]
     assert clock.values["tau_end"] < clock.values["T_end"] < clock.values["tau_wrong_end"]
-    aniso = viz_theory.theory.factor_flow(instance.loss, U0, V0, T,
-                                          velocity=lambda t, gu, gv: (3 * gu, gv))
+    aniso = theory.factor_flow(instance.loss, U0, V0, T, velocity=lambda t, gu, gv: (3 * gu, gv))
     drift = viz_theory.drift_check(U0, V0, scalar=clock.data["preconditioned"], aniso=aniso)
     assert drift.values["drift_scalar"] < 1e-7 and drift.values["drift_aniso"] > BROKEN
     assert drift.lines[1].startswith("  scalar ") and "anisotropic" in drift.lines[1]
@@ -183,7 +183,7 @@ def test_characterization_and_transfer_checks_find_the_gram_form():
     G, = _draw((7, 4), seed=10)
     Q = haar_orthogonal(4, generator=torch.Generator().manual_seed(11), dtype=DTYPE)
     D = torch.diag(torch.linspace(0.5, 2.0, 4, dtype=DTYPE))
-    first = viz_theory.theory.registry_first_step
+    first = theory.registry_first_step
     found = taxonomy.characterization_check(
         {"GD": first("gd", 0.1), "Muon": first("muon", 0.1),
          "right scaling (control)": lambda g: g @ D}, G, Q).values
