@@ -55,6 +55,7 @@ __all__ = [
     "measure_spectral_transfer",
     "newton_schulz_scalar_map",
     "optimizer_trajectory",
+    "registry_first_step",
     "relative_imbalance",
     "retimed_clock",
     "rotation_2d",
@@ -163,6 +164,14 @@ def first_step_map(make_optimizer: OptimizerFactory, lr: float) -> MatrixMap:
     Shampoo ``(GGᵀ + λI)^{-1/4} G (GᵀG + λI)^{-1/4}``.
     """
     return lambda G: -first_step_displacement(make_optimizer, G) / lr
+
+
+def registry_first_step(name: str, lr: float, **overrides: object) -> MatrixMap:
+    r""":func:`first_step_map` of the registry optimizer ``name`` at step size ``lr``: the
+    zero-state first step ``G ↦ Φ(G)`` of ``make_optimizer(name, [P], lr=lr, **overrides)``."""
+    from gaugekit.optim import make_optimizer
+
+    return first_step_map(lambda p: make_optimizer(name, p, lr=lr, **overrides), lr)
 
 
 # --------------------------------------------------------------------------------------------

@@ -85,6 +85,26 @@ def test_first_step_map_recovers_known_first_steps_of_library_optimizers():
     assert rel(muon(G), msign(G)) > BROKEN
 
 
+def test_registry_first_step_is_the_first_step_map_of_the_registry_optimizer():
+    G = _randn(6, 4, seed=5)
+    torch.testing.assert_close(theory.registry_first_step("gd", 0.3)(G), G, atol=EXACT, rtol=0)
+    adam = theory.registry_first_step("adam", 0.1, eps=0.5)
+    torch.testing.assert_close(adam(G), theory.adam_first_step_direction(G, 0.5),
+                               atol=1e-12, rtol=0)
+    # the overrides reach the optimizer: another eps is another map
+    assert rel(theory.registry_first_step("adam", 0.1, eps=1e-8)(G), adam(G)) > BROKEN
+
+
+def test_sensing_instance_loss_is_its_sensing_loss():
+    from gaugekit.problems.matrix_sensing import make_instance, sensing_loss
+
+    instance = make_instance(0, n=6, r=2, dtype=torch.float64)
+    U, V = _randn(3, 6, 2, seed=7), _randn(3, 6, 2, seed=8)
+    torch.testing.assert_close(instance.loss(U, V), sensing_loss(U, V, instance.A, instance.y),
+                               atol=0, rtol=0)
+    assert instance.loss(U, V).shape == (3,)
+
+
 @pytest.mark.parametrize("eps", [1e-8, 1e-3, 0.5])
 def test_adam_first_step_direction_is_the_library_adams_first_step(eps):
     G = _randn(5, 3, seed=6)

@@ -93,6 +93,10 @@ class SensingInstance:
     A_val: Tensor
     y_val: Tensor
 
+    def loss(self, U: Tensor, V: Tensor) -> Tensor:
+        """This instance's :func:`sensing_loss` ``L(U, V) = mean_i (⟨A_i, U Vᵀ⟩ − y_i)²``."""
+        return sensing_loss(U, V, self.A, self.y)
+
     @property
     def n(self) -> int:
         return self.X_star.shape[-1]

@@ -3,10 +3,12 @@
 ``viz``         the shared figures and tables (colours, ``table_html``, ``glue_page``)
 ``headline``    the README's results at a glance
 one module per experiment (``matrix_sensing``, ``spectral_tails``, ``hyperspectral``,
-``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``) and ``theory`` for the
-theory chapters: each turns records into the tables, figures and sentences of its chapter;
-a chapter's section with a job of its own has its own module (``sensing_controls``,
-``sensing_decay``, ``tails_crossing``, ``ladder_n40``).
+``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``): each turns records into
+the tables, figures and sentences of its chapter; a chapter's section with a job of its own has
+its own module (``sensing_controls``, ``sensing_decay``, ``tails_crossing``, ``ladder_n40``).
+``theory`` (the gauge, chapter 3's dynamics) and ``taxonomy`` (which rules keep the gauge, their
+Gram form, the registry's tables) run the theory chapters' small live checks instead and draw
+their figures.
 
 Needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``).
 """

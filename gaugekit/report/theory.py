@@ -1,40 +1,67 @@
-"""Figures of the theory chapters (1–3) and of the appendix's eigenbasis Adam, in the book's style.
+"""The live checks and figures of the gauge (chapter 1), of the dynamics of chapter 3 (time change,
+balancedness, the clock-free view) and of the appendix's EigenAdam.
 
-Each function takes the tensors a chapter has just computed (float64, on the CPU), draws one
-figure of the book and returns it; the chapter cell is then one call. Optimizers are coloured
-with :func:`gaugekit.report.viz.method_color` (one colour per registry name across the book); lines
-that are not optimizers (gradient flow, a path, a formula) are black or grey. Legends sit
-outside the axes, below the figure, so that they never cover a curve.
+Each ``*_check`` function runs one small float64 experiment of a chapter on the tensors the cell
+has drawn and returns its :class:`Findings`: the numbers the text cites (glued under the names
+the prose uses), the lines the page prints and the inputs of the figure that follows. Each
+figure function draws one figure of the book and returns it; the chapter cell is then one call.
+Optimizers are coloured with :func:`gaugekit.report.viz.method_color` (one colour per registry
+name across the book); lines that are not optimizers (gradient flow, a path, a formula) are
+black or grey. Legends sit outside the axes, below the figure, so that they never cover a curve.
+Those that sort update rules (chapter 2, chapter 3's Gram form and transfer functions) are in
+:mod:`gaugekit.report.taxonomy`.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (draws for the book, reads no records).
+# Developer note (layers, DESIGN.md): floor of report/ (draws for the book, reads no records).
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from torch import Tensor
 
-from gaugekit.report.viz import COORDINATEWISE_COLOR, EQUIVARIANT_COLOR, method_color
+from gaugekit import theory
+from gaugekit.gauge import (
+    chain_product,
+    gl_act,
+    head_logit_bilinears,
+    interface_act,
+    product,
+    relative_distance,
+    rotate_factors,
+    rotate_heads,
+)
+from gaugekit.optim import get_spec, make_optimizer
+from gaugekit.problems.matrix_sensing import SensingInstance, relative_error
+from gaugekit.report.viz import glue_page, method_color
 
 __all__ = [
-    "adam_defect",
-    "audit_bars",
+    "Findings",
     "balancedness",
+    "balancedness_check",
     "clock_free",
+    "clock_free_check",
+    "drift_check",
     "factor_pairs",
     "gap_collision",
+    "gradient_covariance_check",
+    "head_gauge_check",
+    "interface_gauge_check",
+    "isometry_check",
+    "orbit_check",
     "orbit_circle",
-    "plane_runs",
     "time_change",
-    "transfer_curves",
+    "time_change_check",
 ]
+
+LossFn = Callable[[Tensor, Tensor], Tensor]
 
 WIDTH = 7.0  # inches: the text column (see gaugekit.report.viz.BOOK_STYLE)
 
@@ -57,9 +84,149 @@ def _below(fig: Figure, handles: Sequence[Any], ncol: int) -> None:
     fig.legend(handles=list(handles), loc="outside lower center", ncol=ncol)
 
 
+@dataclass
+class Findings:
+    """What one live check found: ``values`` (numbers and tables the text cites, by glue name),
+    ``lines`` (what the page prints), ``figure`` (the keyword arguments of the figure that
+    follows) and ``data`` (other results a later cell uses)."""
+
+    values: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+    figure: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    def show(self) -> None:
+        """Print the lines (if any) and glue the values for the page's ``{glue:text}`` roles."""
+        if self.lines:
+            print(self)
+        glue_page(self.values)
+
+
+def _size(U: Tensor, V: Tensor) -> float:
+    return (U.square().sum() + V.square().sum()).item()
+
+
 # --------------------------------------------------------------------------------------------
 # chapter 1: gauge symmetry
 # --------------------------------------------------------------------------------------------
+
+
+def isometry_check(U: Tensor, V: Tensor, Q: Tensor, A: Tensor) -> Findings:
+    r"""Lemma 3.2 on one pair: the relative change of ``W = UVᵀ`` and of the size
+    ``‖U‖_F² + ‖V‖_F²`` under the orthogonal gauge ``(UQ, VQ)`` and under ``(UA, VA^{-⊤})``
+    (``product_change_Q``, ``product_change_A``, ``size_change_Q``, ``size_change_A``)."""
+    W, size = product(U, V), _size(U, V)
+    (U_Q, V_Q), (U_A, V_A) = rotate_factors(U, V, Q), gl_act(U, V, A)
+    v = {"product_change_Q": relative_distance(product(U_Q, V_Q), W).item(),
+         "product_change_A": relative_distance(product(U_A, V_A), W).item(),
+         "size_change_Q": abs(_size(U_Q, V_Q) - size) / size,
+         "size_change_A": abs(_size(U_A, V_A) - size) / size}
+    return Findings(v, [
+        f"relative change of W:           Q {v['product_change_Q']:.1e}   "
+        f"A {v['product_change_A']:.1e}",
+        f"relative change of |U|^2+|V|^2: Q {v['size_change_Q']:.1e}   "
+        f"A {v['size_change_A']:.1e}"],
+        figure={"pairs": [("(U, V)", U, V), ("(UQ, VQ)", U_Q, V_Q), ("(UA, VA⁻ᵀ)", U_A, V_A)]})
+
+
+def orbit_check(loss: LossFn, U0: Tensor, V0: Tensor, thetas: Tensor) -> Findings:
+    r"""The loss along three closed paths of rotations ``R(θ)``, ``θ ∈ thetas``: the gauge path
+    ``(U₀R(θ), V₀R(θ))``, on which ``ℓ(UVᵀ)`` is constant, and the paths that turn ``U`` or ``V``
+    alone. ``orbit_spread``: the largest relative change along the gauge path;
+    ``U_only_range``: the range of the loss when ``U`` alone turns, over its start value."""
+    R = theory.rotation_2d(thetas)
+    gauge = loss(U0 @ R, V0 @ R)
+    U_only = loss(U0 @ R, V0.expand_as(V0 @ R))
+    V_only = loss(U0.expand_as(U0 @ R), V0 @ R)
+    start = loss(U0, V0)
+    v = {"orbit_spread": ((gauge - start).abs().max() / start).item(),
+         "U_only_range": ((U_only.max() - U_only.min()) / start).item()}
+    return Findings(v, [
+        f"along the gauge orbit: largest relative change {v['orbit_spread']:.1e}",
+        f"when only U turns:     range / start = {v['U_only_range']:.2f}"],
+        figure={"paths": {"gauge: $(U_0R, V_0R)$": gauge, "$U_0R$ only": U_only,
+                          "$V_0R$ only": V_only}})
+
+
+def gradient_covariance_check(loss: LossFn, U: Tensor, V: Tensor, Q: Tensor,
+                              A: Tensor) -> Findings:
+    r"""Lemma 4.1 by autograd: the gradients at ``(UQ, VQ)`` against ``(G_U Q, G_V Q)``
+    (``covariance_Q``), at ``(UA, VA^{-⊤})`` against ``(G_U A^{-⊤}, G_V A)`` (``covariance_A``)
+    and against the wrong law ``G_U A`` (``wrong_law``); relative residuals, the larger factor's."""
+    G_U, G_V = theory.loss_gradients(loss, U, V)
+    G_UQ, G_VQ = theory.loss_gradients(loss, *rotate_factors(U, V, Q))
+    G_UA, G_VA = theory.loss_gradients(loss, *gl_act(U, V, A))
+    v = {"covariance_Q": max(relative_distance(G_UQ, G_U @ Q).item(),
+                             relative_distance(G_VQ, G_V @ Q).item()),
+         "covariance_A": max(relative_distance(G_UA, G_U @ torch.linalg.inv(A).T).item(),
+                             relative_distance(G_VA, G_V @ A).item()),
+         "wrong_law": relative_distance(G_UA, G_U @ A).item()}
+    return Findings(v, [
+        f"orthogonal gauge, (G_U Q, G_V Q):   residual {v['covariance_Q']:.1e}",
+        f"general gauge, (G_U A^-T, G_V A):   residual {v['covariance_A']:.1e}",
+        f"general gauge, wrong law G_U A:     residual {v['wrong_law']:.2f}"])
+
+
+def _relative_change(new: Tensor, old: Tensor) -> float:
+    return (abs(new - old) / abs(old)).item()
+
+
+def interface_gauge_check(weights: Sequence[Tensor], X: Tensor, Y: Tensor,
+                          Qs: Sequence[Tensor], As: Sequence[Tensor]) -> Findings:
+    r"""The interface gauge ``W_j → A_j W_j A_{j−1}^{-1}`` of a chain ``W = W_L ⋯ W_1`` under the
+    least-squares loss ``½ mean (X Wᵀ − Y)²``: the change of the product (``Q_j`` and ``A_j``),
+    of the loss (``A_j``), the gradient law ``Q_j G_j Q_{j−1}ᵀ`` and the layer norms."""
+    def chain_loss(*ws: Tensor) -> Tensor:
+        return 0.5 * (X @ chain_product(ws).T - Y).square().mean()
+
+    gauged_Q, gauged_A = interface_act(weights, Qs), interface_act(weights, As)
+    grads = theory.loss_gradients(chain_loss, *weights)
+    grads_Q = theory.loss_gradients(chain_loss, *gauged_Q)
+    eye = [torch.eye(d, dtype=X.dtype) for d in (weights[0].shape[1], weights[-1].shape[0])]
+    ends = [eye[0], *Qs, eye[1]]
+    v = {"chain_covariance": max(
+            relative_distance(grads_Q[j], ends[j + 1] @ grads[j] @ ends[j].T).item()
+            for j in range(len(weights))),
+         "chain_product_change": max(
+            relative_distance(chain_product(g), chain_product(weights)).item()
+            for g in (gauged_Q, gauged_A)),
+         "chain_loss_change": _relative_change(chain_loss(*gauged_A), chain_loss(*weights)),
+         "norm_change_Q": max(_relative_change(g.norm(), w.norm())
+                              for g, w in zip(gauged_Q, weights, strict=True)),
+         "norm_change_A": max(_relative_change(g.norm(), w.norm())
+                              for g, w in zip(gauged_A, weights, strict=True))}
+    return Findings(v, [
+        f"product change (Q and A):         {v['chain_product_change']:.1e}",
+        f"loss change (A):                  {v['chain_loss_change']:.1e}",
+        f"gradient law Q_j G_j Q_(j-1)^T:   residual {v['chain_covariance']:.1e}",
+        f"largest change of a layer norm:   Q {v['norm_change_Q']:.1e}   "
+        f"A {v['norm_change_A']:.2f}"])
+
+
+def head_gauge_check(tokens: Tensor, W_Q: Tensor, W_K: Tensor, R_heads: Tensor,
+                     num_heads: int) -> Findings:
+    r"""The per-head gauge ``(W_{Q,h}, W_{K,h}) → (R_h W_{Q,h}, R_h W_{K,h})``: the relative
+    change of the logits of ``tokens`` (``logit_change``), of the bilinear forms
+    ``W_{Q,h}ᵀ W_{K,h}`` (``bilinear_change``) and of the logits when only the queries turn."""
+    W_Q_rot, W_K_rot = rotate_heads(W_Q, W_K, R_heads, num_heads)
+
+    def logits(W_Q: Tensor, W_K: Tensor) -> Tensor:
+        return theory.attention_logits(tokens, W_Q, W_K, num_heads).flatten()
+
+    def bilinears(W_Q: Tensor, W_K: Tensor) -> Tensor:
+        return head_logit_bilinears(W_Q, W_K, num_heads).flatten()
+
+    v = {"logit_change": relative_distance(logits(W_Q_rot, W_K_rot), logits(W_Q, W_K)).item(),
+         "bilinear_change": relative_distance(bilinears(W_Q_rot, W_K_rot),
+                                              bilinears(W_Q, W_K)).item(),
+         "query_only_change": relative_distance(logits(W_Q_rot, W_K), logits(W_Q, W_K)).item()}
+    return Findings(v, [
+        f"logits, both rotated:    relative change {v['logit_change']:.1e}",
+        f"W_Q^T W_K per head:      relative change {v['bilinear_change']:.1e}",
+        f"logits, queries only:    relative change {v['query_only_change']:.2f}"])
 
 
 def factor_pairs(pairs: Sequence[tuple[str, torch.Tensor, torch.Tensor]]) -> Figure:
@@ -94,8 +261,6 @@ def orbit_circle(
     """Left: the loss ``½(‖u‖² − 1)²`` on the plane, its level set through ``u0`` (white), the
     orbit ``{u0 R(θ)}`` (dashed) with ``marks`` points on it. Right: ``paths[label]``, a loss
     along the angles ``thetas`` (radians), the first drawn thick in black."""
-    from gaugekit.theory import rotation_2d
-
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(WIDTH, 3.5), layout="constrained",
                                    width_ratios=[1.15, 1.0])
     grid = torch.linspace(-1.6, 1.6, 241, dtype=u0.dtype)
@@ -107,10 +272,10 @@ def orbit_circle(
     level_u0 = 0.5 * (u0.square().sum() - 1.0) ** 2
     ax0.contour(_np(X1), _np(X2), _np(plane), levels=[level_u0.item()], colors="w",
                 linewidths=1.0)
-    circle = (u0 @ rotation_2d(thetas)).squeeze(1)
+    circle = (u0 @ theory.rotation_2d(thetas)).squeeze(1)
     ax0.plot(_np(circle[:, 0]), _np(circle[:, 1]), "k--", lw=1.2, dashes=(3, 4))
     angles = torch.linspace(0, 2 * math.pi, marks + 1, dtype=u0.dtype)[:-1]
-    dots = (u0 @ rotation_2d(angles)).squeeze(1)
+    dots = (u0 @ theory.rotation_2d(angles)).squeeze(1)
     ax0.plot(_np(dots[:, 0]), _np(dots[:, 1]), "o", color="0.85", ms=5)
     ax0.plot(u0[0, 0].item(), u0[0, 1].item(), "ko", ms=6)
     ax0.set_aspect("equal")
@@ -132,141 +297,107 @@ def orbit_circle(
 
 
 # --------------------------------------------------------------------------------------------
-# chapter 2: which optimizers keep the gauge
-# --------------------------------------------------------------------------------------------
-
-
-def adam_defect(
-    lrs: Sequence[float],
-    epss: Sequence[float],
-    delta: torch.Tensor,
-    measured: Mapping[tuple[float, float], float],
-    eps_sweep: Sequence[float],
-    delta_small_lr: torch.Tensor,
-    grad_scale: float,
-) -> Figure:
-    """Left: ``delta[i]`` (closed form) against ``lrs`` for each ``epss[i]``, with the measured
-    ``measured[(lr, eps)]`` as dots. Right: the small-step defect against ``eps_sweep``, with a
-    dotted line at ``grad_scale``."""
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(WIDTH, 3.6), layout="constrained")
-    colors = plt.cm.viridis(torch.linspace(0, 0.85, len(epss)).tolist())
-    for i, eps in enumerate(epss):
-        ax0.loglog(lrs, _np(delta[i]), color=colors[i], label=rf"$\varepsilon$ = {eps:g}")
-        points = sorted((lr, v) for (lr, e), v in measured.items() if e == eps)
-        ax0.loglog(*zip(*points, strict=True), "o", color=colors[i], ms=5)
-    ax0.set_xlabel(r"step size $\eta$")
-    ax0.set_ylabel(r"relative defect $\delta$")
-    ax0.set_title("against the step size")
-    ax1.loglog(eps_sweep, _np(delta_small_lr), color="k")
-    ax1.axvline(grad_scale, color="0.5", ls=":")
-    ax1.annotate("mean |gradient entry|", (grad_scale, 0.04), xytext=(-5, 0),
-                 textcoords="offset points", color="0.35", fontsize=9, ha="right",
-                 xycoords=("data", "axes fraction"))
-    ax1.set_xlabel(r"$\varepsilon$")
-    ax1.set_ylabel(r"$\delta$ as $\eta \to 0$")
-    ax1.set_title(r"against $\varepsilon$ ($\eta = 10^{-6}$)")
-    handles, _ = ax0.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="k", marker="o", ls="", ms=5, label="library's Adam"))
-    _below(fig, handles, ncol=3)
-    return fig
-
-
-def plane_runs(
-    paths: Mapping[str, Sequence[torch.Tensor]],
-    products: Mapping[str, torch.Tensor],
-    *,
-    widths: Mapping[str, float] | None = None,
-) -> Figure:
-    """Left: the paths ``paths[method][j]`` (``steps × 1 × 2`` factors ``u_t``) on the plane with
-    the solution circle ``‖u‖ = 1``; right: ``products[method]`` (``starts × steps``) against the
-    step. One colour per method; ``widths[method]`` a line width (thick lines under thin)."""
-    widths = dict(widths or {})
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(WIDTH, 3.5), layout="constrained")
-    arc = torch.linspace(0, math.pi / 2, 100)
-    ax0.plot(_np(arc.cos()), _np(arc.sin()), "k--", lw=1)
-    for method, runs in paths.items():
-        for U in runs:
-            ax0.plot(_np(U[:, 0, 0]), _np(U[:, 0, 1]), color=method_color(method), lw=1.4)
-    for U in next(iter(paths.values())):
-        ax0.plot(U[0, 0, 0].item(), U[0, 0, 1].item(), "ko", ms=4)
-    ax0.set_aspect("equal")
-    ax0.set_xlim(-0.05, 1.1)
-    ax0.set_ylim(-0.05, 1.1)
-    ax0.set_xlabel("$u_1$")
-    ax0.set_ylabel("$u_2$")
-    ax0.set_title("paths of $u_t$")
-    for method, W in products.items():
-        for curve in W:
-            ax1.plot(_np(curve), color=method_color(method), lw=widths.get(method, 1.3),
-                     ls="--" if method not in paths else "-")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("$W_t$")
-    ax1.set_title("the seven products")
-    handles = [Line2D([], [], color=method_color(m), lw=widths.get(m, 1.3),
-                      ls="--" if m not in paths else "-", label=_label(m)) for m in products]
-    handles.append(Line2D([], [], color="k", marker="o", ls="", ms=4, label="start"))
-    _below(fig, handles, ncol=len(handles))
-    return fig
-
-
-def audit_bars(
-    panels: Sequence[tuple[str, Sequence[str], Sequence[float], Sequence[bool]]],
-    threshold: float,
-    *,
-    floor: float = 1e-17,
-) -> Figure:
-    """One horizontal bar chart per panel ``(title, names, residuals, passed)`` (stacked), bars
-    in the book's class colours (blue: passes the audit, orange: fails), log axis from ``floor``
-    (a residual of exactly 0 is drawn at it), the verdict threshold dashed."""
-    counts = [len(names) for _, names, _, _ in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, 0.22 * sum(counts) + 1.6),
-                             layout="constrained", sharex=True, height_ratios=counts,
-                             squeeze=False)
-    for ax, (title, names, residuals, passed) in zip(axes[:, 0], panels, strict=True):
-        colors = [EQUIVARIANT_COLOR if ok else COORDINATEWISE_COLOR for ok in passed]
-        ax.barh(range(len(names)), [max(r, floor) for r in residuals], color=colors)
-        ax.set_yticks(range(len(names)), names)
-        ax.invert_yaxis()
-        ax.set_xscale("log")
-        ax.set_xlim(floor, 10)
-        ax.axvline(threshold, color="k", ls="--", lw=1)
-        ax.set_title(title)
-    axes[-1, 0].set_xlabel("audit residual")
-    _below(fig, [Patch(color=EQUIVARIANT_COLOR, label="passes (equivariant)"),
-                 Patch(color=COORDINATEWISE_COLOR, label="fails"),
-                 Line2D([], [], color="k", ls="--", lw=1, label="threshold")], ncol=3)
-    return fig
-
-
-# --------------------------------------------------------------------------------------------
 # chapter 3: what equivariance allows
 # --------------------------------------------------------------------------------------------
 
 
-def transfer_curves(
-    curves: Sequence[tuple[str, str, str, torch.Tensor, torch.Tensor, torch.Tensor,
-                           torch.Tensor]],
-    muon: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
-) -> Figure:
-    """Left: transfer functions ``(label, method, linestyle, s, h(s), s measured, h measured)``
-    on log axes, in the method's colour. Right: Muon's ``(x, p(x), x measured, h measured)``
-    beside the polar factor's ``h ≡ 1``."""
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(WIDTH, 3.9), layout="constrained")
-    for label, method, ls, s, h, s_meas, h_meas in curves:
-        color = method_color(method)
-        ax0.loglog(_np(s), _np(h), color=color, ls=ls, label=label)
-        ax0.loglog(_np(s_meas), _np(h_meas), "o", color=color, ms=4)
-    ax0.set_xlabel("singular value $s$")
-    ax0.set_ylabel("$h(s)$")
-    ax0.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-    x, p, x_meas, h_meas = muon
-    ax1.plot(_np(x), _np(p), color=method_color("muon"), label=r"Muon: $p(x)$, five steps")
-    ax1.axhline(1.0, color=method_color("gram"), lw=1.2, ls="-.", label=r"polar factor: $h = 1$")
-    ax1.plot(_np(x_meas), _np(h_meas), "o", color=method_color("muon"), ms=4)
-    ax1.set_xlabel(r"$x = s / \|G\|_F$")
-    ax1.set_ylabel("$h$")
-    ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
-    return fig
+def time_change_check(loss: LossFn, U0: Tensor, V0: Tensor, T: Tensor,
+                      a: Callable[[float], float]) -> Findings:
+    r"""Theorem 4.6 on ``loss``: the flow ``U' = −G_U/a(t)``, ``V' = −G_V/a(t)`` on the times
+    ``T`` against gradient flow at ``τ(T) = ∫₀ᵀ du/a(u)`` (``right_clock_error``) and at the wrong
+    clock ``∫₀ᵀ a(u) du`` (``wrong_clock_error``), the largest relative parameter distance.
+    ``data`` holds the flows (``"preconditioned"`` on ``T``, ``"gradient flow"`` on a dense
+    grid up to the wrong clock's end) for :func:`drift_check`."""
+    def flow(times: Tensor, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        return theory.factor_flow(loss, U0, V0, times, **kwargs)
+
+    pre = flow(T, velocity=lambda t, G_U, G_V: (G_U / a(t), G_V / a(t)))
+    tau = theory.retimed_clock(a, T)
+    tau_wrong = theory.retimed_clock(lambda u: 1.0 / a(u), T)
+    t_dense = torch.linspace(0.0, tau_wrong[-1].item(), 121, dtype=T.dtype)
+    dense = flow(t_dense)
+    stacked = torch.cat(pre, dim=-2)
+    v = {"right_clock_error": relative_distance(stacked, torch.cat(flow(tau), dim=-2))
+         .max().item(),
+         "wrong_clock_error": relative_distance(stacked, torch.cat(flow(tau_wrong), dim=-2))
+         .max().item(),
+         "tau_end": tau[-1].item(), "tau_wrong_end": tau_wrong[-1].item(),
+         "T_end": T[-1].item()}
+    return Findings(v, [
+        f"tau({T[-1]:.1f}) = {tau[-1]:.4f}, wrong clock {tau_wrong[-1]:.4f}",
+        f"right clock: {v['right_clock_error']:.1e}   wrong clock: {v['wrong_clock_error']:.2f}"],
+        figure={"t_flow": t_dense, "loss_flow": loss(*dense), "T": T, "loss_pre": loss(*pre),
+                "tau": tau, "tau_wrong": tau_wrong},
+        data={"gradient flow": dense, "preconditioned": pre})
+
+
+def drift_check(U0: Tensor, V0: Tensor, **flows: tuple[Tensor, Tensor]) -> Findings:
+    r"""Proposition A.4 along flows: the largest drift ``‖B_t − B₀‖_F`` of the balancedness
+    ``B = UᵀU − VᵀV`` relative to ``‖U₀‖_F² + ‖V₀‖_F²``, glued as ``drift_<name>`` (``gf`` and
+    ``aniso`` print as gradient flow and anisotropic)."""
+    v = {f"drift_{name}": theory.balancedness_drift(U, V).max().item() / _size(U0, V0)
+         for name, (U, V) in flows.items()}
+    words = {"gf": "gradient flow", "aniso": "anisotropic"}
+    return Findings(v, ["max |B_t - B_0|_F / (|U_0|^2 + |V_0|^2):", "  " + ", ".join(
+        f"{words.get(name, name)} {value:{'.2f' if value >= 0.01 else '.1e'}}"
+        for name, value in zip(flows, v.values(), strict=True))])
+
+
+def clock_free_check(instance: SensingInstance, U0: Tensor, V0: Tensor,
+                     runs: Sequence[tuple[str, float, int]]) -> Findings:
+    r"""Discrete runs ``(method, lr, steps)`` on a sensing ``instance`` seen without their clock:
+    the recovery error ``rec = ‖W_t − X★‖_F/‖X★‖_F`` against the loss, and the largest distance
+    (relative to ``‖X★‖_F``) of a run's products from the first run's path over the stretch of
+    loss that path covers (``path_distance_<method>``, ``final_rec_<method>``)."""
+    paths = {}
+    for name, lr, steps in runs:
+        U, V = theory.optimizer_trajectory(
+            lambda p, name=name, lr=lr: make_optimizer(name, p, lr=lr), instance.loss, U0, V0,
+            steps)
+        W = U @ V.mT
+        paths[name] = (W, instance.loss(U, V), relative_error(W, instance.X_star))
+    W_ref, loss_ref, _ = next(iter(paths.values()))
+    reference = _label(runs[0][0])
+    v, lines = {}, []
+    for name, (W, losses, rec) in paths.items():
+        covered = losses >= loss_ref[-1]
+        gaps = torch.cdist(W[covered].flatten(1), W_ref.flatten(1)).amin(dim=1)
+        v[f"path_distance_{name}"] = (gaps / instance.X_star.norm()).max().item()
+        v[f"final_rec_{name}"] = rec[-1].item()
+        lines.append(f"{name:>12}: distance to {reference}'s path "
+                     f"{v[f'path_distance_{name}']:.1e}")
+    return Findings(v, lines, figure={
+        "runs": {name: (losses, rec) for name, (_, losses, rec) in paths.items()}})
+
+
+def balancedness_check(loss: LossFn, U0: Tensor, V0: Tensor, rules: Sequence[str],
+                       step_sizes: Sequence[float], horizon: float,
+                       scalar_class: Sequence[str]) -> Findings:
+    r"""The scaling law of Proposition A.4 for discrete rules: run each rule to the time
+    ``T = η · steps = horizon`` at every ``η`` of ``step_sizes`` (momentum at ``(1 − μ)η``, the
+    same clock) and measure the relative imbalance ``‖UᵀU − VᵀV‖_F/(‖UᵀU‖_F + ‖VᵀV‖_F)``. The
+    scalar class halves its final imbalance with ``η``: ``halving_scalar_min/max`` against
+    ``halving_other_max``, the ratios of the final imbalance at the largest and smallest ``η``."""
+    imbalance: dict[str, list[Tensor]] = {}
+    for name in rules:
+        imbalance[name] = []
+        for eta in step_sizes:
+            lr = eta * (1 - get_spec(name).defaults["momentum"]) if name == "momentum" else eta
+            U, V = theory.optimizer_trajectory(
+                lambda p, name=name, lr=lr: make_optimizer(name, p, lr=lr), loss, U0, V0,
+                round(horizon / eta))
+            imbalance[name].append(theory.relative_imbalance(U, V))
+    final = {name: [c[-1].item() for c in curves] for name, curves in imbalance.items()}
+    halving = {name: f[0] / f[-1] for name, f in final.items()}
+    lines = [f"{get_spec(name).label:>18}: final imbalance {final[name][0]:.2e} -> "
+             f"{final[name][-1]:.2e}  (ratio {value:.2f})" for name, value in halving.items()]
+    return Findings({
+        "halving_scalar_min": min(halving[name] for name in scalar_class),
+        "halving_scalar_max": max(halving[name] for name in scalar_class),
+        "halving_other_max": max(h for name, h in halving.items() if name not in scalar_class),
+        "eta_ratio": step_sizes[0] / step_sizes[-1]}, lines, figure={
+        "imbalance": imbalance, "step_sizes": step_sizes, "scalar_class": scalar_class,
+        "horizon": horizon})
 
 
 def time_change(
