@@ -44,7 +44,8 @@ QUICK_PARTS: dict[str, list[str]] = {
 }
 
 #: Record fields that say when, where and how fast a run was made, not what it computed.
-_VOLATILE = {"code", "timing", "wall_s", "elapsed_s", "created", "host", "seconds", "time_s"}
+_VOLATILE = {"code", "timing", "wall_s", "elapsed_s", "created", "host", "seconds", "time_s",
+             "wall_time_s", "batch", "model_steps_per_s", "timed_wall_s", "ms_per_step"}
 
 
 # ---------------------------------------------------------------- the book
