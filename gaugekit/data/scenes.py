@@ -15,6 +15,12 @@ shape, source page, download URL and SHA-256 (where known). :func:`load_scene` f
 scene through :func:`gaugekit.data.find_file` (data folder first, then a pooch download);
 :func:`load_mat_scene` reads a user's own file. A file whose checksum, key, shape or dtype does not
 match is refused with :class:`~gaugekit.data.DataFileError`, never silently used.
+
+A *scene config* names a scene as JSON data (part of the run ids of the experiments that use
+it): ``{"source": "registry", "name", "sha256"}``, ``{"source": "synthetic", "rows", "cols",
+"bands", "endmembers", "noise", "seed"}`` (:func:`gaugekit.data.synthetic.make_synthetic_scene`)
+or ``{"source": "file", "path", "key", "layout", "n_rows", "n_cols", "sha256"}``;
+:func:`load_scene_config` loads it back, checked.
 """
 
 # Developer note (layers, DESIGN.md): floor 1.
@@ -22,9 +28,10 @@ match is refused with :class:`~gaugekit.data.DataFileError`, never silently used
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,6 +47,7 @@ __all__ = [
     "get_scene_info",
     "load_mat_scene",
     "load_scene",
+    "load_scene_config",
     "scene_names",
 ]
 
@@ -281,3 +289,25 @@ def available_scenes(data_dir: str | os.PathLike[str] | None = None) -> list[str
             continue
         out.append(name)
     return out
+
+
+def load_scene_config(config: Mapping[str, Any]) -> SceneData:
+    """Load the scene of a scene config (registry, synthetic or file; module docstring),
+    checked: a registry config must carry the registry's SHA-256, a file config its file's."""
+    source = config.get("source")
+    if source == "registry":
+        scene = load_scene(config["name"])
+        if config.get("sha256") != SCENES[config["name"]].sha256:
+            raise ValueError(f"Invalid scene config: {dict(config)!r}; its sha256 is not the "
+                             "registry's")
+        return scene
+    if source == "synthetic":
+        from gaugekit.data.synthetic import make_synthetic_scene  # synthetic stands on SceneData
+
+        kw = {k: config[k] for k in ("rows", "cols", "bands", "endmembers", "noise", "seed")}
+        return make_synthetic_scene(**kw)
+    if source == "file":
+        return load_mat_scene(config["path"], config["key"], config["layout"],
+                              sha256=config["sha256"], n_rows=config.get("n_rows"),
+                              n_cols=config.get("n_cols"))
+    raise ValueError(f"Invalid scene source: {source!r}; expected registry, synthetic or file")

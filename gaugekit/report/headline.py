@@ -25,12 +25,12 @@ from typing import Any
 
 from gaugekit.experiments import (
     attention,
-    hyperspectral,
     ladder,
     language_model,
     matrix_sensing,
     spectral_tails,
 )
+from gaugekit.report import hyperspectral
 from gaugekit.runs.collection import MissingRecords, project_root
 from gaugekit.runs.verdicts import VERDICTS, HeadlineRow, number_verdict
 

@@ -12,6 +12,7 @@ from torch.testing import assert_close
 from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs.spec import RunSpec
 from gaugekit.train import factors as factor_training
 
@@ -21,9 +22,9 @@ METRICS = ("rec", "val_rec", "effective_rank", "nuclear_norm", "balancedness", "
 
 def tiny_part(methods, lrs, *, seeds=(1, 2), num_steps=120, check_every=20, tol=1e-5,
               dtype="float64", schedules=None, init_scale=0.1) -> ms.Part:
-    problem = ms.Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=init_scale)
+    problem = Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=init_scale)
     return ms.Part(
-        "tiny", "test", problem, ms.Budget(num_steps, tol=tol, check_every=check_every),
+        "tiny", "test", problem, Budget(num_steps, tol=tol, check_every=check_every),
         tuple(seeds), tuple(methods), {m: tuple(lrs[m]) for m in methods},
         schedules or {}, dtype=dtype,
     )
@@ -370,7 +371,7 @@ def test_matches_an_independent_plain_loop(method, lr, schedule):
 
 def test_convex_reference_run():
     pytest.importorskip("cvxpy")
-    part = ms.Part("convex", "test", ms.Problem(8, 1, 8, 30, 10, 1e-3), ms.Budget(10), (5,),
+    part = ms.Part("convex", "test", Problem(8, 1, 8, 30, 10, 1e-3), Budget(10), (5,),
                    kind="convex")
     (spec,) = part.specs()
     result = ms.EXPERIMENT.run_batch([spec], device=torch.device("cpu"), progress=False)[0]
