@@ -528,17 +528,3 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
 
 
 collect = collection.collector(EXPERIMENT, get_config)
-
-
-def headline() -> list[Any]:
-    """README row (:mod:`gaugekit.report.headline`): ``τ*`` by the paper's estimator on
-    the committed phase records beside the paper's CPU value (same grid, seeds and rule)."""
-    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
-
-    got = collect("paper", parts=["phase"])
-    tau = crossings(got.records["phase"], num_boot=1)["paper"].tau_star
-    pub = PUBLISHED_TAU_STAR["cpu"]["tau_star"]
-    ours = "—" if tau is None or not math.isfinite(tau) else f"{tau:g}"
-    return [HeadlineRow(
-        NAME, "spectral tails: τ* where Muon cedes to GD (the paper's estimator, CPU grid)",
-        ours, f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]
