@@ -46,12 +46,15 @@ from typing import Any
 import torch
 
 from gaugekit.config import get_scale
-from gaugekit.data.files import sha256_file
 from gaugekit.data.scenes import (
+    DENSITY_LABELS,
     SCENES,
+    SceneRef,
     available_scenes,
     get_scene_info,
-    load_mat_scene,
+    registered_scene,
+    synthetic_scene,
+    user_scene,
 )
 from gaugekit.problems.hyperspectral import (
     DENSITY_RATIOS,
@@ -95,15 +98,11 @@ __all__ = [
     "MatrixProtocol",
     "Part",
     "ScaleConfig",
-    "SceneRef",
     "collect",
     "get_config",
     "records_dir",
-    "registered_scene",
     "run_scene",
     "summarize",
-    "synthetic_scene",
-    "user_scene",
 ]
 
 NAME = "hyperspectral"
@@ -184,72 +183,6 @@ PUBLISHED_FIXED_LR_GAPS: dict[tuple[str, float], dict[float, float]] = {
     ("indian_pines", 0.15): {1e-3: 0.134, 3e-3: 0.252, 1e-2: 0.430},
     ("indian_pines", 0.25): {1e-3: 0.084, 3e-3: 0.141, 1e-2: 0.276},
 }
-
-DENSITY_LABELS: tuple[str, ...] = ("low", "high")
-
-
-# --------------------------------------------------------------------------------------------
-# scenes in run configs
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SceneRef:
-    """A scene as the experiment sees it: its ``config`` (JSON data, part of every run id), a
-    label, the number of bands and of non-zero pixels, and which densities to run."""
-
-    name: str
-    label: str
-    config: Mapping[str, Any]
-    bands: int
-    pixels: int
-    densities: tuple[str, ...] = DENSITY_LABELS
-
-    def __hash__(self) -> int:
-        return hash((self.name, canonical_json(self.config), self.densities))
-
-
-def registered_scene(name: str, densities: tuple[str, ...] = DENSITY_LABELS) -> SceneRef:
-    """The :class:`SceneRef` of a registered scene (no file needed: shapes come from the
-    registry; every pixel of a registered scene is non-zero somewhere)."""
-    info = get_scene_info(name)
-    rows, cols, bands = info.shape
-    config = {"source": "registry", "name": name, "sha256": info.sha256}
-    return SceneRef(name, info.label, config, bands, rows * cols, densities)
-
-
-def synthetic_scene(
-    rows: int = 40, cols: int = 40, bands: int = 64, endmembers: int = 5,
-    noise: float = 0.005, seed: int = 0, densities: tuple[str, ...] = DENSITY_LABELS,
-) -> SceneRef:
-    """The :class:`SceneRef` of a synthetic scene (:func:`gaugekit.data.synthetic`)."""
-    config = {"source": "synthetic", "rows": rows, "cols": cols, "bands": bands,
-              "endmembers": endmembers, "noise": noise, "seed": seed}
-    label = f"synthetic ({rows}×{cols}×{bands}, {endmembers} endmembers)"
-    return SceneRef("synthetic", label, config, bands, rows * cols, densities)
-
-
-def user_scene(
-    path: str | Path,
-    key: str,
-    layout: str = "cube",
-    *,
-    n_rows: int | None = None,
-    n_cols: int | None = None,
-    name: str | None = None,
-    densities: tuple[str, ...] = DENSITY_LABELS,
-) -> SceneRef:
-    """The :class:`SceneRef` of a user's ``.mat`` scene (loaded once here to check it and count
-    its pixels; its SHA-256 enters the run ids, so a changed file never reuses records)."""
-    p = Path(path).expanduser().resolve()
-    scene = load_mat_scene(p, key, layout, n_rows=n_rows, n_cols=n_cols, name=name)
-    config = {"source": "file", "path": str(p), "key": key, "layout": layout,
-              "n_rows": n_rows, "n_cols": n_cols, "sha256": sha256_file(p)}
-    flat = scene.cube.reshape(-1, scene.num_bands)
-    pixels = int((flat != 0).any(axis=1).sum())
-    stem = name or p.stem
-    return SceneRef(stem, stem, config, scene.num_bands, pixels, densities)
-
 
 # --------------------------------------------------------------------------------------------
 # configuration

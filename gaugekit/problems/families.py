@@ -166,6 +166,9 @@ def _draw_completion(p: Mapping[str, Any], seed: int, dtype: torch.dtype,
     return inst, init
 
 
+#: kind ``"sensing"``: the zoo's planted low-rank sensing problem
 SENSING = FactorFamily(_draw_sensing, ms.SensingBatch)
+#: kind ``"spectral_tail"``: sensing of a low-rank head plus a spectral tail at ``tau``
 TAILS = FactorFamily(_draw_tail, TailBatch)
+#: kind ``"hyperspectral"``: completion of a scene's pixels × bands matrix
 HYPERSPECTRAL = FactorFamily(_draw_completion, hs.CompletionBatch)

@@ -18,6 +18,7 @@ from gaugekit.runs import collection
 from gaugekit.runs.selection import ORACLE, select
 from gaugekit.runs.spec import RunSpec
 from gaugekit.runs.sweep import run_sweep
+from gaugekit.train.factors import train_factored_batch
 
 # --------------------------------------------------------------------------------------------
 # configuration
@@ -93,7 +94,7 @@ def _spec(method: str, hparams: dict, lr: float, seed: int = 1) -> RunSpec:
 
 
 def _rec(spec: RunSpec) -> float:
-    return ms.train_factored_batch([spec])[0].metrics["rec"]
+    return train_factored_batch([spec])[0].metrics["rec"]
 
 
 @pytest.mark.parametrize(("power", "scalar", "method"), [(1.0, "rms", "adam"),

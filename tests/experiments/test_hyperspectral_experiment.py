@@ -11,6 +11,7 @@ import pytest
 import scipy.io
 import torch
 
+from gaugekit.data.scenes import synthetic_scene, user_scene
 from gaugekit.experiments.hyperspectral import (
     EXPERIMENT,
     PAPER_HPARAMS,
@@ -19,8 +20,6 @@ from gaugekit.experiments.hyperspectral import (
     MatrixProtocol,
     ScaleConfig,
     get_config,
-    synthetic_scene,
-    user_scene,
 )
 from gaugekit.runs.collection import load_part
 from gaugekit.runs.matched_loss import (
@@ -243,7 +242,8 @@ def test_cli_refuses_a_missing_scene_file(tmp_path, capsys):
 
 
 def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
-    from gaugekit.experiments.hyperspectral import collect, registered_scene
+    from gaugekit.data.scenes import registered_scene
+    from gaugekit.experiments.hyperspectral import collect
     from gaugekit.runs.records import append_records, make_record
 
     monkeypatch.setenv("GAUGEKIT_DATA", str(tmp_path / "empty"))
