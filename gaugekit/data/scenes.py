@@ -359,7 +359,8 @@ def synthetic_scene(
     rows: int = 40, cols: int = 40, bands: int = 64, endmembers: int = 5,
     noise: float = 0.005, seed: int = 0, densities: tuple[str, ...] = DENSITY_LABELS,
 ) -> SceneRef:
-    """The :class:`SceneRef` of a synthetic scene (:func:`gaugekit.data.synthetic`)."""
+    """The :class:`SceneRef` of a synthetic scene
+    (:func:`~gaugekit.data.synthetic.make_synthetic_scene`)."""
     config = {"source": "synthetic", "rows": rows, "cols": cols, "bands": bands,
               "endmembers": endmembers, "noise": noise, "seed": seed}
     label = f"synthetic ({rows}×{cols}×{bands}, {endmembers} endmembers)"

@@ -14,9 +14,10 @@ held-out RMSE over all unobserved entries, the effective rank of ``W`` and the s
 correction: bands are centred with the *observed* entries only (the paper used all entries, a
 leak; the ``…_leak`` parts repeat the runs with the paper's centring to measure it).
 
-Selection on training data only (:func:`select_lr`): for each method, the learning rate whose
-runs on seeds 42 and 123 all reach the deepest threshold (ties: fewest mean steps to it; then the
-smaller rate). Evaluation (:func:`matched_comparison`): the selected rates on seeds
+Selection on training data only (:func:`~gaugekit.runs.matched_loss.select_lr`): for each
+method, the learning rate whose runs on seeds 42 and 123 all reach the deepest threshold (ties:
+fewest mean steps to it; then the smaller rate). Evaluation
+(:func:`~gaugekit.runs.matched_loss.matched_comparison`): the selected rates on seeds
 42/123/456/789, compared at the deepest threshold *every* method reaches on every seed.
 
 Parts, per scene present and per density (``low``/``high``: ``m/dof₂₄`` ≈ 1.15 and ≈ 1.9,
@@ -102,7 +103,6 @@ __all__ = [
     "get_config",
     "records_dir",
     "run_scene",
-    "summarize",
 ]
 
 NAME = "hyperspectral"

@@ -1,6 +1,7 @@
 r"""What the hyperspectral chapter shows, computed from the records of
 :func:`gaugekit.experiments.hyperspectral.collect`: tables as rows for
-:func:`gaugekit.report.viz.table_html`, verdicts, and figures.
+:func:`gaugekit.report.viz.table_html`, verdicts, and figures; and the same numbers for the
+command line (:func:`report_lines`) and the README (:func:`readme_headline`).
 
 Nothing here is typed in: our numbers come from the records through the matched-loss protocol
 (:mod:`gaugekit.runs.matched_loss`), the published ones from the constants of

@@ -1,6 +1,7 @@
 r"""What the matrix-sensing chapter shows, computed from the records of
 :func:`gaugekit.experiments.matrix_sensing.collect`: tables (HTML through
-:func:`gaugekit.report.viz.table_html`), the rows behind them, sentences and figures.
+:func:`gaugekit.report.viz.table_html`), the rows behind them, sentences and figures, and the
+README's rows (:func:`headline`, :func:`paper_zoo_rows` for its figure).
 
 Nothing here is typed in: our numbers come from the records through the selection protocols of
 :mod:`gaugekit.runs.selection`, the published ones from the constants of

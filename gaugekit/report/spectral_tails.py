@@ -1,7 +1,7 @@
 r"""What the spectral-tails chapter shows, computed from the records of
 :func:`gaugekit.experiments.spectral_tails.collect` and from :mod:`gaugekit.tail_theory`:
 tables (HTML through :func:`gaugekit.report.viz.table_html`), the numbers and sentences of its text
-(glue names as keys) and its figures.
+(glue names as keys) and its figures, and the README's row (:func:`headline`).
 
 Nothing here is typed in: our numbers come from the records and the closed forms, the
 published ones from the constants of :mod:`gaugekit.experiments.spectral_tails`
