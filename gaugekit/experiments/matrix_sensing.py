@@ -60,7 +60,6 @@ from gaugekit.problems.matrix_sensing import (
 )
 from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection, sweep
-from gaugekit.runs.collection import Collected
 from gaugekit.runs.selection import PROTOCOLS, Selection, select
 from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.train.factors import member_key, train_factored_batch
@@ -81,7 +80,6 @@ __all__ = [
     "PUBLISHED_TABLE2",
     "TABLE2_COSINE",
     "TABLE2_METHODS",
-    "Collected",
     "MatrixSensingZoo",
     "Part",
     "ScaleConfig",

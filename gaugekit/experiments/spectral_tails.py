@@ -49,7 +49,6 @@ from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
 from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection
-from gaugekit.runs.collection import Collected
 from gaugekit.runs.spec import RunSpec
 from gaugekit.tail_theory import Crossing, estimate_crossing
 
@@ -66,7 +65,6 @@ __all__ = [
     "PUBLISHED_SIGNUM",
     "PUBLISHED_TAU_STAR",
     "TAIL_KIND",
-    "Collected",
     "HorizonPart",
     "PhasePart",
     "ScaleConfig",
