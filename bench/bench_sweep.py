@@ -24,6 +24,7 @@ import torch
 
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.runs.sweep import run_sweep
+from gaugekit.train.factors import train_factored_batch
 
 
 def timed(fn):
@@ -47,9 +48,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"{len(specs)} paper-zoo runs, budget {args.steps} steps")
 
-    batched, t_batched = timed(lambda: ms.train_factored_batch(specs))
+    batched, t_batched = timed(lambda: train_factored_batch(specs))
     steps_b = sum(r.metrics.get("steps") or 0 for r in batched)
-    alone, t_alone = timed(lambda: [ms.train_factored_batch([s])[0] for s in specs])
+    alone, t_alone = timed(lambda: [train_factored_batch([s])[0] for s in specs])
     steps_a = sum(r.metrics.get("steps") or 0 for r in alone)
     same = sum(a.metrics == b.metrics for a, b in zip(alone, batched, strict=True))
 

@@ -112,13 +112,14 @@ def _timed(fn: Callable[[], object], device: torch.device) -> float:
 def sweep_row(sizes: Sizes, device: torch.device) -> Row:
     """The paper zoo's runs (step budget cut to ``sweep_steps``) batched vs one at a time."""
     from gaugekit.experiments import matrix_sensing as ms
+    from gaugekit.train.factors import train_factored_batch
 
     part = ms.get_config("paper").part("zoo")
     part = dataclasses.replace(
         part, budget=dataclasses.replace(part.budget, num_steps=sizes.sweep_steps))
     specs = part.specs()[: sizes.sweep_runs]
-    batched = _timed(lambda: ms.train_factored_batch(specs, device=device), device)
-    alone = _timed(lambda: [ms.train_factored_batch([s], device=device) for s in specs], device)
+    batched = _timed(lambda: train_factored_batch(specs, device=device), device)
+    alone = _timed(lambda: [train_factored_batch([s], device=device) for s in specs], device)
     return Row("sweep", f"sensing zoo, {len(specs)} runs x {sizes.sweep_steps} steps: batched",
                batched, {"alone": alone}, speedup=True)
 

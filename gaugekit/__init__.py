@@ -23,8 +23,10 @@ contracts in ``pyproject.toml`` hold it to this in CI, ``lint-imports``)::
     4  theory.py, tail_theory.py   the paper's propositions as functions; twins.py (old address)
     3  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q)), heads (twins of heads)
     2  optim/      the zoo: functional cores and thin torch.optim classes, the registry
-       problems/   plain problem objects: sensing, spectral tails, hyperspectral, attention
-       data/       data files: where they are, whether they are the right ones
+       problems/   plain problem objects: sensing, spectral tails, hyperspectral, attention;
+                   the factor families of train/ (families), the Problem/Budget specs
+       data/       data files: where they are, whether they are the right ones (problems/
+                   reads its scenes from here: in the contracts data/ is a layer below)
     1  gauge.py, linalg.py, config.py, _extras.py
 """
 

@@ -227,7 +227,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _cmd_hyperspectral(args: argparse.Namespace) -> int:
-    from gaugekit.experiments.hyperspectral import report_lines, run_scene
+    from gaugekit.experiments.hyperspectral import run_scene
+    from gaugekit.report.hyperspectral import report_lines
 
     collected = run_scene(args.file, args.key, args.layout, scale=args.scale, out_dir=args.out,
                           n_rows=args.n_rows, n_cols=args.n_cols, device=args.device,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gaugekit.experiments import ladder
-from gaugekit.experiments.matrix_sensing import Budget
+from gaugekit.problems.specs import Budget
 from gaugekit.runs.records import read_records_dir
 from gaugekit.runs.sweep import run_sweep
 

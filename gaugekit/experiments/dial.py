@@ -53,9 +53,10 @@ import torch
 
 from gaugekit.config import get_scale
 from gaugekit.experiments import flow_adam as fx
-from gaugekit.experiments.matrix_sensing import PAPER_HPARAMS, PAPER_LR_GRIDS, Budget, Problem
+from gaugekit.experiments.matrix_sensing import PAPER_HPARAMS, PAPER_LR_GRIDS
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection, sweep
 from gaugekit.runs.collection import Collected, MissingRecords
 from gaugekit.runs.selection import (

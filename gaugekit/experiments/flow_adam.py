@@ -34,7 +34,6 @@ from torch import Tensor
 
 from gaugekit.audit.factors import AuditResult, FactorRun, audit_equivariance, run_factor_optimizer
 from gaugekit.config import get_device, get_scale
-from gaugekit.experiments.matrix_sensing import Budget, Problem
 from gaugekit.gauge import relative_distance
 from gaugekit.optim import FlowAdam, make_optimizer, per_run
 from gaugekit.optim.flow_adam import (
@@ -50,6 +49,7 @@ from gaugekit.problems.matrix_sensing import (
     make_instance,
     sensing_loss,
 )
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs.selection import ORACLE, select
 
 __all__ = [

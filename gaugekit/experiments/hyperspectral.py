@@ -14,9 +14,10 @@ held-out RMSE over all unobserved entries, the effective rank of ``W`` and the s
 correction: bands are centred with the *observed* entries only (the paper used all entries, a
 leak; the ``…_leak`` parts repeat the runs with the paper's centring to measure it).
 
-Selection on training data only (:func:`select_lr`): for each method, the learning rate whose
-runs on seeds 42 and 123 all reach the deepest threshold (ties: fewest mean steps to it; then the
-smaller rate). Evaluation (:func:`matched_comparison`): the selected rates on seeds
+Selection on training data only (:func:`~gaugekit.runs.matched_loss.select_lr`): for each
+method, the learning rate whose runs on seeds 42 and 123 all reach the deepest threshold (ties:
+fewest mean steps to it; then the smaller rate). Evaluation
+(:func:`~gaugekit.runs.matched_loss.matched_comparison`): the selected rates on seeds
 42/123/456/789, compared at the deepest threshold *every* method reaches on every seed.
 
 Parts, per scene present and per density (``low``/``high``: ``m/dof₂₄`` ≈ 1.15 and ≈ 1.9,
@@ -34,13 +35,10 @@ density), a 3,000-step budget, seeds 42/123 for selection and evaluation. A user
 :func:`run_scene` (Python) or ``python -m gaugekit hyperspectral FILE --key K --layout L``.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor of experiments/: stands on train/, runs/, problems/.
 
 from __future__ import annotations
 
-import functools
-import json
-import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,16 +47,16 @@ from typing import Any
 import torch
 
 from gaugekit.config import get_scale
-from gaugekit.data.files import sha256_file
 from gaugekit.data.scenes import (
+    DENSITY_LABELS,
     SCENES,
-    SceneData,
+    SceneRef,
     available_scenes,
     get_scene_info,
-    load_mat_scene,
-    load_scene,
+    registered_scene,
+    synthetic_scene,
+    user_scene,
 )
-from gaugekit.data.synthetic import make_synthetic_scene
 from gaugekit.problems.hyperspectral import (
     DENSITY_RATIOS,
     DOF_RANK,
@@ -68,36 +66,16 @@ from gaugekit.problems.hyperspectral import (
     MASK_SEED_OFFSET,
     MATRIX_SEED,
     NUM_ROWS,
-    CompletionBatch,
-    CompletionInstance,
     density_for_ratio,
-    init_factors,
-    make_instance,
     sample_ratio,
-    scene_matrix,
 )
 from gaugekit.runs import collection
 from gaugekit.runs.collection import load_part
-from gaugekit.runs.matched_loss import (
-    THRESHOLDS,
-    LrSelection,
-    Record,
-    at_level,
-    best_at_level,
-    deepest_common_level,
-    fixed_lr_gaps,
-    gap,
-    headline_gap,
-    leak_effect,
-    level_table,
-    matched_comparison,
-    select_lr,
-    summarize,
-)
+from gaugekit.runs.matched_loss import THRESHOLDS, summarize
 from gaugekit.runs.records import canonical_json, finished_run_ids, read_records_dir
 from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.runs.sweep import SweepReport
-from gaugekit.train.factors import register_factor_problem, train_factored_batch
+from gaugekit.train.factors import train_factored_batch
 
 __all__ = [
     "CONFIGS",
@@ -113,39 +91,18 @@ __all__ = [
     "PUBLISHED_FIXED_LR_GAPS",
     "PUBLISHED_HEADLINE",
     "PUBLISHED_TABLE5",
-    "Record",
     "SELECTION_SEEDS",
     "THRESHOLDS",
     "Budget",
     "Collected",
-    "CompletionFamily",
     "HyperspectralCompletion",
-    "LrSelection",
     "MatrixProtocol",
     "Part",
     "ScaleConfig",
-    "SceneRef",
-    "at_level",
-    "best_at_level",
     "collect",
-    "deepest_common_level",
-    "fixed_lr_gaps",
-    "gap",
     "get_config",
-    "headline_gap",
-    "level_table",
-    "leak_effect",
-    "load_scene_config",
-    "matched_comparison",
     "records_dir",
-    "report_lines",
-    "registered_scene",
     "run_scene",
-    "scene_matrix_from_config",
-    "select_lr",
-    "summarize",
-    "synthetic_scene",
-    "user_scene",
 ]
 
 NAME = "hyperspectral"
@@ -226,151 +183,6 @@ PUBLISHED_FIXED_LR_GAPS: dict[tuple[str, float], dict[float, float]] = {
     ("indian_pines", 0.15): {1e-3: 0.134, 3e-3: 0.252, 1e-2: 0.430},
     ("indian_pines", 0.25): {1e-3: 0.084, 3e-3: 0.141, 1e-2: 0.276},
 }
-
-DENSITY_LABELS: tuple[str, ...] = ("low", "high")
-
-
-# --------------------------------------------------------------------------------------------
-# scenes in run configs
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SceneRef:
-    """A scene as the experiment sees it: its ``config`` (JSON data, part of every run id), a
-    label, the number of bands and of non-zero pixels, and which densities to run."""
-
-    name: str
-    label: str
-    config: Mapping[str, Any]
-    bands: int
-    pixels: int
-    densities: tuple[str, ...] = DENSITY_LABELS
-
-    def __hash__(self) -> int:
-        return hash((self.name, canonical_json(self.config), self.densities))
-
-
-def registered_scene(name: str, densities: tuple[str, ...] = DENSITY_LABELS) -> SceneRef:
-    """The :class:`SceneRef` of a registered scene (no file needed: shapes come from the
-    registry; every pixel of a registered scene is non-zero somewhere)."""
-    info = get_scene_info(name)
-    rows, cols, bands = info.shape
-    config = {"source": "registry", "name": name, "sha256": info.sha256}
-    return SceneRef(name, info.label, config, bands, rows * cols, densities)
-
-
-def synthetic_scene(
-    rows: int = 40, cols: int = 40, bands: int = 64, endmembers: int = 5,
-    noise: float = 0.005, seed: int = 0, densities: tuple[str, ...] = DENSITY_LABELS,
-) -> SceneRef:
-    """The :class:`SceneRef` of a synthetic scene (:func:`gaugekit.data.synthetic`)."""
-    config = {"source": "synthetic", "rows": rows, "cols": cols, "bands": bands,
-              "endmembers": endmembers, "noise": noise, "seed": seed}
-    label = f"synthetic ({rows}×{cols}×{bands}, {endmembers} endmembers)"
-    return SceneRef("synthetic", label, config, bands, rows * cols, densities)
-
-
-def user_scene(
-    path: str | Path,
-    key: str,
-    layout: str = "cube",
-    *,
-    n_rows: int | None = None,
-    n_cols: int | None = None,
-    name: str | None = None,
-    densities: tuple[str, ...] = DENSITY_LABELS,
-) -> SceneRef:
-    """The :class:`SceneRef` of a user's ``.mat`` scene (loaded once here to check it and count
-    its pixels; its SHA-256 enters the run ids, so a changed file never reuses records)."""
-    p = Path(path).expanduser().resolve()
-    scene = load_mat_scene(p, key, layout, n_rows=n_rows, n_cols=n_cols, name=name)
-    config = {"source": "file", "path": str(p), "key": key, "layout": layout,
-              "n_rows": n_rows, "n_cols": n_cols, "sha256": sha256_file(p)}
-    flat = scene.cube.reshape(-1, scene.num_bands)
-    pixels = int((flat != 0).any(axis=1).sum())
-    stem = name or p.stem
-    return SceneRef(stem, stem, config, scene.num_bands, pixels, densities)
-
-
-def load_scene_config(config: Mapping[str, Any]) -> SceneData:
-    """Load the scene of a scene config (registry, synthetic or file), checked."""
-    source = config.get("source")
-    if source == "registry":
-        scene = load_scene(config["name"])
-        if config.get("sha256") != SCENES[config["name"]].sha256:
-            raise ValueError(f"Invalid scene config: {dict(config)!r}; its sha256 is not the "
-                             "registry's")
-        return scene
-    if source == "synthetic":
-        kw = {k: config[k] for k in ("rows", "cols", "bands", "endmembers", "noise", "seed")}
-        return make_synthetic_scene(**kw)
-    if source == "file":
-        return load_mat_scene(config["path"], config["key"], config["layout"],
-                              sha256=config["sha256"], n_rows=config.get("n_rows"),
-                              n_cols=config.get("n_cols"))
-    raise ValueError(f"Invalid scene source: {source!r}; expected registry, synthetic or file")
-
-
-@functools.lru_cache(maxsize=8)
-def _matrix_cached(scene_json: str, num_rows: int, row_seed: int,
-                   data_dtype: str) -> torch.Tensor:
-    scene = load_scene_config(json.loads(scene_json))
-    return scene_matrix(scene.cube, num_rows, row_seed, data_dtype=data_dtype)
-
-
-def scene_matrix_from_config(
-    scene: Mapping[str, Any], num_rows: int = NUM_ROWS, row_seed: int = MATRIX_SEED,
-    data_dtype: str = "float64",
-) -> torch.Tensor:
-    """The ``n × B`` matrix of a scene config, in ``data_dtype`` (cached per process)."""
-    return _matrix_cached(canonical_json(scene), num_rows, row_seed, data_dtype)
-
-
-# --------------------------------------------------------------------------------------------
-# the problem family for the factor-training loop
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Instances:
-    instances: list[CompletionInstance]
-    seeds: list[int]
-    rank: int
-    init_scale: float
-
-    def batch(self, rows: Sequence[int]) -> CompletionBatch:
-        return CompletionBatch(self.instances, list(rows))
-
-    def init(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        inst = self.instances[index]
-        n, bands = inst.shape
-        return init_factors(self.seeds[index], n, bands, self.rank, self.init_scale,
-                            dtype=inst.target.dtype, device=inst.target.device)
-
-
-class CompletionFamily:
-    """Problem family ``"hyperspectral"``: a problem config → one completion instance per seed.
-
-    Problem config: ``{"kind": "hyperspectral", "scene": {...}, "num_rows", "row_seed",
-    "density", "centring", "rank", "init_scale"}``.
-    """
-
-    def instances(
-        self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
-        device: torch.device,
-    ) -> _Instances:
-        data_dtype = problem.get("data_dtype", "float64")
-        Y = scene_matrix_from_config(problem["scene"], problem["num_rows"], problem["row_seed"],
-                                     data_dtype)
-        insts = [make_instance(Y, problem["density"], s, problem["centring"], dtype=dtype,
-                               device=device, data_dtype=data_dtype) for s in seeds]
-        return _Instances(insts, list(seeds), int(problem["rank"]), float(problem["init_scale"]))
-
-
-COMPLETION_FAMILY = CompletionFamily()
-register_factor_problem("hyperspectral", COMPLETION_FAMILY, replace=True)
-
 
 # --------------------------------------------------------------------------------------------
 # configuration
@@ -869,84 +681,3 @@ def run_scene(
     exp = HyperspectralCompletion({base.scale: cfg})
     return collect(base.scale, out_dir, experiment=exp, device=device, progress=progress,
                    workers=workers)
-
-
-def report_lines(collected: Collected) -> list[str]:
-    """Plain-text Table 5 rows of every scene and density of ``collected`` (for the CLI)."""
-    lines = [collected.note()]
-    for part in collected.main_parts():
-        s = collected.summary(part)
-        comp = s["comparison"]
-        level = comp["level"]
-        lines.append(f"{part.name}: density {part.density:g} (m/dof = {part.ratio:.3f}), "
-                     f"matched train MSE {level if level is not None else 'none'}")
-        for m, row in comp["methods"].items():
-            edge = " (top of grid)" if row["at_top"] else ""
-            lines.append(f"  {m:<12} lr {row['lr']}{edge}: held-out RMSE {row['rmse']:.5f}, "
-                         f"effective rank {row['effective_rank']:.2f}")
-        if "gap" in s and math.isfinite(s["gap"]["gap"]):
-            g = s["gap"]
-            lines.append(f"  GD below Adam: {100 * g['gap']:.1f}% (seeds {100 * g['min']:.1f}"
-                         f"..{100 * g['max']:.1f}%)")
-        leak = s.get("leak", {})
-        if "gap_leaky" in leak:
-            lines.append(f"  with the leaky centring: {100 * leak['gap_leaky']['gap']:.1f}%")
-    return lines
-
-
-def published_headline(part: Part) -> dict[str, Any] | None:
-    """The paper's headline numbers for the scene and density of ``part`` when the paper ran
-    them (:data:`PUBLISHED_HEADLINE`), else ``None``."""
-    return PUBLISHED_HEADLINE.get((part.scene.name, part.density))
-
-
-def gap_verdict(ours: Mapping[str, Any], published: Mapping[str, Any], tol: float = 0.05) -> str:
-    """Our headline gap against the paper's for the same scene and density: ``"holds"`` when
-    within ``tol`` (absolute, in fractions) with the same win count where the paper gives one,
-    ``"partly"`` when of the same sign, else ``"does not hold"``."""
-    g, p = ours.get("gap"), published.get("gap")
-    if g is None or p is None or not math.isfinite(g):
-        return "—"
-    wins_ok = published.get("wins") is None or ours.get("wins") == published["wins"]
-    if abs(g - p) <= tol and wins_ok:
-        return "holds"
-    return "partly" if g * p > 0 else "does not hold"
-
-
-def readme_headline() -> list[Any]:
-    """README rows (:mod:`gaugekit.report.headline`): GD's held-out error below Adam's at
-    matched training loss, read from the committed records (whatever data is present): first
-    the paper's scenes in the paper's protocol beside the paper's number for the same scene and
-    density (a scene of the paper without records: "not run here"), then the other scenes,
-    marked as beyond the paper."""
-    from gaugekit.runs.verdicts import HeadlineRow
-
-    got = collect("paper")
-    rows = []
-    shown = {(p.scene.name, p.density) for p in got.paper_parts()}
-    for part in [*got.paper_parts(), *(p for p in got.main_parts()
-                                       if published_headline(p) is None)]:
-        h = got.summary(part)["headline"]
-        ours = "—" if not math.isfinite(h["gap"]) else (
-            f"{h['gap']:+.1%} ({h['wins']}/{len(h['seeds'])} seeds)")
-        pub = published_headline(part)
-        if pub is not None:
-            wins = "" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)"
-            published, verdict = f"{pub['gap']:+.1%}{wins}", gap_verdict(h, pub)
-            setting = "the paper's protocol"
-        else:
-            published, verdict = "not in the paper", "beyond the paper"
-            setting = "observed-only centring, float32; a scene the paper did not run"
-        level = "—" if h["level"] is None else f"{h['level']:g}"
-        rows.append(HeadlineRow(
-            NAME, f"hyperspectral {part.scene.label}, density {part.density:g} ({setting}): "
-            f"GD's held-out error below Adam's at training MSE {level}", ours, published, "7",
-            verdict))
-    for (scene, density), pub in PUBLISHED_HEADLINE.items():
-        if (scene, density) not in shown:
-            wins = "" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)"
-            rows.append(HeadlineRow(
-                NAME, f"hyperspectral {get_scene_info(scene).label}, density {density:g}: GD's "
-                "held-out error below Adam's (no committed records)", "—",
-                f"{pub['gap']:+.1%}{wins}", "7", "not run here"))
-    return rows

@@ -58,13 +58,12 @@ from gaugekit.experiments.matrix_sensing import (
     PAPER_HPARAMS,
     TABLE2_COSINE,
     TABLE2_METHODS,
-    Budget,
     MatrixSensingZoo,
-    Problem,
     selection_rows,
     split_summary,
 )
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection
 from gaugekit.runs.spec import RunSpec
 

@@ -14,18 +14,11 @@ signum, Lion and RMSProp in Table 2; constant for the others) and the optimizer 
 (1e-7) has *interpolated* and stops; this pre-update loss is the record's ``train_loss`` (the
 paper's ``train``). The final metrics are taken at the factors after the last update.
 
-Batching. All runs of a part that share the problem and the budget are trained together: the
-factors of ``B`` runs are one stack ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] = U``,
-``P[:, 1] = V``); runs of one optimizer (and one schedule and non-lr hyperparameters) form a
-*member*, a contiguous block of ``P`` with one optimizer and a per-run ``lr`` tensor, built with
-``batch_dims=2`` on the block when the rule acts on each matrix separately
-(:data:`PER_MATRIX_RULES`) and with ``batch_dims=1`` on ``[U, V]`` otherwise (shared-scale
-Adam pools over both factors of a run). The measurement operator is one matrix product per
-instance and step (:class:`~gaugekit.problems.matrix_sensing.SensingBatch`). Finished runs are
-removed from the stack (:mod:`gaugekit.train.batching`), so a diverged run never touches
-the others. A batched run equals the same run done alone: to round-off in float64, bit for bit
-in float32 on the CPU except for Shampoo (its ``pow`` rounds the last bit differently in
-stacks of different sizes); tested in ``tests/experiments``.
+Batching. All runs of a part that share the problem and the budget are one stack of the
+stacked trainer (:mod:`gaugekit.train.factors`, problem family
+:data:`~gaugekit.problems.families.SENSING`). A batched run equals the same run done alone: to
+round-off in float64, bit for bit in float32 on the CPU except for Shampoo (its ``pow`` rounds
+the last bit differently in stacks of different sizes); tested in ``tests/experiments``.
 
 Parts (each a grid; the quick and the paper scale differ only in their numbers):
 
@@ -43,7 +36,7 @@ tol 1e-7, seeds 42, 123, 456. Quick scale: n = 20, r = 2, k = 20, m = 152, 100 v
 measurements, 3,000 steps, tol 1e-6 (second size n = 30, r = 3, m = 342), same seeds and grids.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor of experiments/: stands on train/, runs/, problems/.
 
 from __future__ import annotations
 
@@ -54,29 +47,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from gaugekit.config import get_scale
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import (
     INIT_SEED_OFFSET,
-    SensingBatch,
     default_num_measurements,
-    init_factors,
     make_instance,
     min_nuclear_norm_solution,
     recovery_metrics,
 )
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection, sweep
-from gaugekit.runs.collection import Collected
 from gaugekit.runs.selection import PROTOCOLS, Selection, select
 from gaugekit.runs.spec import RunResult, RunSpec
-from gaugekit.train.factors import (
-    PER_MATRIX_RULES,
-    member_key,
-    train_factored_batch,
-)
+from gaugekit.train.factors import member_key, train_factored_batch
 
 __all__ = [
     "CONFIGS",
@@ -89,20 +75,14 @@ __all__ = [
     "PAPER_HPARAMS",
     "PAPER_LR_GRIDS",
     "PUBLISHED_DECAY_CEILING",
-    "PER_MATRIX_RULES",
     "PUBLISHED_CONVEX_REC",
     "PUBLISHED_NUCLEAR_NORMS",
     "PUBLISHED_TABLE2",
-    "SENSING_FAMILY",
     "TABLE2_COSINE",
     "TABLE2_METHODS",
-    "Budget",
-    "Collected",
     "MatrixSensingZoo",
     "Part",
-    "Problem",
     "ScaleConfig",
-    "SensingFamily",
     "collect",
     "compare_with_published",
     "decay_rows",
@@ -113,7 +93,6 @@ __all__ = [
     "records_dir",
     "selection_rows",
     "split_summary",
-    "train_factored_batch",
     "wide_grid",
 ]
 
@@ -227,41 +206,6 @@ PUBLISHED_CONVEX_REC: dict[int, float] = {42: 0.0, 123: 0.0, 456: 0.1005}
 # --------------------------------------------------------------------------------------------
 # configuration
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Sizes of the sensing problem: ``n``, planted rank ``r``, width ``k``, ``m`` measurements,
-    ``num_val`` held-out measurements and the initial scale of the factors."""
-
-    n: int
-    r: int
-    k: int
-    m: int
-    num_val: int
-    init_scale: float
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "n": self.n, "r": self.r, "k": self.k, "m": self.m,
-            "num_val": self.num_val, "init_scale": self.init_scale,
-        }
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Step budget, interpolation tolerance, check period and divergence threshold."""
-
-    num_steps: int
-    tol: float = 1e-7
-    check_every: int = 200
-    diverge_above: float = 1e8
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "num_steps": self.num_steps, "tol": self.tol,
-            "check_every": self.check_every, "diverge_above": self.diverge_above,
-        }
 
 
 @dataclass(frozen=True)
@@ -437,43 +381,6 @@ def get_config(scale: str | None = None) -> ScaleConfig:
     return CONFIGS[get_scale(scale)]()
 
 
-# --------------------------------------------------------------------------------------------
-# training a batch of factored runs
-# --------------------------------------------------------------------------------------------
-
-
-class SensingFamily:
-    """The sensing problem as a factor-problem family (kind ``"sensing"``, the default) of
-    :mod:`gaugekit.train.factors`: instance ``seed`` from :func:`make_instance`,
-    its initial factors from :func:`init_factors`, runs stacked in a :class:`SensingBatch`."""
-
-    def instances(
-        self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
-        device: torch.device,
-    ) -> _SensingInstances:
-        p = problem
-        insts = [make_instance(s, p["n"], p["r"], p["m"], num_val=p["num_val"], dtype=dtype,
-                               device=device) for s in seeds]
-        inits = [init_factors(s, p["n"], p["k"], p["init_scale"], dtype=dtype, device=device)
-                 for s in seeds]
-        return _SensingInstances(insts, inits)
-
-
-@dataclass
-class _SensingInstances:
-    instances: list[Any]
-    inits: list[tuple[Tensor, Tensor]]
-
-    def batch(self, rows: Sequence[int]) -> SensingBatch:
-        return SensingBatch(self.instances, list(rows))
-
-    def init(self, index: int) -> tuple[Tensor, Tensor]:
-        return self.inits[index]
-
-
-SENSING_FAMILY = SensingFamily()
-
-
 def _run_cost(spec: RunSpec) -> float:
     """Guessed flops of one run: sensing products (and Muon's Newton–Schulz) per step times the
     expected steps (the budget under a cosine schedule, a quarter of it otherwise)."""
@@ -550,8 +457,9 @@ class MatrixSensingZoo:
     def split_batch(self, specs: Sequence[RunSpec], parts: int) -> list[list[RunSpec]]:
         """Cut a batch into ``parts`` pieces of whole optimizers, balanced by :meth:`batch_cost`
         (largest optimizer first into the lightest piece). Results do not depend on the cut:
-        runs never interact, and the padding of :class:`SensingBatch` keeps the bits equal
-        (all but the last bits of Shampoo runs)."""
+        runs never interact, and the padding of
+        :class:`~gaugekit.problems.matrix_sensing.SensingBatch` keeps the bits equal (all but
+        the last bits of Shampoo runs)."""
         if specs[0].config["kind"] == "convex" or parts <= 1:
             return [list(specs)]
         groups: dict[tuple[str, str, str], list[RunSpec]] = {}
@@ -712,69 +620,3 @@ def decay_runs(records: Sequence[Mapping[str, Any]], arm: str, lr: float,
     runs = [r for r in records if r["config"].get("arm") == arm
             and r["config"]["hparams"]["lr"] == lr and r["config"].get("wd") == wd]
     return sorted(runs, key=lambda r: r["config"]["seed"])
-
-
-# --------------------------------------------------------------------------------------------
-# the README's headline (gaugekit.report.headline)
-# --------------------------------------------------------------------------------------------
-
-#: the methods the README shows, with the chapter that tells their story
-HEADLINE_METHODS: tuple[str, ...] = ("muon", "gd", "scalar_adam", "adam")
-
-
-def _fmt(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.1e}"
-
-
-def paper_zoo_rows() -> list[dict[str, Any]]:
-    collected = collect("paper", parts=["zoo"], mode="read")
-    return selection_rows(collected.records["zoo"], "oracle")
-
-
-def headline() -> list[Any]:
-    """README rows: Table 2's recovery error of a few methods, the clean-split verdict, and the
-    paper's weight-decay ceiling for Adam, each with its verdict."""
-    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
-
-    rows = {r["method"]: r for r in paper_zoo_rows()}
-    out = []
-    for method in HEADLINE_METHODS:
-        r = rows[method]
-        cls = "equivariant" if r["equivariant"] else "coordinate-wise"
-        pub = PUBLISHED_TABLE2[method][0]
-        out.append(HeadlineRow(
-            NAME, f"matrix sensing (n = 40), recovery error, {r['label']} ({cls})",
-            _fmt(r["rec"]), _fmt(pub), "4", number_verdict(r["rec"], pub)))
-    split = split_summary(list(rows.values()))
-    published_clean = _published_split().startswith("yes")
-    out.append(HeadlineRow(
-        NAME, "every equivariant method below every coordinate-wise one (Table 2)",
-        f"{'yes' if split['clean'] else 'no'}: worst equivariant "
-        f"{get_spec(split['worst_equivariant']).label} {_fmt(split['worst_equivariant_rec'])}, "
-        f"best coordinate-wise {get_spec(split['best_coordinatewise']).label} "
-        f"{_fmt(split['best_coordinatewise_rec'])}",
-        _published_split(), "4",
-        "holds" if split["clean"] == published_clean else "does not hold"))
-    decay = collect("paper", parts=["decay"]).records.get("decay", [])
-    ceiling = next((r for r in decay_rows(decay)
-                    if r["arm"] == PUBLISHED_DECAY_CEILING["arm"]), None)
-    if ceiling is not None:
-        out.append(HeadlineRow(
-            NAME, "matrix sensing (n = 40), Adam with tuned weight decay (the paper's ceiling), "
-            f"recovery error (lr {ceiling['lr']:g}, wd {ceiling['wd']:g})", _fmt(ceiling["rec"]),
-            f"{_fmt(PUBLISHED_DECAY_CEILING['rec'])} (lr {PUBLISHED_DECAY_CEILING['lr']:g}, "
-            f"wd {PUBLISHED_DECAY_CEILING['wd']:g})", "4",
-            number_verdict(ceiling["rec"], PUBLISHED_DECAY_CEILING["rec"])))
-    return out
-
-
-def _published_split() -> str:
-    """The clean-split verdict of the published Table 2, in the same words."""
-    eq = {m: v[0] for m, v in PUBLISHED_TABLE2.items() if get_spec(m).equivariant}
-    cw = {m: v[0] for m, v in PUBLISHED_TABLE2.items() if not get_spec(m).equivariant}
-    worst, best = max(eq, key=eq.get), min(cw, key=cw.get)
-    return (f"{'yes' if eq[worst] < cw[best] else 'no'}: worst equivariant "
-            f"{get_spec(worst).label} {_fmt(eq[worst])}, best coordinate-wise "
-            f"{get_spec(best).label} {_fmt(cw[best])}")

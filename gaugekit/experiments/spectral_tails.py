@@ -34,7 +34,7 @@ Published values (:data:`PUBLISHED_TAU_STAR`, :data:`PUBLISHED_SIGNUM`,
 selection, its grid estimator) and by ours (Table 2's selection, linear interpolation).
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor of experiments/: stands on matrix_sensing, runs/.
 
 from __future__ import annotations
 
@@ -44,22 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch import Tensor
-
 from gaugekit.config import get_scale
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.problems.matrix_sensing import (
-    INIT_SEED_OFFSET,
-    default_num_measurements,
-    init_factors,
-)
-from gaugekit.problems.spectral_tails import TailBatch, make_tail_instance
+from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection
-from gaugekit.runs.collection import Collected
 from gaugekit.runs.spec import RunSpec
 from gaugekit.tail_theory import Crossing, estimate_crossing
-from gaugekit.train.factors import register_factor_problem
 
 __all__ = [
     "CONFIGS",
@@ -73,14 +64,11 @@ __all__ = [
     "PUBLISHED_BALANCEDNESS",
     "PUBLISHED_SIGNUM",
     "PUBLISHED_TAU_STAR",
-    "TAIL_FAMILY",
     "TAIL_KIND",
-    "Collected",
     "HorizonPart",
     "PhasePart",
     "ScaleConfig",
     "SpectralTails",
-    "TailFamily",
     "balancedness_rows",
     "collect",
     "crossings",
@@ -168,51 +156,12 @@ SIGNUM_SCHEDULES: tuple[str, ...] = ("cosine", "linear")
 
 
 # --------------------------------------------------------------------------------------------
-# the problem family
-# --------------------------------------------------------------------------------------------
-
-
-class TailFamily:
-    """The tail problem as a factor-problem family (kind ``"spectral_tail"``): instance ``seed``
-    from :func:`~gaugekit.problems.spectral_tails.make_tail_instance` at the config's ``tau``,
-    initial factors from :func:`~gaugekit.problems.matrix_sensing.init_factors`, runs stacked
-    in a :class:`~gaugekit.problems.spectral_tails.TailBatch`."""
-
-    def instances(
-        self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
-        device: torch.device,
-    ) -> _TailInstances:
-        p = problem
-        insts = [make_tail_instance(s, p["tau"], p["n"], p["r"], p["m"], num_val=p["num_val"],
-                                    dtype=dtype, device=device) for s in seeds]
-        inits = [init_factors(s, p["n"], p["k"], p["init_scale"], dtype=dtype, device=device)
-                 for s in seeds]
-        return _TailInstances(insts, inits)
-
-
-@dataclass
-class _TailInstances:
-    instances: list[Any]
-    inits: list[tuple[Tensor, Tensor]]
-
-    def batch(self, rows: Sequence[int]) -> TailBatch:
-        return TailBatch(self.instances, list(rows))
-
-    def init(self, index: int) -> tuple[Tensor, Tensor]:
-        return self.inits[index]
-
-
-TAIL_FAMILY = TailFamily()
-register_factor_problem(TAIL_KIND, TAIL_FAMILY)
-
-
-# --------------------------------------------------------------------------------------------
 # configuration
 # --------------------------------------------------------------------------------------------
 
 
 def _factored_spec(part: str, problem: dict[str, Any], method: str, lr: float, schedule: str,
-                   budget: ms.Budget, seed: int) -> RunSpec:
+                   budget: Budget, seed: int) -> RunSpec:
     config = {
         "kind": "factored",
         "problem": problem,
@@ -232,8 +181,8 @@ class PhasePart:
 
     name: str
     description: str
-    problem: ms.Problem
-    budget: ms.Budget
+    problem: Problem
+    budget: Budget
     seeds: tuple[int, ...]
     taus: tuple[float, ...]
     methods: tuple[str, ...]
@@ -262,7 +211,7 @@ class HorizonPart:
 
     name: str
     description: str
-    problem: ms.Problem
+    problem: Problem
     seeds: tuple[int, ...]
     horizons: tuple[int, ...]
     schedules: tuple[str, ...]
@@ -271,8 +220,8 @@ class HorizonPart:
     method: str = "signum"
     lr: float = SIGNUM_LR
 
-    def budget(self, horizon: int) -> ms.Budget:
-        return ms.Budget(horizon, tol=self.tol, check_every=self.check_every)
+    def budget(self, horizon: int) -> Budget:
+        return Budget(horizon, tol=self.tol, check_every=self.check_every)
 
     def specs(self) -> list[RunSpec]:
         """The runs, ordered budget, schedule, seed."""
@@ -312,7 +261,7 @@ class ScaleConfig:
 TAUS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5)
 
 
-def _build(scale: str, problem: ms.Problem, budget: ms.Budget, horizons: tuple[int, ...],
+def _build(scale: str, problem: Problem, budget: Budget, horizons: tuple[int, ...],
            persist: bool) -> ScaleConfig:
     seeds = (42, 123, 456)
     schedules = {m: ("cosine" if m == "muon" else "constant") for m in PHASE_METHODS}
@@ -327,13 +276,13 @@ def _build(scale: str, problem: ms.Problem, budget: ms.Budget, horizons: tuple[i
 
 
 def _paper_config() -> ScaleConfig:
-    problem = ms.Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
-    return _build("paper", problem, ms.Budget(20_000), (10_000, 20_000, 40_000, 60_000), True)
+    problem = Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
+    return _build("paper", problem, Budget(20_000), (10_000, 20_000, 40_000, 60_000), True)
 
 
 def _quick_config() -> ScaleConfig:
-    problem = ms.Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
-    budget = ms.Budget(3_000, tol=1e-6, check_every=100)
+    problem = Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
+    budget = Budget(3_000, tol=1e-6, check_every=100)
     return _build("quick", problem, budget, (1_000, 2_000, 4_000, 6_000), False)
 
 
@@ -577,17 +526,3 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
 
 
 collect = collection.collector(EXPERIMENT, get_config)
-
-
-def headline() -> list[Any]:
-    """README row (:mod:`gaugekit.report.headline`): ``τ*`` by the paper's estimator on
-    the committed phase records beside the paper's CPU value (same grid, seeds and rule)."""
-    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
-
-    got = collect("paper", parts=["phase"])
-    tau = crossings(got.records["phase"], num_boot=1)["paper"].tau_star
-    pub = PUBLISHED_TAU_STAR["cpu"]["tau_star"]
-    ours = "—" if tau is None or not math.isfinite(tau) else f"{tau:g}"
-    return [HeadlineRow(
-        NAME, "spectral tails: τ* where Muon cedes to GD (the paper's estimator, CPU grid)",
-        ours, f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]

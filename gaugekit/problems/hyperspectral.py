@@ -41,22 +41,28 @@ float64 draw; ``data_dtype="float32"`` follows those steps exactly (the Indian P
 parts, which are compared with the published values run by run), ``"float64"`` (the default,
 kept by the records of the other scenes) does the same steps in float64.
 
+The matrix of a scene config (:func:`scene_matrix_from_config`): the scene of
+:func:`gaugekit.data.scenes.load_scene_config`, then :func:`scene_matrix`, cached per process.
+
 Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``R`` runs;
 :class:`CompletionBatch` stacks runs on several instances (several masks).
 """
 
-# Developer note (layers, DESIGN.md): floor 2.
+# Developer note (layers, DESIGN.md): floor of problems/: stands on data.scenes and linalg.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from gaugekit.data.scenes import load_scene_config
 from gaugekit.linalg import effective_rank
 
 __all__ = [
@@ -80,6 +86,7 @@ __all__ = [
     "observation_mask",
     "sample_ratio",
     "scene_matrix",
+    "scene_matrix_from_config",
 ]
 
 #: The paper's matrix protocol (rows kept, their generator seed, factor rank, init scale).
@@ -135,6 +142,22 @@ def scene_matrix(
     g = torch.Generator().manual_seed(seed)
     idx = torch.randperm(Y.shape[0], generator=g)[:num_rows]
     return Y.index_select(0, idx).contiguous()
+
+
+@functools.lru_cache(maxsize=8)
+def _matrix_cached(scene_json: str, num_rows: int, row_seed: int, data_dtype: str) -> Tensor:
+    scene = load_scene_config(json.loads(scene_json))
+    return scene_matrix(scene.cube, num_rows, row_seed, data_dtype=data_dtype)
+
+
+def scene_matrix_from_config(
+    scene: Mapping[str, Any], num_rows: int = NUM_ROWS, row_seed: int = MATRIX_SEED,
+    data_dtype: str = "float64",
+) -> Tensor:
+    """The ``n × B`` matrix of a scene config (:mod:`gaugekit.data.scenes`), in ``data_dtype``
+    (cached per process)."""
+    key = json.dumps(dict(scene), sort_keys=True, separators=(",", ":"))
+    return _matrix_cached(key, num_rows, row_seed, data_dtype)
 
 
 def degrees_of_freedom(n1: int, n2: int, r: int) -> int:

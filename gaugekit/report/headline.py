@@ -6,7 +6,9 @@ published ones) and the figure it shows; ``python -m gaugekit headline --check``
 README no longer matches the records (tests/test_headline.py runs that check). Nothing here is
 typed in: every number comes from an experiment's records through its ``headline`` provider.
 
-A provider is a function of an experiment module (:data:`PROVIDERS`); it takes nothing, reads
+A provider is a function of an experiment module or of its chapter's report module
+(:data:`PROVIDERS`; the sensing, tails and hyperspectral rows are in :mod:`gaugekit.report`'s
+chapter modules, beside the chapter's tables); it takes nothing, reads
 its committed records (raising :class:`~gaugekit.runs.collection.MissingRecords` when they are
 missing) and returns :class:`HeadlineRow` objects. An experiment whose records are missing is
 listed as such in the block instead of silently dropped.
@@ -23,14 +25,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gaugekit.experiments import (
-    attention,
-    hyperspectral,
-    ladder,
-    language_model,
-    matrix_sensing,
-    spectral_tails,
-)
+from gaugekit.experiments import attention, ladder, language_model
+from gaugekit.experiments.matrix_sensing import PUBLISHED_TABLE2
+from gaugekit.report import hyperspectral, matrix_sensing, spectral_tails
 from gaugekit.runs.collection import MissingRecords, project_root
 from gaugekit.runs.verdicts import VERDICTS, HeadlineRow, number_verdict
 
@@ -111,7 +108,7 @@ def headline_figure() -> Any:
     """The README's figure: Figure 1 (recovery error per optimizer) from the paper records."""
     from gaugekit.report import viz
 
-    published = {m: v[0] for m, v in matrix_sensing.PUBLISHED_TABLE2.items()}
+    published = {m: v[0] for m, v in PUBLISHED_TABLE2.items()}
     fig = viz.recovery_bars(matrix_sensing.paper_zoo_rows(), published=published)
     fig.axes[0].set_title("Matrix sensing, n = 40: recovery error at the selected lr "
                           "(blue: gauge-equivariant)", fontsize=9)

@@ -1,6 +1,7 @@
 r"""What the hyperspectral chapter shows, computed from the records of
 :func:`gaugekit.experiments.hyperspectral.collect`: tables as rows for
-:func:`gaugekit.report.viz.table_html`, verdicts, and figures.
+:func:`gaugekit.report.viz.table_html`, verdicts, and figures; and the same numbers for the
+command line (:func:`report_lines`) and the README (:func:`readme_headline`).
 
 Nothing here is typed in: our numbers come from the records through the matched-loss protocol
 (:mod:`gaugekit.runs.matched_loss`), the published ones from the constants of
@@ -19,11 +20,17 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gaugekit.data.scenes import get_scene_info
 from gaugekit.experiments import hyperspectral as hs
 from gaugekit.runs import matched_loss as ml
+from gaugekit.runs.verdicts import HeadlineRow
 
 __all__ = [
     "equivariant_text",
+    "gap_verdict",
+    "published_headline",
+    "readme_headline",
+    "report_lines",
     "arms_text",
     "arms_verdict",
     "sensitivity_text",
@@ -92,7 +99,7 @@ def headline_rows(c: hs.Collected, parts: Sequence[hs.Part]) -> list[dict[str, A
     rows = []
     for part in parts:
         h = _headline(c, part)
-        pub = hs.published_headline(part) or {}
+        pub = published_headline(part) or {}
         rows.append({
             "setting": f"{part.scene.label}, ρ = {part.density:g}", "level": h["level"],
             "gd": h["gd"], "adam": h["adam"], "gap": h["gap"],
@@ -123,7 +130,7 @@ def grid_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
         for m in part.methods:
             lr = published.get(m, {}).get("lr")
             row[m] = None if lr is None else f"{lr:g}*"
-        pub = hs.published_headline(part) or {}
+        pub = published_headline(part) or {}
         row.update(gap=pub.get("gap"), wins=f"{pub['wins']}/4" if pub.get("wins") else None)
         rows.append(row)
     return rows
@@ -391,7 +398,7 @@ def _ip_parts(c: hs.Collected) -> list[hs.Part]:
 
 
 def _other_parts(c: hs.Collected) -> list[hs.Part]:
-    return [p for p in c.main_parts() if hs.published_headline(p) is None
+    return [p for p in c.main_parts() if published_headline(p) is None
             and p.scene.name not in hs.PAPER_SCENES]
 
 
@@ -563,3 +570,87 @@ def beyond_items(c: hs.Collected) -> dict[str, str]:
                                      + gd_edge_text(gd_rate_rows(c, p)) for p in samson)
         or "no Samson records at this scale",
     }
+
+
+# --------------------------------------------------------------------------------------------
+# the CLI's report and the README's rows (gaugekit.report.headline)
+# --------------------------------------------------------------------------------------------
+
+
+def report_lines(collected: hs.Collected) -> list[str]:
+    """Plain-text Table 5 rows of every scene and density of ``collected`` (for the CLI)."""
+    lines = [collected.note()]
+    for part in collected.main_parts():
+        s = collected.summary(part)
+        comp = s["comparison"]
+        level = comp["level"]
+        lines.append(f"{part.name}: density {part.density:g} (m/dof = {part.ratio:.3f}), "
+                     f"matched train MSE {level if level is not None else 'none'}")
+        for m, row in comp["methods"].items():
+            edge = " (top of grid)" if row["at_top"] else ""
+            lines.append(f"  {m:<12} lr {row['lr']}{edge}: held-out RMSE {row['rmse']:.5f}, "
+                         f"effective rank {row['effective_rank']:.2f}")
+        if "gap" in s and math.isfinite(s["gap"]["gap"]):
+            g = s["gap"]
+            lines.append(f"  GD below Adam: {100 * g['gap']:.1f}% (seeds {100 * g['min']:.1f}"
+                         f"..{100 * g['max']:.1f}%)")
+        leak = s.get("leak", {})
+        if "gap_leaky" in leak:
+            lines.append(f"  with the leaky centring: {100 * leak['gap_leaky']['gap']:.1f}%")
+    return lines
+
+
+def published_headline(part: hs.Part) -> dict[str, Any] | None:
+    """The paper's headline numbers for the scene and density of ``part`` when the paper ran
+    them (:data:`~gaugekit.experiments.hyperspectral.PUBLISHED_HEADLINE`), else ``None``."""
+    return hs.PUBLISHED_HEADLINE.get((part.scene.name, part.density))
+
+
+def gap_verdict(ours: Mapping[str, Any], published: Mapping[str, Any], tol: float = 0.05) -> str:
+    """Our headline gap against the paper's for the same scene and density: ``"holds"`` when
+    within ``tol`` (absolute, in fractions) with the same win count where the paper gives one,
+    ``"partly"`` when of the same sign, else ``"does not hold"``."""
+    g, p = ours.get("gap"), published.get("gap")
+    if g is None or p is None or not math.isfinite(g):
+        return "—"
+    wins_ok = published.get("wins") is None or ours.get("wins") == published["wins"]
+    if abs(g - p) <= tol and wins_ok:
+        return "holds"
+    return "partly" if g * p > 0 else "does not hold"
+
+
+def readme_headline() -> list[HeadlineRow]:
+    """README rows (:mod:`gaugekit.report.headline`): GD's held-out error below Adam's at
+    matched training loss, read from the committed records (whatever data is present): first
+    the paper's scenes in the paper's protocol beside the paper's number for the same scene and
+    density (a scene of the paper without records: "not run here"), then the other scenes,
+    marked as beyond the paper."""
+    got = hs.collect("paper")
+    rows = []
+    shown = {(p.scene.name, p.density) for p in got.paper_parts()}
+    for part in [*got.paper_parts(), *(p for p in got.main_parts()
+                                       if published_headline(p) is None)]:
+        h = got.summary(part)["headline"]
+        ours = "—" if not math.isfinite(h["gap"]) else (
+            f"{h['gap']:+.1%} ({h['wins']}/{len(h['seeds'])} seeds)")
+        pub = published_headline(part)
+        if pub is not None:
+            wins = "" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)"
+            published, verdict = f"{pub['gap']:+.1%}{wins}", gap_verdict(h, pub)
+            setting = "the paper's protocol"
+        else:
+            published, verdict = "not in the paper", "beyond the paper"
+            setting = "observed-only centring, float32; a scene the paper did not run"
+        level = "—" if h["level"] is None else f"{h['level']:g}"
+        rows.append(HeadlineRow(
+            hs.NAME, f"hyperspectral {part.scene.label}, density {part.density:g} ({setting}): "
+            f"GD's held-out error below Adam's at training MSE {level}", ours, published, "7",
+            verdict))
+    for (scene, density), pub in hs.PUBLISHED_HEADLINE.items():
+        if (scene, density) not in shown:
+            wins = "" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)"
+            rows.append(HeadlineRow(
+                hs.NAME, f"hyperspectral {get_scene_info(scene).label}, density {density:g}: GD's "
+                "held-out error below Adam's (no committed records)", "—",
+                f"{pub['gap']:+.1%}{wins}", "7", "not run here"))
+    return rows

@@ -1,6 +1,7 @@
 r"""What the matrix-sensing chapter shows, computed from the records of
 :func:`gaugekit.experiments.matrix_sensing.collect`: tables (HTML through
-:func:`gaugekit.report.viz.table_html`), the rows behind them, sentences and figures.
+:func:`gaugekit.report.viz.table_html`), the rows behind them, sentences and figures, and the
+README's rows (:func:`headline`, :func:`paper_zoo_rows` for its figure).
 
 Nothing here is typed in: our numbers come from the records through the selection protocols of
 :mod:`gaugekit.runs.selection`, the published ones from the constants of
@@ -22,8 +23,10 @@ from typing import Any
 
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.optim.registry import get_spec
+from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
 __all__ = [
+    "HEADLINE_METHODS",
     "balancedness_summary",
     "balancedness_values",
     "convex_html",
@@ -33,12 +36,14 @@ __all__ = [
     "extremes",
     "fmt_lr",
     "fmt_seeds",
+    "headline",
     "instance_check_rows",
     "instances_html",
     "late_change",
     "late_change_summary",
     "lr_sensitivity_figure",
     "order_text",
+    "paper_zoo_rows",
     "selected_runs",
     "settings_html",
     "spearman",
@@ -415,3 +420,67 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
     vx = sum((a - mx) ** 2 for a in rx)
     vy = sum((b - my) ** 2 for b in ry)
     return cov / math.sqrt(vx * vy)
+
+
+# --------------------------------------------------------------------------------------------
+# the README's headline (gaugekit.report.headline)
+# --------------------------------------------------------------------------------------------
+
+#: the methods the README shows, with the chapter that tells their story
+HEADLINE_METHODS: tuple[str, ...] = ("muon", "gd", "scalar_adam", "adam")
+
+
+def _fmt_rec(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.1e}"
+
+
+def paper_zoo_rows() -> list[dict[str, Any]]:
+    collected = ms.collect("paper", parts=["zoo"], mode="read")
+    return ms.selection_rows(collected.records["zoo"], "oracle")
+
+
+def headline() -> list[HeadlineRow]:
+    """README rows: Table 2's recovery error of a few methods, the clean-split verdict, and the
+    paper's weight-decay ceiling for Adam, each with its verdict."""
+    rows = {r["method"]: r for r in paper_zoo_rows()}
+    out = []
+    for method in HEADLINE_METHODS:
+        r = rows[method]
+        cls = "equivariant" if r["equivariant"] else "coordinate-wise"
+        pub = ms.PUBLISHED_TABLE2[method][0]
+        out.append(HeadlineRow(
+            ms.NAME, f"matrix sensing (n = 40), recovery error, {r['label']} ({cls})",
+            _fmt_rec(r["rec"]), _fmt_rec(pub), "4", number_verdict(r["rec"], pub)))
+    split = ms.split_summary(list(rows.values()))
+    published_clean = _published_split().startswith("yes")
+    out.append(HeadlineRow(
+        ms.NAME, "every equivariant method below every coordinate-wise one (Table 2)",
+        f"{'yes' if split['clean'] else 'no'}: worst equivariant "
+        f"{get_spec(split['worst_equivariant']).label} {_fmt_rec(split['worst_equivariant_rec'])}, "
+        f"best coordinate-wise {get_spec(split['best_coordinatewise']).label} "
+        f"{_fmt_rec(split['best_coordinatewise_rec'])}",
+        _published_split(), "4",
+        "holds" if split["clean"] == published_clean else "does not hold"))
+    decay = ms.collect("paper", parts=["decay"]).records.get("decay", [])
+    pub = ms.PUBLISHED_DECAY_CEILING
+    ceiling = next((r for r in ms.decay_rows(decay) if r["arm"] == pub["arm"]), None)
+    if ceiling is not None:
+        out.append(HeadlineRow(
+            ms.NAME, "matrix sensing (n = 40), Adam with tuned weight decay (the paper's ceiling), "
+            f"recovery error (lr {ceiling['lr']:g}, wd {ceiling['wd']:g})",
+            _fmt_rec(ceiling["rec"]),
+            f"{_fmt_rec(pub['rec'])} (lr {pub['lr']:g}, wd {pub['wd']:g})", "4",
+            number_verdict(ceiling["rec"], pub["rec"])))
+    return out
+
+
+def _published_split() -> str:
+    """The clean-split verdict of the published Table 2, in the same words."""
+    eq = {m: v[0] for m, v in ms.PUBLISHED_TABLE2.items() if get_spec(m).equivariant}
+    cw = {m: v[0] for m, v in ms.PUBLISHED_TABLE2.items() if not get_spec(m).equivariant}
+    worst, best = max(eq, key=eq.get), min(cw, key=cw.get)
+    return (f"{'yes' if eq[worst] < cw[best] else 'no'}: worst equivariant "
+            f"{get_spec(worst).label} {_fmt_rec(eq[worst])}, best coordinate-wise "
+            f"{get_spec(best).label} {_fmt_rec(cw[best])}")

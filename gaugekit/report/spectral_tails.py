@@ -1,7 +1,7 @@
 r"""What the spectral-tails chapter shows, computed from the records of
 :func:`gaugekit.experiments.spectral_tails.collect` and from :mod:`gaugekit.tail_theory`:
 tables (HTML through :func:`gaugekit.report.viz.table_html`), the numbers and sentences of its text
-(glue names as keys) and its figures.
+(glue names as keys) and its figures, and the README's row (:func:`headline`).
 
 Nothing here is typed in: our numbers come from the records and the closed forms, the
 published ones from the constants of :mod:`gaugekit.experiments.spectral_tails`
@@ -29,9 +29,11 @@ from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import make_instance
 from gaugekit.problems.spectral_tails import make_tail_instance
 from gaugekit.runs import selection
+from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
 __all__ = [
     "balancedness_figure",
+    "headline",
     "balancedness_html",
     "balancedness_numbers",
     "instance_numbers",
@@ -497,3 +499,15 @@ def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str,
         "tails_bal_verdict": "holds" if all(per_tau) else ("narrows" if any(per_tau)
                                                            else "fails"),
     }
+
+
+def headline() -> list[HeadlineRow]:
+    """README row (:mod:`gaugekit.report.headline`): ``τ*`` by the paper's estimator on
+    the committed phase records beside the paper's CPU value (same grid, seeds and rule)."""
+    got = st.collect("paper", parts=["phase"])
+    tau = st.crossings(got.records["phase"], num_boot=1)["paper"].tau_star
+    pub = st.PUBLISHED_TAU_STAR["cpu"]["tau_star"]
+    ours = "—" if tau is None or not math.isfinite(tau) else f"{tau:g}"
+    return [HeadlineRow(
+        st.NAME, "spectral tails: τ* where Muon cedes to GD (the paper's estimator, CPU grid)",
+        ours, f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]

@@ -137,7 +137,12 @@ def select_lr(
     """Train-only selection (module docstring) among the rates of ``grid`` (default: every
     rate recorded): the rate whose runs on ``seeds`` (all present) reach the most levels; ties:
     fewest mean steps to the deepest, then the smaller rate. Under ``rule="ours"`` a rate with
-    a run that did not finish ``ok`` is not a candidate."""
+    a run that did not finish ``ok`` is not a candidate.
+
+    Not :data:`gaugekit.runs.selection.TRAIN_SPEED` (fewest mean steps among the rates whose
+    every seed reached the tolerance): here the gate is graded, a rate that reaches more of the
+    matched-loss levels on every seed wins whatever its speed, and the steps are those to the
+    deepest such level, read from ``metrics["at_loss"]``."""
     by_lr = _by_lr(records, method, seeds)
     if grid is not None:
         keep = {float(x) for x in grid}

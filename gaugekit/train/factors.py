@@ -7,10 +7,13 @@ trains its runs here. A run is a semantic config (a :class:`~gaugekit.runs.spec.
      "schedule": str, "budget": {...}, "seed": int, "dtype": "float32" | "float64"}
 
 ``config["problem"]["kind"]`` names the *problem family* (absent: ``"sensing"``, so the records
-of the sensing experiment keep their run ids). A family turns a problem config and a list of
-seeds into :class:`FactorInstances`; those give the initial factors of each seed and a
-:class:`FactorBatch` for any assignment of stack rows to seeds. The batch is all the loop knows
-of the problem: per-run loss and gradients, metrics, and how to keep a subset of its rows.
+of the sensing experiment keep their run ids), one of :data:`FACTOR_PROBLEMS`, the plain objects
+of :mod:`gaugekit.problems.families` (or a family of one's own, ``family=``). A family turns a
+problem config and a list of seeds into
+:class:`~gaugekit.problems.families.FactorInstances`; those give the initial factors of each
+seed and a :class:`~gaugekit.problems.families.FactorBatch` for any assignment of stack rows to
+seeds. The batch is all the loop knows of the problem: per-run loss and gradients, metrics, and
+how to keep a subset of its rows.
 
 Protocol of a run. At step ``t = 1, 2, …`` the loss is evaluated first (the *pre-update* loss);
 a non-finite loss or one above ``budget["diverge_above"]`` ends the run as *diverged* at step
@@ -53,20 +56,25 @@ run never touches the others, and a batched run equals the same run done alone (
 experiment).
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor of train/: stands on runs/, optim/ and problems/.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from gaugekit.optim.registry import make_optimizer
 from gaugekit.optim.schedules import lr_factor
+from gaugekit.problems.families import (
+    HYPERSPECTRAL,
+    SENSING,
+    TAILS,
+    FactorProblemFamily,
+)
 from gaugekit.runs.records import downsample_indices, round_sig
 from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.train.batching import transfer_state
@@ -76,12 +84,8 @@ __all__ = [
     "CURVE_POINTS",
     "FACTOR_PROBLEMS",
     "PER_MATRIX_RULES",
-    "FactorBatch",
-    "FactorInstances",
-    "FactorProblemFamily",
     "get_factor_problem",
     "problem_kind",
-    "register_factor_problem",
     "torch_dtype",
     "train_factored_batch",
 ]
@@ -99,75 +103,16 @@ PER_MATRIX_RULES: frozenset[str] = frozenset({
 
 
 # --------------------------------------------------------------------------------------------
-# the problem hook
+# the problem families
 # --------------------------------------------------------------------------------------------
 
 
-class FactorBatch(Protocol):
-    """The problem of the runs in the stack, stacked along dimension 0.
-
-    ``curve_names``: metrics recorded on the curves (each must be in ``metrics(spectral=False)``).
-    ``metric_names``: the final metrics copied into a record besides ``train_loss`` (each in
-    ``metrics(spectral=True)``; a diverged run gets ``None`` for each).
-    """
-
-    curve_names: tuple[str, ...]
-    metric_names: tuple[str, ...]
-
-    def loss_and_grads(self, U: Tensor, V: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Per-run loss ``(B,)`` and gradients ``G_U (B, n₁, k)``, ``G_V (B, n₂, k)``."""
-        ...
-
-    def metrics(self, U: Tensor, V: Tensor, *, spectral: bool = True) -> dict[str, Tensor]:
-        """Per-run metrics ``(B,)`` at ``(U, V)``, ``train_loss`` among them."""
-        ...
-
-    def select(self, rows: Sequence[int]) -> FactorBatch:
-        """The batch of the stack rows ``rows`` (indices into the current rows, in order)."""
-        ...
-
-
-class FactorInstances(Protocol):
-    """The instances of one problem config, one per seed of a batch."""
-
-    def batch(self, rows: Sequence[int]) -> FactorBatch:
-        """The batch whose stack row ``i`` runs on seed index ``rows[i]``."""
-        ...
-
-    def init(self, index: int) -> tuple[Tensor, Tensor]:
-        """The initial ``(U, V)`` of seed index ``index``."""
-        ...
-
-
-class FactorProblemFamily(Protocol):
-    """A problem family: builds the instances of a problem config for some seeds."""
-
-    def instances(
-        self, problem: Mapping[str, Any], seeds: Sequence[int], dtype: torch.dtype,
-        device: torch.device,
-    ) -> FactorInstances:
-        ...
-
-
-#: problem kind → "module:attribute" of its family (imported on first use), or the family.
-FACTOR_PROBLEMS: dict[str, Any] = {
-    "sensing": "gaugekit.experiments.matrix_sensing:SENSING_FAMILY",
-    "spectral_tail": "gaugekit.experiments.spectral_tails:TAIL_FAMILY",
-    "hyperspectral": "gaugekit.experiments.hyperspectral:COMPLETION_FAMILY",
+#: problem kind → its family (:mod:`gaugekit.problems.families`).
+FACTOR_PROBLEMS: dict[str, FactorProblemFamily] = {
+    "sensing": SENSING,
+    "spectral_tail": TAILS,
+    "hyperspectral": HYPERSPECTRAL,
 }
-
-
-def register_factor_problem(kind: str, family: Any, *, replace: bool = False) -> None:
-    """Register ``family`` (an object, or ``"module:attribute"``) as problem kind ``kind``.
-
-    A lazy ``"module:attribute"`` entry is replaced by the object it names when that module
-    registers it on import; any other taken kind raises unless ``replace``.
-    """
-    existing = FACTOR_PROBLEMS.get(kind)
-    if existing is not None and not isinstance(existing, str) and existing is not family \
-            and not replace:
-        raise ValueError(f"Invalid kind: {kind!r}; already registered (pass replace=True)")
-    FACTOR_PROBLEMS[kind] = family
 
 
 def problem_kind(problem: Mapping[str, Any]) -> str:
@@ -176,15 +121,10 @@ def problem_kind(problem: Mapping[str, Any]) -> str:
 
 
 def get_factor_problem(kind: str) -> FactorProblemFamily:
-    """The family registered as ``kind``."""
+    """The family of problem kind ``kind`` (:data:`FACTOR_PROBLEMS`)."""
     if kind not in FACTOR_PROBLEMS:
         raise ValueError(f"Invalid kind: {kind!r}; expected one of {sorted(FACTOR_PROBLEMS)}")
-    family = FACTOR_PROBLEMS[kind]
-    if isinstance(family, str):
-        module, attr = family.split(":")
-        family = getattr(importlib.import_module(module), attr)
-        FACTOR_PROBLEMS[kind] = family
-    return family
+    return FACTOR_PROBLEMS[kind]
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -364,7 +304,8 @@ class _StackedTraining:
     """The runs of one batch as one stack; see :func:`train_factored_batch`."""
 
     def __init__(self, specs: Sequence[RunSpec], device: torch.device,
-                 sync_every: int | None = None) -> None:
+                 sync_every: int | None = None,
+                 family: FactorProblemFamily | None = None) -> None:
         first = specs[0].config
         for spec in specs:
             c = spec.config
@@ -393,7 +334,7 @@ class _StackedTraining:
 
         seeds = sorted({s.config["seed"] for s in specs})
         index = {s: i for i, s in enumerate(seeds)}
-        family = get_factor_problem(problem_kind(first["problem"]))
+        family = family or get_factor_problem(problem_kind(first["problem"]))
         instances = family.instances(first["problem"], seeds, dtype, device)
 
         groups: dict[tuple[str, str, str], list[int]] = {}
@@ -699,15 +640,16 @@ class _StackedTraining:
 
 def train_factored_batch(
     specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False,
-    sync_every: int | None = None,
+    sync_every: int | None = None, family: FactorProblemFamily | None = None,
 ) -> list[RunResult]:
     """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
 
     Returns one :class:`~gaugekit.runs.spec.RunResult` per spec, in order. An optimizer
     that fails to build or to step marks its own runs ``error`` (the others go on).
     ``sync_every``: how often the host reads the device-side divergence test (see the module
-    docstring); default 1 on the CPU, ``budget["check_every"]`` elsewhere.
+    docstring); default 1 on the CPU, ``budget["check_every"]`` elsewhere. ``family``: the
+    problem family (default: the one of :data:`FACTOR_PROBLEMS` the problem config names).
     """
     if not specs:
         return []
-    return _StackedTraining(specs, torch.device(device), sync_every).run(progress)
+    return _StackedTraining(specs, torch.device(device), sync_every, family).run(progress)

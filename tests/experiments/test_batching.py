@@ -8,10 +8,10 @@ import torch
 from torch import Tensor
 from torch.testing import assert_close
 
-from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.optim import make_optimizer
 from gaugekit.runs.spec import RunSpec
 from gaugekit.train.batching import optimizer_wide_state, take_runs, transfer_state
+from gaugekit.train.factors import train_factored_batch
 
 DTYPE = torch.float64
 #: FlowAdam whose flow path fires on some steps and not on others (stiffness test at 1.5):
@@ -135,11 +135,11 @@ def test_factor_training_stack_equals_runs_alone_with_flow_adam(hparams):
     """Runs that finish at different checks leave the stack; those that stay follow their
     solo trajectories (float64, to round-off)."""
     specs = [_spec(lr, seed, hparams) for lr in (0.03, 0.1, 0.3) for seed in (1, 2)]
-    batched = ms.train_factored_batch(specs)
+    batched = train_factored_batch(specs)
     steps = {r.metrics["steps"] for r in batched}
     assert len(steps) > 1  # the stack was compacted before the last run ended
     for spec, b in zip(specs, batched, strict=True):
-        alone = ms.train_factored_batch([spec])[0]
+        alone = train_factored_batch([spec])[0]
         assert alone.status == b.status and alone.metrics["steps"] == b.metrics["steps"]
         for key in ("rec", "train_loss", "balancedness"):
             assert_close(torch.tensor(b.metrics[key]), torch.tensor(alone.metrics[key]),

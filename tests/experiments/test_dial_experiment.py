@@ -13,10 +13,12 @@ from torch.testing import assert_close
 from gaugekit.experiments import dial as dx
 from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection
 from gaugekit.runs.selection import ORACLE, select
 from gaugekit.runs.spec import RunSpec
 from gaugekit.runs.sweep import run_sweep
+from gaugekit.train.factors import train_factored_batch
 
 # --------------------------------------------------------------------------------------------
 # configuration
@@ -92,7 +94,7 @@ def _spec(method: str, hparams: dict, lr: float, seed: int = 1) -> RunSpec:
 
 
 def _rec(spec: RunSpec) -> float:
-    return ms.train_factored_batch([spec])[0].metrics["rec"]
+    return train_factored_batch([spec])[0].metrics["rec"]
 
 
 @pytest.mark.parametrize(("power", "scalar", "method"), [(1.0, "rms", "adam"),
@@ -182,10 +184,10 @@ def test_lr_edge_rows_count_seeds_and_bars():
 
 
 def _tiny_config() -> dx.DialConfig:
-    problem = ms.Problem(6, 1, 6, 22, 5, 0.1)
+    problem = Problem(6, 1, 6, 22, 5, 0.1)
     return dx.DialConfig(
-        scale="quick", problem=problem, budget=ms.Budget(200, tol=1e-5, check_every=50),
-        long_budget=ms.Budget(300, tol=1e-5, check_every=50), seeds=(1, 2),
+        scale="quick", problem=problem, budget=Budget(200, tol=1e-5, check_every=50),
+        long_budget=Budget(300, tol=1e-5, check_every=50), seeds=(1, 2),
         powers=(1.0, 0.0), lrs=(0.01, 0.03), gd_lrs=(0.1,), edge_powers=(0.0, 1.0),
         edge_lrs=(0.003, 0.01), edge_seeds=(1, 2, 3), flow_lrs=(0.1,), long_lr=0.1,
         persist_records=False, dtype="float64",
@@ -229,8 +231,8 @@ def test_ablation_records_rebuild_the_columns_of_train_variants():
     from gaugekit.experiments import flow_adam as fx
 
     cfg = dataclasses.replace(
-        fx.CONFIGS["quick"], problem=ms.Problem(6, 1, 6, 22, 0, 0.1),
-        budget=ms.Budget(60, tol=1e-5, check_every=20), seeds=(1, 2), lrs=(0.01, 0.03),
+        fx.CONFIGS["quick"], problem=Problem(6, 1, 6, 22, 0, 0.1),
+        budget=Budget(60, tol=1e-5, check_every=20), seeds=(1, 2), lrs=(0.01, 0.03),
         dial_factors=(1.0, 0.5), stiffness_grid=(2.0,))
     specs = dx.ablation_specs(cfg)
     assert len(specs) == len(fx.ablation_variants(cfg)) * 4 == len({s.run_id for s in specs})

@@ -74,7 +74,9 @@ class _FitFamily:
         return _FitInstances(list(seeds))
 
 
-ft.register_factor_problem("test_fit", _FitFamily(), replace=True)
+@pytest.fixture(autouse=True)
+def _fit_family(monkeypatch):
+    monkeypatch.setitem(ft.FACTOR_PROBLEMS, "test_fit", _FitFamily())
 
 THRESHOLDS = (1e-1, 1e-2, 1e-3)
 
@@ -157,8 +159,13 @@ def test_bad_thresholds_and_unknown_kinds_are_refused():
     unknown = {**spec.config, "problem": {"kind": "no_such_problem"}}
     with pytest.raises(ValueError, match="Invalid kind"):
         ft.train_factored_batch([RunSpec("t", "p", unknown, {})])
-    with pytest.raises(ValueError, match="already registered"):
-        ft.register_factor_problem("test_fit", _FitFamily())
+
+
+def test_a_family_of_ones_own_is_passed_in():
+    spec = _spec("gd", 0.3, 1)
+    other = {**spec.config, "problem": {"kind": "not_registered"}}
+    got = ft.train_factored_batch([RunSpec("t", "p", other, {})], family=_FitFamily())[0]
+    assert got.metrics == ft.train_factored_batch([spec])[0].metrics
 
 
 def _plain_spec(method: str, lr: float, seed: int, num_steps: int = 300) -> RunSpec:

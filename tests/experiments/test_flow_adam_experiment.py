@@ -11,7 +11,6 @@ import torch
 from torch.testing import assert_close
 
 from gaugekit.experiments import flow_adam as fx
-from gaugekit.experiments.matrix_sensing import Budget, Problem
 from gaugekit.optim import GD, FlowAdam, SharedScaleAdam
 from gaugekit.problems.matrix_sensing import (
     SensingBatch,
@@ -20,6 +19,7 @@ from gaugekit.problems.matrix_sensing import (
     loss_and_grads,
     make_instance,
 )
+from gaugekit.problems.specs import Budget, Problem
 
 WARMUP = 3
 

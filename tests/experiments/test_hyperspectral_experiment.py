@@ -11,6 +11,7 @@ import pytest
 import scipy.io
 import torch
 
+from gaugekit.data.scenes import synthetic_scene, user_scene
 from gaugekit.experiments.hyperspectral import (
     EXPERIMENT,
     PAPER_HPARAMS,
@@ -18,20 +19,20 @@ from gaugekit.experiments.hyperspectral import (
     HyperspectralCompletion,
     MatrixProtocol,
     ScaleConfig,
+    get_config,
+)
+from gaugekit.runs.collection import load_part
+from gaugekit.runs.matched_loss import (
     at_level,
     best_at_level,
     deepest_common_level,
     fixed_lr_gaps,
     gap,
-    get_config,
     leak_effect,
     matched_comparison,
     select_lr,
     summarize,
-    synthetic_scene,
-    user_scene,
 )
-from gaugekit.runs.collection import load_part
 from gaugekit.runs.sweep import run_sweep
 from gaugekit.train.factors import get_factor_problem, train_factored_batch
 
@@ -241,7 +242,8 @@ def test_cli_refuses_a_missing_scene_file(tmp_path, capsys):
 
 
 def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
-    from gaugekit.experiments.hyperspectral import collect, registered_scene
+    from gaugekit.data.scenes import registered_scene
+    from gaugekit.experiments.hyperspectral import collect
     from gaugekit.runs.records import append_records, make_record
 
     monkeypatch.setenv("GAUGEKIT_DATA", str(tmp_path / "empty"))
@@ -281,6 +283,7 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
     import shutil
 
     from gaugekit.experiments import hyperspectral as hs
+    from gaugekit.report import hyperspectral as hs_report
     from gaugekit.runs import collection
     ROOT = Path(__file__).resolve().parents[2]
     src = ROOT / "results" / "hyperspectral" / "paper"
@@ -305,7 +308,7 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
         if data == "empty":
             assert waiting == []
             assert "not in the data folder" in got.absent("indian_pines")
-        rows = hs.readme_headline()
+        rows = hs_report.readme_headline()
         claims[data] = [(r.claim, r.ours, r.verdict) for r in rows]
         assert "Salinas-A, density 0.15" in rows[0].claim
         assert rows[0].verdict == "beyond the paper"

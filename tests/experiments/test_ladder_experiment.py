@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from gaugekit.experiments import get_experiment, ladder
-from gaugekit.experiments.matrix_sensing import TABLE2_COSINE, Budget
+from gaugekit.experiments.matrix_sensing import TABLE2_COSINE
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import degrees_of_freedom
+from gaugekit.problems.specs import Budget
 from gaugekit.runs.collection import load_part
 from gaugekit.runs.sweep import run_sweep
 

@@ -12,8 +12,10 @@ from torch.testing import assert_close
 from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs.spec import RunSpec
 from gaugekit.train import factors as factor_training
+from gaugekit.train.factors import PER_MATRIX_RULES, train_factored_batch
 
 METRICS = ("rec", "val_rec", "effective_rank", "nuclear_norm", "balancedness", "train_loss",
            "final_loss")
@@ -21,9 +23,9 @@ METRICS = ("rec", "val_rec", "effective_rank", "nuclear_norm", "balancedness", "
 
 def tiny_part(methods, lrs, *, seeds=(1, 2), num_steps=120, check_every=20, tol=1e-5,
               dtype="float64", schedules=None, init_scale=0.1) -> ms.Part:
-    problem = ms.Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=init_scale)
+    problem = Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=init_scale)
     return ms.Part(
-        "tiny", "test", problem, ms.Budget(num_steps, tol=tol, check_every=check_every),
+        "tiny", "test", problem, Budget(num_steps, tol=tol, check_every=check_every),
         tuple(seeds), tuple(methods), {m: tuple(lrs[m]) for m in methods},
         schedules or {}, dtype=dtype,
     )
@@ -148,7 +150,7 @@ LRS = {"gd": (0.1, 5.0), "adam": (0.01, 0.03), "scalar_adam": (0.03,), "muon": (
 def tiny_batch():
     part = tiny_part(ZOO, LRS, schedules={"muon": "cosine", "signum": "cosine"})
     specs = part.specs()
-    return specs, ms.train_factored_batch(specs)
+    return specs, train_factored_batch(specs)
 
 
 def test_batched_runs_equal_runs_alone_float64(tiny_batch):
@@ -156,7 +158,7 @@ def test_batched_runs_equal_runs_alone_float64(tiny_batch):
     statuses = {r.status for r in results}
     assert statuses == {"ok", "diverged"}  # the grid has a diverging lr
     for spec, batched in zip(specs, results, strict=True):
-        alone = ms.train_factored_batch([spec])[0]
+        alone = train_factored_batch([spec])[0]
         assert alone.status == batched.status, spec.config
         assert alone.metrics["steps"] == batched.metrics["steps"]
         for name in METRICS:
@@ -211,8 +213,8 @@ def test_float32_batched_equals_alone(method):
     part = tiny_part((method,), {method: LRS[method][:1] + (LRS[method][0] / 3,)},
                      dtype="float32", seeds=(1, 2, 3), schedules={method: "cosine"})
     specs = part.specs()
-    for spec, batched in zip(specs, ms.train_factored_batch(specs), strict=True):
-        alone = ms.train_factored_batch([spec])[0]
+    for spec, batched in zip(specs, train_factored_batch(specs), strict=True):
+        alone = train_factored_batch([spec])[0]
         if method != "shampoo":
             assert alone.metrics == batched.metrics
         else:
@@ -230,7 +232,7 @@ def test_a_failing_optimizer_marks_only_its_runs(tiny_batch):
             config = {**s.config, "hparams": {**s.config["hparams"], "betas": [0.9, 2.0]}}
             s = RunSpec(s.experiment, s.part, config, s.seeds)
         broken.append(s)
-    results = ms.train_factored_batch(broken)
+    results = train_factored_batch(broken)
     table = by_config(broken, results)
     for seed in (1, 2):
         assert table[("adam", 0.01, seed)].status == "error"
@@ -259,7 +261,7 @@ def test_an_optimizer_failing_mid_run_marks_only_its_runs(monkeypatch, tiny_batc
 
     monkeypatch.setattr(factor_training, "make_optimizer", flaky)
     specs = tiny_part(("gd", "adam"), {"gd": (0.1,), "adam": (0.01,)}).specs()
-    table = by_config(specs, ms.train_factored_batch(specs))
+    table = by_config(specs, train_factored_batch(specs))
     for seed in (1, 2):
         bad = table[("adam", 0.01, seed)]
         assert bad.status == "error" and bad.message == "FloatingPointError: step 3 went wrong"
@@ -270,7 +272,7 @@ def test_mixed_problems_are_refused():
     a = tiny_part(("gd",), {"gd": (0.1,)}).specs()
     b = tiny_part(("gd",), {"gd": (0.1,)}, num_steps=40).specs()
     with pytest.raises(ValueError, match="must share"):
-        ms.train_factored_batch(a + b)
+        train_factored_batch(a + b)
 
 
 def _stacked_vs_pair(method, steps=6):
@@ -293,7 +295,7 @@ def _stacked_vs_pair(method, steps=6):
     return P, torch.stack([U, V], dim=1)
 
 
-@pytest.mark.parametrize("method", sorted(ms.PER_MATRIX_RULES & set(ms.PAPER_HPARAMS)))
+@pytest.mark.parametrize("method", sorted(PER_MATRIX_RULES & set(ms.PAPER_HPARAMS)))
 def test_per_matrix_rules_may_stack_u_and_v(method):
     stacked, pair = _stacked_vs_pair(method)
     assert_close(stacked, pair, rtol=1e-12, atol=1e-15)
@@ -303,7 +305,7 @@ def test_shared_scale_adam_must_not_stack():
     # negative control: pooling over U and V of a run is not pooling over each matrix
     stacked, pair = _stacked_vs_pair("scalar_adam")
     assert not torch.allclose(stacked, pair, rtol=1e-6, atol=1e-9)
-    assert "scalar_adam" not in ms.PER_MATRIX_RULES
+    assert "scalar_adam" not in PER_MATRIX_RULES
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,7 +356,7 @@ def plain_run(method, lr, seed, part, schedule="constant"):
 def test_matches_an_independent_plain_loop(method, lr, schedule):
     part = tiny_part((method,), {method: (lr,)}, seeds=(3,), schedules={method: schedule})
     (spec,) = part.specs()
-    got = ms.train_factored_batch([spec])[0]
+    got = train_factored_batch([spec])[0]
     want = plain_run(method, lr, 3, part, schedule)
     assert got.status == want["status"] and got.metrics["steps"] == want["steps"]
     if want["status"] == "ok":
@@ -370,7 +372,7 @@ def test_matches_an_independent_plain_loop(method, lr, schedule):
 
 def test_convex_reference_run():
     pytest.importorskip("cvxpy")
-    part = ms.Part("convex", "test", ms.Problem(8, 1, 8, 30, 10, 1e-3), ms.Budget(10), (5,),
+    part = ms.Part("convex", "test", Problem(8, 1, 8, 30, 10, 1e-3), Budget(10), (5,),
                    kind="convex")
     (spec,) = part.specs()
     result = ms.EXPERIMENT.run_batch([spec], device=torch.device("cpu"), progress=False)[0]

@@ -11,17 +11,19 @@ import torch
 from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments import spectral_tails as st
+from gaugekit.problems.families import TAILS
 from gaugekit.problems.matrix_sensing import init_factors, loss_and_grads, make_instance
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.problems.spectral_tails import make_tail_instance
 from gaugekit.runs import collection
 from gaugekit.runs.sweep import run_sweep
 from gaugekit.train import factors as factor_training
 
-TINY = ms.Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=0.1)
+TINY = Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=0.1)
 
 
 def tiny_config(num_steps=60, taus=(0.0, 0.3), horizons=(40, 80)) -> st.ScaleConfig:
-    budget = ms.Budget(num_steps, tol=1e-5, check_every=20)
+    budget = Budget(num_steps, tol=1e-5, check_every=20)
     grids = {"gd": (0.01, 0.03), "adam": (1e-3,), "scalar_adam": (1e-3,), "muon": (0.01,),
              "shampoo": (0.03,)}
     phase = st.PhasePart("phase", "test", TINY, budget, (1, 2), taus, st.PHASE_METHODS, grids,
@@ -71,7 +73,7 @@ def test_balancedness_part_reuses_the_phase_runs():
 
 def test_registered():
     assert get_experiment("spectral_tails") is st.EXPERIMENT
-    assert factor_training.get_factor_problem("spectral_tail") is st.TAIL_FAMILY
+    assert factor_training.get_factor_problem("spectral_tail") is TAILS
     assert st.EXPERIMENT.parts("paper") == ("phase", "signum_horizon", "balancedness")
 
 

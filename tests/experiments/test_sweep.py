@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs.collection import load_part
 from gaugekit.runs.records import read_records, read_records_dir
 from gaugekit.runs.spec import RunResult, RunSpec
@@ -166,8 +167,8 @@ class TinySensing(ms.MatrixSensingZoo):
         return ("tiny",)
 
     def specs(self, part, scale):
-        problem = ms.Problem(6, 1, 6, 22, 5, 0.1)
-        return ms.Part("tiny", "t", problem, ms.Budget(60, 1e-5, 20), (1, 2),
+        problem = Problem(6, 1, 6, 22, 5, 0.1)
+        return ms.Part("tiny", "t", problem, Budget(60, 1e-5, 20), (1, 2),
                        ("gd", "adam", "signum"),
                        {"gd": (0.1,), "adam": (0.01,), "signum": (0.01,)},
                        {"signum": "cosine"}).specs()

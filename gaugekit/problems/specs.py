@@ -1,0 +1,51 @@
+"""The shared specs of the sensing-type experiments: the sizes of a problem and a step budget.
+
+Plain frozen dataclasses whose :meth:`to_config` is the JSON of a run config (part of its run
+id): :class:`Problem` is ``config["problem"]`` of the sensing runs (the spectral-tail runs add
+``kind`` and ``tau``), :class:`Budget` is ``config["budget"]`` of a factored run
+(:mod:`gaugekit.train.factors`).
+"""
+
+# Developer note (layers, DESIGN.md): floor of problems/: imports nothing of gaugekit.
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Budget", "Problem"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Sizes of the sensing problem: ``n``, planted rank ``r``, width ``k``, ``m`` measurements,
+    ``num_val`` held-out measurements and the initial scale of the factors."""
+
+    n: int
+    r: int
+    k: int
+    m: int
+    num_val: int
+    init_scale: float
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "n": self.n, "r": self.r, "k": self.k, "m": self.m,
+            "num_val": self.num_val, "init_scale": self.init_scale,
+        }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Step budget, interpolation tolerance, check period and divergence threshold."""
+
+    num_steps: int
+    tol: float = 1e-7
+    check_every: int = 200
+    diverge_above: float = 1e8
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "num_steps": self.num_steps, "tol": self.tol,
+            "check_every": self.check_every, "diverge_above": self.diverge_above,
+        }
