@@ -4,7 +4,8 @@
 ``headline``    the README's results at a glance
 one module per experiment (``matrix_sensing``, ``spectral_tails``, ``hyperspectral``,
 ``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``) and ``theory`` for the
-theory chapters: each turns records into the tables, figures and sentences of its chapter.
+theory chapters: each turns records into the tables, figures and sentences of its chapter
+(``attention_summary``: the attention chapter's numbers from its records, without figures).
 
 Needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``).
 """

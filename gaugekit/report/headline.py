@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from gaugekit.experiments import (
-    attention,
     hyperspectral,
     ladder,
     language_model,
     matrix_sensing,
     spectral_tails,
 )
+from gaugekit.report import attention_summary
 from gaugekit.runs.collection import MissingRecords, project_root
 from gaugekit.runs.verdicts import VERDICTS, HeadlineRow, number_verdict
 
@@ -58,7 +58,7 @@ PROVIDERS: dict[str, Callable[[], list[HeadlineRow]]] = {
     "matrix_sensing": matrix_sensing.headline,
     "spectral_tails": spectral_tails.headline,
     "hyperspectral": hyperspectral.readme_headline,
-    "attention": attention.readme_headline,
+    "attention": attention_summary.readme_headline,
     "language_model": language_model.readme_headline,
     "ladder": ladder.headline,
 }
