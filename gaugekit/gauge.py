@@ -242,8 +242,8 @@ def rotate_heads(
     maps to ``(R_h W_{Q,h}, R_h W_{K,h})`` (:func:`rotate_head_rows`), which keeps its logit
     bilinear form ``W_{Q,h}ᵀ W_{K,h}`` when ``R_h ∈ O(d_head)``.
     """
-    d_head = _split_heads(W_Q, num_heads).shape[-2]
-    _split_heads(W_K, num_heads)
+    for W in (W_K, W_Q):  # raises for a width that num_heads does not divide
+        d_head = _split_heads(W, num_heads).shape[-2]
     if R.shape[-3:] != (num_heads, d_head, d_head):
         raise ValueError(
             f"Invalid R: shape {tuple(R.shape)}; expected (num_heads, d_head, d_head) = "
