@@ -10,7 +10,8 @@ book's colours (:func:`gaugekit.report.viz.method_color`; Muon + Adam takes Muon
 apart by line style and grey level, never by an optimizer's colour.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, DESIGN.md): floor of report/: stands on experiments/ (and
+# report.attention_summary for the numbers it draws).
 
 from __future__ import annotations
 
