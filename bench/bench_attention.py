@@ -26,6 +26,7 @@ import torch
 from gaugekit.config import cpu_model
 from gaugekit.experiments import attention as att
 from gaugekit.problems import attention as A
+from gaugekit.train import twins as tt
 
 
 def timed(fn):
@@ -69,13 +70,13 @@ def vmap_train(specs, steps: int) -> float:
     shape = A.TransformerShape(**c0["model"])
     data = A.make_modadd_data()
     base = A.init_params(shape, generator=torch.Generator().manual_seed(c0["init_seed"]))
-    models = [att.make_twin(base, shape, s.config["twin"]) for s in specs]
+    models = [tt.make_twin(base, shape, s.config["twin"]) for s in specs]
     module = A.PaperTransformer(shape, models[0])
     stacked = {n.replace(".", "_"): t for n, t in A.stack_params(models).items()}
     params = {k: v.clone().requires_grad_(True) for k, v in stacked.items()}
     if c0["method"] == "muon_adam":
         raise SystemExit("--vmap supports adam, momentum and scalar_adam")
-    opts = att.make_twin_optimizers(c0["method"], params, c0["hparams"])
+    opts = tt.make_twin_optimizers(c0["method"], params, c0["hparams"])
 
     def loss_fn(p):
         logits = functional_call(module, p, (data.train_tokens,))

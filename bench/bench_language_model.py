@@ -5,7 +5,7 @@
 
 For ``B`` models of the comparison (:mod:`gaugekit.experiments.language_model`, float32),
 *stacked*: one stack of parameters trained by one optimizer with ``batch_dims=1``
-(:func:`gaugekit.experiments.attention.train_stack`, the experiment's code); *looped*: the same
+(:func:`gaugekit.train.twins.train_stack`, the experiment's code); *looped*: the same
 function called once per model (a stack of one), one after the other. Both see the same
 batches. Prints model-steps/s of each and their ratio, and the compute floor: the training
 step's floating-point operations (``torch.utils.flop_counter`` on the model) over this CPU's
@@ -21,9 +21,9 @@ import torch
 from bench_attention import matmul_gflops
 
 from gaugekit.config import cpu_model
-from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
 from gaugekit.problems import attention as A
+from gaugekit.train import twins as tt
 
 
 def flops_per_model_step(config: lm.LMConfig) -> float:
@@ -42,11 +42,11 @@ def flops_per_model_step(config: lm.LMConfig) -> float:
 
 
 def time_stack(config: lm.LMConfig, method: str, seeds: list[int], steps: int,
-               task: att._Task) -> float:
+               task: tt.TwinTask) -> float:
     """Seconds to train ``seeds`` as one stack for ``steps`` steps (no evaluation)."""
     lr = lm.LR_GRIDS[method][len(lm.LR_GRIDS[method]) // 2]
     hp = lm.method_hparams(method, lr, config.model.d_head)
-    trace = att.train_stack(
+    trace = tt.train_stack(
         shape=config.model, task=task, method=method, hparams=[hp] * len(seeds),
         init_seeds=seeds, twins=[{"kind": "base"}] * len(seeds),
         base_of=list(range(len(seeds))), num_steps=steps, checkpoints=[steps],
@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     config = lm.get_config(args.scale)
-    task = att._Task(config.task, args.steps, torch.device("cpu"))
+    task = tt.TwinTask(config.task, args.steps, torch.device("cpu"))
     flops = flops_per_model_step(config)
     peak = matmul_gflops(1024, 1024, 1024)
     floor = flops / (peak * 1e9)

@@ -21,7 +21,8 @@ contracts in ``pyproject.toml`` hold it to this in CI, ``lint-imports``)::
     5  runs/       spec, sweep (the one engine), backends, records, collection (the one
                    collector), selection, matched_loss, verdicts
     4  theory.py, tail_theory.py   the paper's propositions as functions; twins.py (old address)
-    3  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q)), heads (twins of heads)
+    3  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q)), heads (twins of heads;
+                   its parts sites, twin_kinds, drift, twin_results)
     2  optim/      the zoo: functional cores and thin torch.optim classes, the registry
        problems/   plain problem objects: sensing, spectral tails, hyperspectral, attention;
                    the factor families of train/ (families), the Problem/Budget specs

@@ -40,8 +40,10 @@ __all__ = [
     "procrustes_rotation",
     "product",
     "random_gl",
+    "random_head_rotations",
     "relative_distance",
     "rotate_factors",
+    "rotate_head_rows",
     "rotate_heads",
 ]
 
@@ -191,6 +193,45 @@ def _split_heads(W: Tensor, num_heads: int) -> Tensor:
     return W.reshape(*W.shape[:-2], num_heads, W.shape[-2] // num_heads, W.shape[-1])
 
 
+def random_head_rotations(
+    layout: Sequence[tuple[int, int]],
+    *,
+    generator: torch.Generator,
+    haar: bool = True,
+    dtype: torch.dtype = torch.float64,
+) -> list[Tensor]:
+    r"""One ``(H, d_head, d_head)`` stack of ``A_h ∈ O(d_head)`` per site of ``layout``
+    (``(num_heads, d_head)`` pairs), drawn site by site (layer by layer), then head by head.
+
+    ``haar=True``: exactly Haar, :func:`haar_orthogonal` of the whole stack (one Gaussian draw,
+    sign-fixed QR), the twin audit's draw. ``haar=False``: the paper's draw, the Q factor of the
+    QR of each head's ``d_head × d_head`` Gaussian as it comes (no sign fix, float64, then cast).
+    """
+    out = []
+    for num_heads, d_head in layout:
+        if haar:
+            out.append(haar_orthogonal(d_head, generator=generator, batch_shape=(num_heads,),
+                                       dtype=dtype))
+            continue
+        heads = [torch.linalg.qr(torch.randn(d_head, d_head, generator=generator,
+                                             dtype=torch.float64)).Q for _ in range(num_heads)]
+        out.append(torch.stack(heads).to(dtype))
+    return out
+
+
+def rotate_head_rows(t: Tensor, R: Tensor) -> Tensor:
+    r"""``A_h t_h`` for every head: the rows ``h·d_head … (h+1)·d_head − 1`` of ``t`` times
+    ``R[h]`` (``R`` is ``(H, d_head, d_head)``).
+
+    ``t`` is a weight ``(…, H·d_head, c)`` in torch ``nn.Linear`` layout or a bias vector
+    ``(H·d_head,)``; the product is taken in the dtype of ``t`` and ``R`` as given.
+    """
+    H, dh = R.shape[-3], R.shape[-1]
+    if t.ndim == 1:
+        return (R @ t.reshape(H, dh, 1)).reshape(t.shape)
+    return (R @ t.reshape(*t.shape[:-2], H, dh, t.shape[-1])).reshape(t.shape)
+
+
 def rotate_heads(
     W_Q: Tensor, W_K: Tensor, R: Tensor, num_heads: int
 ) -> tuple[Tensor, Tensor]:
@@ -198,16 +239,17 @@ def rotate_heads(
 
     ``W_Q, W_K`` have shape ``(num_heads·d_head, d_in)``; the rows of head ``h`` are
     ``h·d_head … (h+1)·d_head − 1``. ``R`` has shape ``(num_heads, d_head, d_head)``. Head ``h``
-    maps to ``(R_h W_{Q,h}, R_h W_{K,h})``, which keeps its logit bilinear form
-    ``W_{Q,h}ᵀ W_{K,h}`` when ``R_h ∈ O(d_head)``.
+    maps to ``(R_h W_{Q,h}, R_h W_{K,h})`` (:func:`rotate_head_rows`), which keeps its logit
+    bilinear form ``W_{Q,h}ᵀ W_{K,h}`` when ``R_h ∈ O(d_head)``.
     """
-    Qh, Kh = _split_heads(W_Q, num_heads), _split_heads(W_K, num_heads)
-    if R.shape[-3:] != (num_heads, Qh.shape[-2], Qh.shape[-2]):
+    for W in (W_K, W_Q):  # raises for a width that num_heads does not divide
+        d_head = _split_heads(W, num_heads).shape[-2]
+    if R.shape[-3:] != (num_heads, d_head, d_head):
         raise ValueError(
             f"Invalid R: shape {tuple(R.shape)}; expected (num_heads, d_head, d_head) = "
-            f"({num_heads}, {Qh.shape[-2]}, {Qh.shape[-2]})"
+            f"({num_heads}, {d_head}, {d_head})"
         )
-    return (R @ Qh).reshape(W_Q.shape), (R @ Kh).reshape(W_K.shape)
+    return rotate_head_rows(W_Q, R), rotate_head_rows(W_K, R)
 
 
 def head_logit_bilinears(W_Q: Tensor, W_K: Tensor, num_heads: int) -> Tensor:
@@ -259,16 +301,21 @@ def balancedness_norm(U: Tensor, V: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
-def relative_distance(A: Tensor, B: Tensor) -> Tensor:
-    r"""``‖A − B‖_F / ‖B‖_F`` over the last two dimensions (``B`` is the reference).
+def relative_distance(
+    A: Tensor, B: Tensor, *, symmetric: bool = False, dims: int | None = None
+) -> Tensor:
+    r"""``‖A − B‖_F / ‖B‖_F`` (``B`` is the reference), or with ``symmetric=True``
+    ``‖A − B‖_F / (½(‖A‖_F + ‖B‖_F))`` (twins, where neither is the reference).
 
-    A zero reference gives ``‖A‖_F / tiny`` (huge unless ``A`` is zero too, then 0), never NaN.
-    Vectors are accepted and use the Euclidean norm.
+    The norms are over the last ``dims`` dimensions (default: the last two, or all of a vector).
+    A zero denominator is clamped to the dtype's ``tiny``, so the result is never NaN: 0 when
+    both are zero; with a zero reference, ``‖A‖_F / tiny`` (huge unless ``A`` is zero too).
     """
-    if A.ndim < 2:
-        num, den = torch.linalg.vector_norm(A - B), torch.linalg.vector_norm(B)
-    else:
-        num, den = torch.linalg.matrix_norm(A - B), torch.linalg.matrix_norm(B)
+    axes = (None if A.ndim < 2 else (-2, -1)) if dims is None else tuple(range(-dims, 0))
+    num = torch.linalg.vector_norm(A - B, dim=axes)
+    den = torch.linalg.vector_norm(B, dim=axes)
+    if symmetric:
+        den = 0.5 * (torch.linalg.vector_norm(A, dim=axes) + den)
     return num / den.clamp_min(torch.finfo(den.dtype).tiny)
 
 

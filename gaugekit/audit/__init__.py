@@ -3,7 +3,9 @@
 ``factors``  the factor audit: any ``torch.optim`` optimizer on ``(U₀, V₀)`` and ``(U₀Q, V₀Q)``
              (:func:`audit_equivariance`, Proposition 4.2 of the paper)
 ``heads``    the twin audit of a model's attention heads: gauge, ``A = I`` and noise twins of
-             every ``W_Q, W_K`` pair (:func:`audit_twins`)
+             every ``W_Q, W_K`` pair (:func:`audit_twins`); its parts ``sites`` (where the
+             gauge acts), ``twin_kinds`` (the twins), ``drift`` (invariants ``M_h`` and drifts)
+             and ``twin_results`` (traces and verdicts)
 
 Both need torch and numpy only (``pip install gaugekit``).
 """

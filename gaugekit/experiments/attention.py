@@ -10,7 +10,8 @@ A *run* is one model of a twin family: the ``base`` model (init seed), or one of
 
 All runs of one family (same task, model, optimizer, hyperparameters, init seed, budget and
 dtype) are one batch: their parameters are stacked along a leading run dimension, trained on the
-identical data in lockstep by one optimizer built with ``batch_dims=1`` (so every reduction of
+identical data in lockstep (:func:`gaugekit.train.twins.train_stack`, the one twin trainer) by
+one optimizer built with ``batch_dims=1`` (so every reduction of
 the rule stays inside its model: shared-scale Adam's RMS is over all parameters of one model),
 and the base model is always part of the batch (recomputed when only twins are missing). At
 the checkpoints each run records its drift from the base: the mean over the ``L·H`` heads of
@@ -35,44 +36,23 @@ Parts:
 ``multiseed_controls``  the same table for momentum, shared-scale Adam and Muon.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor of experiments/; trains with train.twins.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from gaugekit.config import get_scale
-from gaugekit.optim.registry import make_optimizer
-from gaugekit.problems.attention import (
-    TransformerShape,
-    accuracy,
-    apply_head_gauge,
-    char_lm_batches,
-    cross_entropy,
-    draw_head_gauges,
-    forward,
-    head_bilinears,
-    identity_head_gauges,
-    init_params,
-    is_collapsed,
-    make_modadd_data,
-    mean_head_drift,
-    perturb_qk,
-    stack_params,
-    sym_relative_distance,
-)
+from gaugekit.problems.attention import TransformerShape
 from gaugekit.runs import collection
-from gaugekit.runs.records import canonical_json, round_sig
+from gaugekit.runs.records import canonical_json
 from gaugekit.runs.spec import RunResult, RunSpec
-from gaugekit.runs.sweep import SweepReport
+from gaugekit.train.twins import TwinTask, torch_dtype, train_stack, twin_result
 
 __all__ = [
     "CONFIGS",
@@ -82,16 +62,16 @@ __all__ = [
     "PAPER_HPARAMS",
     "PUBLISHED",
     "AttentionTwins",
-    "Collected",
     "ScaleConfig",
     "TwinFamily",
     "collect",
+    "family_key",
     "get_config",
-    "machine_throughput",
     "records_dir",
     "train_twin_batch",
 ]
 
+NAME = "attention"
 NAME = "attention"
 
 #: The optimizers of the experiment, in the chapter's order.
@@ -190,9 +170,6 @@ PUBLISHED: dict[str, Any] = {
     },
 }
 
-#: Muon's parameters: the 2-D projection and MLP weights of every block.
-MUON_PARAMS: tuple[str, ...] = ("q", "k", "v", "o", "mlp_in", "mlp_out")
-CURVE_DIGITS = 6
 
 
 # --------------------------------------------------------------------------------------------
@@ -429,146 +406,12 @@ def get_config(scale: str | None = None) -> ScaleConfig:
 
 
 # --------------------------------------------------------------------------------------------
-# the task of a family
+# training a family in lockstep (gaugekit.train.twins)
 # --------------------------------------------------------------------------------------------
 
 
-def _torch_dtype(name: str) -> torch.dtype:
-    if name not in ("float32", "float64"):
-        raise ValueError(f"Invalid dtype: {name!r}; expected 'float32' or 'float64'")
-    return getattr(torch, name)
-
-
-class _Task:
-    """Training tokens per step, validation tokens and targets, number of classes.
-
-    ``train`` is the full training set (modular addition) or the first pre-drawn batch (the
-    LM), on which the train loss and accuracy of a checkpoint are measured."""
-
-    def __init__(self, task: Mapping[str, Any], num_steps: int, device: torch.device) -> None:
-        self.name = task["name"]
-        self.text_used: str | None = None
-        if self.name == "modadd":
-            data = make_modadd_data(int(task["p"]), float(task["train_frac"]),
-                                    int(task["split_seed"]))
-            self.train = (data.train_tokens.to(device), data.train_targets.to(device))
-            self.val = (data.val_tokens.to(device), data.val_targets.to(device))
-            self.num_classes = data.p
-            self._batches = None
-        elif self.name == "charlm":
-            from gaugekit.data.text import load_text
-
-            text = load_text(task["text"], max_chars=task.get("max_chars"))
-            self.text_used = text.name
-            self.num_classes = text.vocab_size
-            cut = int(0.9 * text.ids.numel())
-            T, bs = int(task["seq_len"]), int(task["batch_size"])
-            seed = int(task["data_seed"])
-            xs, ys = char_lm_batches(text.ids[:cut], num_steps=max(num_steps, 1),
-                                     batch_size=bs, seq_len=T, seed=seed)
-            vx, vy = char_lm_batches(text.ids[cut:], num_steps=1,
-                                     batch_size=int(task["val_windows"]), seq_len=T,
-                                     seed=seed + 1)
-            self._batches = (xs.to(device), ys.to(device))
-            self.train = (xs[0].to(device), ys[0].to(device))
-            self.val = (vx[0].to(device), vy[0].to(device))
-        else:
-            raise ValueError(f"Invalid task: {self.name!r}; expected 'modadd' or 'charlm'")
-
-    def batch(self, step: int) -> tuple[Tensor, Tensor]:
-        """The data of training step ``step`` (0-based): full batch, or the pre-drawn one."""
-        if self._batches is None:
-            return self.train
-        return self._batches[0][step], self._batches[1][step]
-
-
-# --------------------------------------------------------------------------------------------
-# twins and optimizers
-# --------------------------------------------------------------------------------------------
-
-
-def make_twin(
-    base: Mapping[str, Tensor], shape: TransformerShape, twin: Mapping[str, Any]
-) -> dict[str, Tensor]:
-    """The twin ``twin`` of the base parameters (one model)."""
-    kind = twin.get("kind")
-    if kind not in ("base", "identity", "gauge", "noise"):
-        raise ValueError(
-            f"Invalid twin kind: {kind!r}; expected 'base', 'identity', 'gauge' or 'noise'"
-        )
-    dtype = base["layers.0.q"].dtype
-    if kind == "base":
-        return {k: v.clone() for k, v in base.items()}
-    if kind == "identity":
-        return apply_head_gauge(base, shape, identity_head_gauges(shape, dtype=dtype))
-    if kind == "gauge":
-        return apply_head_gauge(base, shape, draw_head_gauges(shape, int(twin["seed"]),
-                                                              dtype=dtype))
-    return perturb_qk(base, shape, float(twin["scale"]), int(twin["seed"]))
-
-
-def _tuples(hp: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in hp.items()}
-
-
-def adam_mini_groups(params: Mapping[str, Tensor], head_rows: int) -> list[dict[str, Any]]:
-    """Adam-mini's partition of the model, as param groups of
-    :class:`~gaugekit.optim.AdamMini`: one block per head of ``W_Q``, ``W_K``, ``W_V``
-    (``head_rows = d_h`` rows each), one per output neuron (row) of ``W_O`` and the MLP, one per
-    norm gain vector, and every entry its own block (Adam) in the embedding, the positional
-    parameter and the output head."""
-    kinds: dict[str, Any] = {"q": head_rows, "k": head_rows, "v": head_rows, "o": 1,
-                             "mlp_in": 1, "mlp_out": 1, "norm1": "tensor", "norm2": "tensor"}
-    groups: dict[Any, list[Tensor]] = {}
-    for name, p in params.items():
-        leaf = name.rsplit(".", 1)[-1]
-        blocks = kinds.get(leaf, "tensor" if leaf == "norm_f" else "entry")
-        groups.setdefault(blocks, []).append(p)
-    return [{"params": ps, "blocks": b} for b, ps in groups.items()]
-
-
-def make_twin_optimizers(
-    method: str, params: Mapping[str, Tensor], hparams: Mapping[str, Any]
-) -> list[torch.optim.Optimizer]:
-    """The optimizer(s) of ``method`` on stacked parameters (``batch_dims=1``)."""
-    names = list(params)
-    if method in ("adam", "momentum", "scalar_adam"):
-        return [make_optimizer(method, [params[n] for n in names], batch_dims=1,
-                               **_tuples(hparams))]
-    if method == "muon_adam":
-        is_muon = [n.startswith("layers.") and n.rsplit(".", 1)[1] in MUON_PARAMS for n in names]
-        matrices = [params[n] for n, m in zip(names, is_muon, strict=True) if m]
-        others = [params[n] for n, m in zip(names, is_muon, strict=True) if not m]
-        return [
-            make_optimizer("muon", matrices, batch_dims=1, **_tuples(hparams["muon"])),
-            make_optimizer("adam", others, batch_dims=1, **_tuples(hparams["adam"])),
-        ]
-    if method == "adamw":
-        return [make_optimizer("adam", [params[n] for n in names], batch_dims=1,
-                               decoupled_weight_decay=True, **_tuples(hparams))]
-    if method == "adam_mini":
-        rest = {k: v for k, v in hparams.items() if k != "head_rows"}
-        groups = adam_mini_groups(params, int(hparams["head_rows"]))
-        return [make_optimizer("adam_mini", groups, batch_dims=1, **_tuples(rest))]
-    if method in ("eigen_adam", "eigen_adam_pooled"):
-        # the head gauge acts on the rows of W_Q, W_K (A_h W_{Q,h}): the left eigenbasis
-        is_matrix = [n.startswith("layers.") and n.rsplit(".", 1)[1] in MUON_PARAMS for n in names]
-        matrices = [params[n] for n, m in zip(names, is_matrix, strict=True) if m]
-        others = [params[n] for n, m in zip(names, is_matrix, strict=True) if not m]
-        return [
-            make_optimizer("eigen_adam", matrices, batch_dims=1,
-                           **_tuples(hparams["eigen_adam"])),
-            make_optimizer("adam", others, batch_dims=1, **_tuples(hparams["adam"])),
-        ]
-    raise ValueError(f"Invalid method: {method!r}; expected one of {METHODS}")
-
-
-# --------------------------------------------------------------------------------------------
-# training a family in lockstep
-# --------------------------------------------------------------------------------------------
-
-
-def _family_key(config: Mapping[str, Any]) -> str:
+def family_key(config: Mapping[str, Any]) -> str:
+    """The batch key of a run: its config without the twin (one family, one batch)."""
     return canonical_json({k: v for k, v in config.items() if k != "twin"})
 
 
@@ -581,127 +424,17 @@ def _stores_heads(config: Mapping[str, Any]) -> bool:
             and (twin["kind"] == "base" or twin == GAUGE))
 
 
-@torch.no_grad()
-def _evaluate(
-    params: Mapping[str, Tensor], shape: TransformerShape, task: _Task,
-    base_of: Sequence[int],
-) -> dict[str, Tensor]:
-    """Losses, accuracies and the drift of every model from its base (row ``base_of[b]``)."""
-    tx, ty = task.train
-    train_logits = forward(params, tx, shape)
-    val_logits = forward(params, task.val[0], shape)
-    M = head_bilinears(params, shape)
-    bases = torch.as_tensor(list(base_of), device=M.device)
-    per_head, mean = mean_head_drift(M, M[bases])
-    B = val_logits.shape[0]
-    flat = val_logits.reshape(B, -1)
-    logit_drift = sym_relative_distance(flat, flat[bases], dims=1)
-    return {
-        "train_loss": cross_entropy(train_logits, ty),
-        "val_loss": cross_entropy(val_logits, task.val[1]),
-        "train_acc": accuracy(train_logits, ty),
-        "val_acc": accuracy(val_logits, task.val[1]),
-        "m_drift": mean,
-        "logit_drift": logit_drift,
-        "per_head": per_head,
-        "M": M,
-    }
-
-
-CURVE_KEYS = ("m_drift", "logit_drift", "train_loss", "val_loss", "train_acc", "val_acc")
-
-
-def stack_hparams(rows: Sequence[Mapping[str, Any]], like: Tensor) -> dict[str, Any]:
-    """One hyperparameter dict for a stack of models: a value every row shares stays as it
-    is; a float that differs between rows becomes a per-run tensor (``like``'s dtype and
-    device); nested dicts (a method of two optimizers) are merged key by key."""
-    out: dict[str, Any] = {}
-    for key in rows[0]:
-        values = [r[key] for r in rows]
-        if all(v == values[0] for v in values):
-            out[key] = values[0]
-        elif isinstance(values[0], Mapping):
-            out[key] = stack_hparams(values, like)
-        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            out[key] = torch.tensor([float(v) for v in values], dtype=like.dtype,
-                                    device=like.device)
-        else:
-            raise ValueError(f"Invalid hparams: {key!r} differs between runs of one batch "
-                             f"({values!r}); only float values may")
-    return out
-
-
-@dataclass
-class StackTrace:
-    """What :func:`train_stack` returns: per-model curves at the checkpoints (``step`` and
-    :data:`CURVE_KEYS`), the last evaluation, the wall time and the number of models."""
-
-    curves: dict[str, list[list[Any]]]
-    last_eval: dict[str, Tensor]
-    wall_time_s: float
-    num_models: int
-
-
-def train_stack(
-    *, shape: TransformerShape, task: _Task, method: str,
-    hparams: Sequence[Mapping[str, Any]], init_seeds: Sequence[int],
-    twins: Sequence[Mapping[str, Any]], base_of: Sequence[int], num_steps: int,
-    checkpoints: Sequence[int], dtype: torch.dtype, device: torch.device,
-) -> StackTrace:
-    """The one twin trainer: models ``b = 0 … B−1`` (init seed ``init_seeds[b]``, twin
-    ``twins[b]`` of that init, hyperparameters ``hparams[b]``) stacked along a leading run
-    dimension and trained in lockstep on the identical batches of ``task`` by one optimizer
-    (``batch_dims=1``; per-run values where the rows differ). At each checkpoint every model
-    records its losses, accuracies and its drift from its base, model ``base_of[b]``."""
-    B = len(twins)
-    if not (len(hparams) == len(init_seeds) == len(base_of) == B):
-        raise ValueError("Invalid rows: hparams, init_seeds, twins and base_of differ in length")
-    bases: dict[int, dict[str, Tensor]] = {}
-    models = []
-    for seed, twin in zip(init_seeds, twins, strict=True):
-        if seed not in bases:
-            drawn = init_params(shape, generator=torch.Generator().manual_seed(int(seed)))
-            bases[seed] = {k: v.to(dtype) for k, v in drawn.items()}
-        models.append(make_twin(bases[seed], shape, twin))
-    params = {k: v.to(device).requires_grad_(True) for k, v in stack_params(models).items()}
-    like = next(iter(params.values()))
-    optimizers = make_twin_optimizers(method, params, stack_hparams(hparams, like))
-    marks = set(int(c) for c in checkpoints)
-    curves: dict[str, list[list[Any]]] = {k: [[] for _ in range(B)]
-                                          for k in ("step", *CURVE_KEYS)}
-    last_eval: dict[str, Tensor] = {}
-    t0 = time.perf_counter()
-    for step in range(num_steps + 1):
-        if step in marks:
-            ev = _evaluate(params, shape, task, base_of)
-            for b in range(B):
-                curves["step"][b].append(step)
-                for k in CURVE_KEYS:
-                    curves[k][b].append(round_sig(float(ev[k][b]), CURVE_DIGITS))
-            last_eval = ev
-        if step == num_steps:
-            break
-        tx, ty = task.batch(step)
-        loss = cross_entropy(forward(params, tx, shape), ty)
-        loss.sum().backward()
-        for opt in optimizers:
-            opt.step()
-        for p in params.values():
-            p.grad = None
-    return StackTrace(curves, last_eval, time.perf_counter() - t0, B)
-
-
 def train_twin_batch(
     specs: Sequence[RunSpec], *, device: torch.device, progress: bool = False
 ) -> list[RunResult]:
     """Train the runs of one family (and its base) in lockstep; one result per spec."""
     c0 = specs[0].config
-    key = _family_key(c0)
-    if any(_family_key(s.config) != key for s in specs):
+    key = family_key(c0)
+    if any(family_key(s.config) != key for s in specs):
         raise ValueError("Invalid specs: expected runs of one twin family (one batch key)")
     shape = TransformerShape(**c0["model"])
     num_steps = int(c0["num_steps"])
-    task = _Task(c0["task"], num_steps, device)
+    task = TwinTask(c0["task"], num_steps, device)
     if task.num_classes != shape.num_classes:
         raise ValueError(
             f"Invalid model: num_classes {shape.num_classes} but the task has "
@@ -720,7 +453,7 @@ def train_twin_batch(
     trace = train_stack(
         shape=shape, task=task, method=c0["method"], hparams=[c0["hparams"]] * B,
         init_seeds=[int(c0["init_seed"])] * B, twins=twins, base_of=[0] * B,
-        num_steps=num_steps, checkpoints=c0["checkpoints"], dtype=_torch_dtype(c0["dtype"]),
+        num_steps=num_steps, checkpoints=c0["checkpoints"], dtype=torch_dtype(c0["dtype"]),
         device=device,
     )
     return [
@@ -728,49 +461,6 @@ def train_twin_batch(
                     store_heads=_stores_heads(spec.config))
         for spec, b in zip(specs, row_of, strict=True)
     ]
-
-
-def twin_result(
-    trace: StackTrace, b: int, task: _Task, shape: TransformerShape, *, twin_kind: str,
-    base: int, store_heads: bool = False, num_steps: int | None = None,
-) -> RunResult:
-    """The record of model ``b`` of a trained stack (its base is model ``base``)."""
-    ev, curves = trace.last_eval, trace.curves
-    steps = curves["step"][b][-1] if num_steps is None else num_steps
-    train_loss = float(ev["train_loss"][b])
-    val_acc = float(ev["val_acc"][b])
-    finite = math.isfinite(train_loss) and bool(torch.isfinite(ev["M"][b]).all())
-    at1 = curves["step"][b].index(1) if 1 in curves["step"][b] else None
-    wall = trace.wall_time_s
-    metrics: dict[str, Any] = {
-        "twin_kind": twin_kind,
-        "final_m_drift": float(ev["m_drift"][b]),
-        "final_logit_drift": float(ev["logit_drift"][b]),
-        "step1_logit_drift": None if at1 is None else curves["logit_drift"][b][at1],
-        "step1_m_drift": None if at1 is None else curves["m_drift"][b][at1],
-        "m_drift_per_head": [round_sig(float(v), CURVE_DIGITS) for v in ev["per_head"][b]],
-        "train_loss": train_loss,
-        "val_loss": float(ev["val_loss"][b]),
-        "train_acc": float(ev["train_acc"][b]),
-        "val_acc": val_acc,
-        "base_val_acc": float(ev["val_acc"][base]),
-        "chance_accuracy": 1.0 / task.num_classes,
-        "ln_classes": math.log(task.num_classes),
-        "collapsed": is_collapsed(val_acc, train_loss, task.num_classes),
-        "base_collapsed": is_collapsed(float(ev["val_acc"][base]), float(ev["train_loss"][base]),
-                                       task.num_classes),
-        "batch_models": trace.num_models,
-        "model_steps_per_s": trace.num_models * steps / wall if wall > 0 else None,
-    }
-    if task.text_used is not None:
-        metrics["text_used"] = task.text_used
-    if store_heads:
-        H = shape.num_heads
-        metrics["heads_layer0_final"] = [
-            [[round_sig(x, 4) for x in row] for row in M_h] for M_h in ev["M"][b, :H].tolist()
-        ]
-    run_curves = {k: v[b] for k, v in curves.items()}
-    return RunResult("ok" if finite else "diverged", metrics, run_curves)
 
 
 class AttentionTwins:
@@ -789,7 +479,7 @@ class AttentionTwins:
         return out
 
     def batch_key(self, spec: RunSpec) -> Hashable:
-        return _family_key(spec.config)
+        return family_key(spec.config)
 
     def run_batch(
         self, specs: Sequence[RunSpec], *, device: torch.device, progress: bool
@@ -818,53 +508,12 @@ EXPERIMENT = AttentionTwins()
 # for the chapter and the CLI
 # --------------------------------------------------------------------------------------------
 
+
 def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
     """``<root>/results/attention/<scale>`` for a scale that persists its records (paper),
     else a fresh temporary folder (quick)."""
     config = get_config(scale)
     return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
-
-
-@dataclass
-class Collected:
-    """What :func:`collect` returns: the config and the sweep engine's
-    :class:`~gaugekit.runs.collection.Collected`, with a filter over the runs of a part."""
-
-    config: ScaleConfig
-    collected: collection.Collected
-
-    @property
-    def records(self) -> dict[str, list[dict[str, Any]]]:
-        return self.collected.records
-
-    @property
-    def report(self) -> SweepReport:
-        return self.collected.report
-
-    def note(self) -> str:
-        """The records note (:meth:`gaugekit.runs.collection.Collected.note`)."""
-        return self.collected.note()
-
-    def note_markdown(self) -> str:
-        """The records note as Markdown, commands in code blocks (for a page)."""
-        return self.collected.note_markdown()
-
-    def runs(self, part: str, **where: Any) -> list[dict[str, Any]]:
-        """The records of ``part`` whose config (or ``twin``/``method`` entries) match."""
-        out = []
-        for r in self.records.get(part, []):
-            c = r["config"]
-            ok = True
-            for k, v in where.items():
-                if k == "twin_kind":
-                    ok &= c["twin"]["kind"] == v
-                elif k in c["twin"]:
-                    ok &= c["twin"][k] == v
-                else:
-                    ok &= c.get(k) == v
-            if ok:
-                out.append(r)
-        return out
 
 
 def collect(
@@ -875,209 +524,18 @@ def collect(
     device: str | torch.device | None = None,
     progress: bool = False,
     mode: str | None = None,
-) -> Collected:
+) -> collection.Collected:
     """The records of the parts at ``scale`` (:func:`gaugekit.runs.collection.collect`);
     ``parts`` defaults to the attention chapter's, :data:`CHAPTER_PARTS` (the GPU suite's,
     :data:`SUITE_PARTS`, are collected by name).
 
     At paper scale the committed records are read and nothing is recomputed (records mode
-    ``read``); a run without a record is left out and :meth:`Collected.note` says how many and
-    how to make them. At quick scale everything is computed afresh in a temporary folder.
+    ``read``); a run without a record is left out and the note
+    (:meth:`~gaugekit.runs.collection.Collected.note`) says how many and how to make them. At quick
+    scale everything is computed afresh in a temporary folder.
     """
     config = get_config(scale)
     parts = list(CHAPTER_PARTS if parts is None else parts)
-    got = collection.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir, device=device,
-                        progress=progress, mode=mode, persist=config.persist_records,
-                        allow_missing=True)
-    return Collected(config, got)
-
-
-# --------------------------------------------------------------------------------------------
-# summaries for the chapter (pure functions of records)
-# --------------------------------------------------------------------------------------------
-
-
-def twin_label(config: Mapping[str, Any]) -> str:
-    """``"gauge 777"``, ``"noise 1e-07"``, ``"A = I"``, ``"base"``."""
-    twin = config["twin"]
-    kind = twin["kind"]
-    if kind == "gauge":
-        return f"gauge {twin['seed']}"
-    if kind == "noise":
-        return f"noise {twin['scale']:.0e}"
-    return "A = I" if kind == "identity" else "base"
-
-
-def run_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One flat row per record: method, init seed, twin, final drifts, step-1 drifts, losses,
-    accuracies, collapse flags (own and base's)."""
-    rows = []
-    for r in records:
-        c, m = r["config"], r["metrics"]
-        rows.append({
-            "method": c["method"], "label": METHOD_LABELS.get(c["method"], c["method"]),
-            "init_seed": c["init_seed"], "twin": twin_label(c), "kind": c["twin"]["kind"],
-            "noise_scale": c["twin"].get("scale"), "dtype": c["dtype"], "status": r["status"],
-            "final_m_drift": m.get("final_m_drift"),
-            "final_logit_drift": m.get("final_logit_drift"),
-            "step1_m_drift": m.get("step1_m_drift"),
-            "step1_logit_drift": m.get("step1_logit_drift"),
-            "train_loss": m.get("train_loss"), "val_loss": m.get("val_loss"),
-            "train_acc": m.get("train_acc"), "val_acc": m.get("val_acc"),
-            "acc_gap": (None if m.get("val_acc") is None or m.get("base_val_acc") is None
-                        else abs(m["val_acc"] - m["base_val_acc"])),
-            "collapsed": bool(m.get("collapsed")) or bool(m.get("base_collapsed")),
-            "text_used": m.get("text_used"),
-            "max_curve_drift": max(
-                [abs(x) for k in ("m_drift", "logit_drift") for x in r["curves"].get(k, [])
-                 if x is not None] or [math.nan]),
-        })
-    return rows
-
-
-def usable(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Rows that may enter an equivariance claim: finished ``ok``, neither the run nor its base
-    collapsed."""
-    return [r for r in rows if r["status"] == "ok" and not r["collapsed"]]
-
-
-def _pick(rows: Sequence[Mapping[str, Any]], method: str, twin: str,
-          init_seed: int = 42) -> Mapping[str, Any] | None:
-    for r in rows:
-        if r["method"] == method and r["twin"] == twin and r["init_seed"] == init_seed:
-            return r
-    return None
-
-
-def structural_ratio(rows: Sequence[Mapping[str, Any]], method: str = "adam") -> dict[str, Any]:
-    """``min(final logit drift of gauge twins) / max(final logit drift of noise twins)`` over
-    the usable runs of ``method`` (the paper's 662× for Adam), with the extremes and counts."""
-    ok = [r for r in usable(rows) if r["method"] == method]
-    gauge = [r["final_logit_drift"] for r in ok if r["kind"] == "gauge"]
-    noise = [r["final_logit_drift"] for r in ok if r["kind"] == "noise"]
-    if not gauge or not noise:
-        return {"ratio": None, "gauge_min": None, "gauge_max": None, "noise_max": None,
-                "num_gauge": len(gauge), "num_noise": len(noise)}
-    return {"ratio": min(gauge) / max(noise) if max(noise) > 0 else math.inf,
-            "gauge_min": min(gauge), "gauge_max": max(gauge), "noise_max": max(noise),
-            "num_gauge": len(gauge), "num_noise": len(noise)}
-
-
-def machine_throughput(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """How fast the machine trained ``records``, every worker together, from the records alone.
-
-    Each batch (one family, recorded once per run) ran from ``created − batch.wall_time_s``
-    to ``created``, with ``batch.size`` models of ``num_steps`` steps. ``rate``: all model-steps
-    over the wall-clock span from the first start to the last end (idle gaps included, so it
-    does not exceed what the workers did together); ``per_batch_rate``: the mean of the
-    batches' own rates (one worker's); ``workers``: the most batches running at one time.
-    ``created`` is when the record was written, at or shortly after the batch's end, so the
-    intervals are approximate. ``None`` values when no record has timing."""
-    from datetime import datetime
-
-    batches: dict[tuple[str, float], tuple[float, float, int]] = {}
-    for r in records:
-        batch, created = r.get("batch"), r.get("created")
-        if not batch or not created or not batch.get("wall_time_s"):
-            continue
-        end = datetime.fromisoformat(created).timestamp()
-        wall = float(batch["wall_time_s"])
-        key = (_family_key(r["config"]), wall)
-        steps = int(batch["size"]) * int(r["config"]["num_steps"])
-        start = end - wall
-        old = batches.get(key)
-        batches[key] = (min(start, old[0]) if old else start, max(end, old[1]) if old else end,
-                        steps)
-    if not batches:
-        return {"rate": None, "per_batch_rate": None, "workers": None, "model_steps": 0,
-                "span_s": None, "batches": 0}
-    spans = list(batches.values())
-    t0, t1 = min(a for a, _, _ in spans), max(b for _, b, _ in spans)
-    total = sum(n for _, _, n in spans)
-    events = sorted([(a, 1) for a, _, _ in spans] + [(b, -1) for _, b, _ in spans],
-                    key=lambda e: (e[0], e[1]))
-    running = workers = 0
-    for _, step in events:
-        running += step
-        workers = max(workers, running)
-    return {"rate": total / (t1 - t0) if t1 > t0 else None,
-            "per_batch_rate": sum(n / (b - a) for a, b, n in spans) / len(spans),
-            "workers": workers, "model_steps": total, "span_s": t1 - t0,
-            "batches": len(spans)}
-
-
-def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    """The closing note's measured numbers, each ``None`` when its records are missing or its
-    runs collapsed: Adam's final mean ``M_h`` and logit drift, its step-1 split, the
-    equivariant drifts (float32 and float64), Muon's gauge vs noise, the structural ratio and
-    the collapsed runs."""
-    single = run_rows(records.get("single", []))
-    ok = usable(single)
-    out: dict[str, Any] = {}
-    for method in METHODS:
-        g = _pick(ok, method, "gauge 777")
-        n7 = _pick(ok, method, "noise 1e-07")
-        n5 = _pick(ok, method, "noise 1e-05")
-        ident = _pick(single, method, "A = I")
-        out[method] = {
-            "gauge_final_m": g and g["final_m_drift"],
-            "gauge_final_logit": g and g["final_logit_drift"],
-            "gauge_step1_logit": g and g["step1_logit_drift"],
-            "noise7_final_m": n7 and n7["final_m_drift"],
-            "noise7_final_logit": n7 and n7["final_logit_drift"],
-            "noise7_step1_logit": n7 and n7["step1_logit_drift"],
-            "noise5_final_m": n5 and n5["final_m_drift"],
-            "acc_gap": g and g["acc_gap"],
-            "identity_max": None if ident is None else ident["max_curve_drift"],
-        }
-    a = out["adam"]
-    out["step1_ratio"] = (None if not a["gauge_step1_logit"] or not a["noise7_step1_logit"]
-                          else a["gauge_step1_logit"] / a["noise7_step1_logit"])
-    f64 = usable(run_rows(records.get("float64", [])))
-    out["float64_step1"] = {r["method"]: r["step1_logit_drift"] for r in f64
-                            if r["kind"] == "gauge"}
-    out["float64_final_m"] = {r["method"]: r["final_m_drift"] for r in f64 if r["kind"] == "gauge"}
-    table = run_rows([*records.get("multiseed", []), *records.get("multiseed_controls", []),
-                      *records.get("single", [])])
-    seen, uniq = set(), []
-    for r in table:
-        key = (r["method"], r["init_seed"], r["twin"])
-        if key not in seen:
-            seen.add(key)
-            uniq.append(r)
-    out["structural"] = {m: structural_ratio(uniq, m) for m in METHODS}
-    everything = [r for part in records.values() for r in run_rows(part)]
-    out["collapsed"] = sorted({(r["label"], r["dtype"], r["init_seed"], r["twin"])
-                               for r in everything if r["collapsed"]})
-    return out
-
-
-def readme_headline() -> list[Any]:
-    """README rows (:mod:`gaugekit.report.headline`) from the committed paper records:
-    Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
-    ratio; a missing value shows as a dash."""
-    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
-
-    got = collect("paper")
-    h = headline(got.records)
-
-    def fmt(x: float | None) -> str:
-        if x is None or not math.isfinite(x):
-            return "—"
-        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.2g}"
-
-    ratio = h["structural"]["adam"]
-    n = ratio["num_gauge"], ratio["num_noise"]
-    adam, scalar = h["adam"]["gauge_final_m"], h["scalar_adam"]["gauge_final_m"]
-    return [
-        HeadlineRow(NAME, "attention, Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
-                    fmt(adam), fmt(PUBLISHED["adam_final_m_drift"]), "8",
-                    number_verdict(adam, PUBLISHED["adam_final_m_drift"])),
-        HeadlineRow(NAME, "attention, shared-scale Adam: the same drift (equivariant)",
-                    fmt(scalar), fmt(PUBLISHED["scalar_adam_final_m_drift"]), "8",
-                    number_verdict(scalar, PUBLISHED["scalar_adam_final_m_drift"])),
-        HeadlineRow(NAME, f"attention, Adam: min gauge / max noise drift ({n[0]} gauge, "
-                    f"{n[1]} noise twins)", fmt(ratio["ratio"]),
-                    fmt(PUBLISHED["structural_ratio"]), "8",
-                    number_verdict(ratio["ratio"], PUBLISHED["structural_ratio"])),
-    ]
+    return collection.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir,
+                              device=device, progress=progress, mode=mode,
+                              persist=config.persist_records, allow_missing=True)

@@ -27,7 +27,7 @@ rate); ``muon_adam`` (Muon on the block matrices, Adam on the rest at
 (heavy-ball ``m ← 0.9 m + g``). β = (0.9, 0.999), ε = 1e-8, no schedule, no clipping.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, DESIGN.md): floor of experiments/; trains with train.twins.
 
 from __future__ import annotations
 
@@ -42,17 +42,18 @@ from typing import Any
 import torch
 
 from gaugekit.config import get_scale
-from gaugekit.experiments.attention import (
-    StackTrace,
-    _Task,
-    _torch_dtype,
-    train_stack,
-    twin_result,
-)
 from gaugekit.problems.attention import TransformerShape
 from gaugekit.runs import collection
 from gaugekit.runs.records import canonical_json
 from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.train.twins import (
+    StackTrace,
+    TwinTask,
+    make_twin_optimizers,
+    torch_dtype,
+    train_stack,
+    twin_result,
+)
 
 __all__ = [
     "EXPERIMENT",
@@ -264,7 +265,7 @@ def _stacks(rows: list[tuple[float, int, Mapping[str, Any]]]) -> list[list[int]]
 
 
 def _train(c0: Mapping[str, Any], rows: Sequence[tuple[float, int, Mapping[str, Any]]],
-           task: _Task, device: torch.device, num_steps: int,
+           task: TwinTask, device: torch.device, num_steps: int,
            checkpoints: Sequence[int]) -> list[tuple[StackTrace, int, int]]:
     """Train ``rows`` = (lr, init seed, twin); each twin shares a stack with its base, the row
     with its lr, init seed and kind ``base`` (added when missing). Returns, per row of
@@ -282,7 +283,7 @@ def _train(c0: Mapping[str, Any], rows: Sequence[tuple[float, int, Mapping[str, 
             shape=shape, task=task, method=c0["method"],
             hparams=[method_hparams(c0["method"], lr, shape.d_head) for lr, _, _ in sub],
             init_seeds=[s for _, s, _ in sub], twins=[t for _, _, t in sub], base_of=base_of,
-            num_steps=num_steps, checkpoints=checkpoints, dtype=_torch_dtype(c0["dtype"]),
+            num_steps=num_steps, checkpoints=checkpoints, dtype=torch_dtype(c0["dtype"]),
             device=device,
         )
         for b, i in enumerate(group):
@@ -290,7 +291,7 @@ def _train(c0: Mapping[str, Any], rows: Sequence[tuple[float, int, Mapping[str, 
     return [where[i] for i in range(len(rows))]
 
 
-def _result(placed: tuple[StackTrace, int, int], task: _Task, shape: TransformerShape,
+def _result(placed: tuple[StackTrace, int, int], task: TwinTask, shape: TransformerShape,
             kind: str, **metrics: Any) -> RunResult:
     trace, b, base = placed
     r = twin_result(trace, b, task, shape, twin_kind=kind, base=base)
@@ -308,7 +309,7 @@ def run_lm_batch(specs: Sequence[RunSpec], *, device: torch.device) -> list[RunR
         raise ValueError("Invalid specs: expected runs of one optimizer (one batch key)")
     shape = TransformerShape(**c0["model"])
     num_steps = int(c0["num_steps"])
-    task = _Task(c0["task"], num_steps, device)
+    task = TwinTask(c0["task"], num_steps, device)
     if c0["role"] == "timing":
         return [_timed(s.config, task, device) for s in specs]
 
@@ -348,7 +349,7 @@ def run_lm_batch(specs: Sequence[RunSpec], *, device: torch.device) -> list[RunR
     return out
 
 
-def _timed(config: Mapping[str, Any], task: _Task, device: torch.device) -> RunResult:
+def _timed(config: Mapping[str, Any], task: TwinTask, device: torch.device) -> RunResult:
     """One model alone for ``num_steps`` steps: milliseconds per step (wall time of the loop,
     evaluation excluded: the only checkpoint is the last step)."""
     shape = TransformerShape(**config["model"])
@@ -651,7 +652,6 @@ def state_numel(config: LMConfig, methods: Sequence[str] = METHODS) -> dict[str,
     """Entries of optimizer state per model (the tensors in ``optimizer.state``, step
     counts excluded), measured by building each optimizer on one model of ``config`` and taking one
     step on a gradient of ones."""
-    from gaugekit.experiments.attention import make_twin_optimizers
     from gaugekit.problems.attention import init_params, stack_params
 
     out = {}

@@ -32,7 +32,7 @@ Parameters are a ``dict`` name → tensor (:func:`init_params`). Every function 
 ``B = 1`` it is one model. :class:`PaperTransformer` is the same model as an ``nn.Module``.
 """
 
-# Developer note (layers, DESIGN.md): floor 2.
+# Developer note (layers, DESIGN.md): floor of problems/; imports gauge only.
 
 from __future__ import annotations
 
@@ -45,7 +45,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn.functional import silu
 
-from gaugekit.gauge import head_logit_bilinears, rotate_heads
+from gaugekit.gauge import (
+    head_logit_bilinears,
+    random_head_rotations,
+    relative_distance,
+    rotate_heads,
+)
 
 __all__ = [
     "EQUALS_TOKEN",
@@ -67,7 +72,6 @@ __all__ = [
     "mean_head_drift",
     "param_names",
     "perturb_qk",
-    "sym_relative_distance",
     "stack_params",
     "unstack_params",
 ]
@@ -302,17 +306,6 @@ def is_collapsed(
     return near_chance or abs(train_loss - log_c) <= loss_tolerance * log_c
 
 
-def sym_relative_distance(A: Tensor, B: Tensor, *, dims: int = 2) -> Tensor:
-    r"""``rel(A, B) = ‖A − B‖_F / (½ (‖A‖_F + ‖B‖_F))`` over the last ``dims`` dimensions.
-
-    Symmetric in ``A`` and ``B`` (the twins have no reference); 0 for two zero tensors.
-    """
-    axes = tuple(range(-dims, 0))
-    num = torch.linalg.vector_norm(A - B, dim=axes)
-    den = 0.5 * (torch.linalg.vector_norm(A, dim=axes) + torch.linalg.vector_norm(B, dim=axes))
-    return num / den.clamp_min(torch.finfo(den.dtype).tiny)
-
-
 def head_bilinears(params: Mapping[str, Tensor], shape: TransformerShape) -> Tensor:
     r"""``M_h = W_{Q,h}ᵀ W_{K,h}`` of every layer and head: ``(B, L·H, d, d)`` (layer-major)."""
     per_layer = [
@@ -323,8 +316,9 @@ def head_bilinears(params: Mapping[str, Tensor], shape: TransformerShape) -> Ten
 
 
 def mean_head_drift(M: Tensor, M_ref: Tensor) -> tuple[Tensor, Tensor]:
-    """Per-head ``rel(M_h, M'_h)`` ``(B, L·H)`` and its mean over heads ``(B,)``."""
-    per_head = sym_relative_distance(M, M_ref)
+    """Per-head ``rel(M_h, M'_h) = ‖M_h − M'_h‖_F / (½(‖M_h‖_F + ‖M'_h‖_F))`` ``(B, L·H)``
+    (:func:`~gaugekit.gauge.relative_distance`, symmetric) and its mean over heads ``(B,)``."""
+    per_head = relative_distance(M, M_ref, symmetric=True)
     return per_head, per_head.mean(-1)
 
 
@@ -337,19 +331,15 @@ def draw_head_gauges(
     shape: TransformerShape, seed: int, *, dtype: torch.dtype = torch.float32
 ) -> Tensor:
     r"""The paper's gauge: ``A_h`` = the Q factor of the QR of a ``d_h × d_h`` Gaussian, from a
-    generator seeded ``seed``, drawn layer by layer, then head by head. ``(L, H, d_h, d_h)``.
+    generator seeded ``seed``, drawn layer by layer, then head by head. ``(L, H, d_h, d_h)``
+    (:func:`~gaugekit.gauge.random_head_rotations` with ``haar=False``).
 
     The draw and the QR are in float64 (then cast), so the same seed gives the same rotation in
     either dtype up to its rounding. No sign fix: the paper takes the Q factor as it comes.
     """
     g = torch.Generator().manual_seed(seed)
-    dh = shape.d_head
-    out = torch.empty(shape.num_layers, shape.num_heads, dh, dh, dtype=torch.float64)
-    for layer in range(shape.num_layers):
-        for head in range(shape.num_heads):
-            Z = torch.randn(dh, dh, generator=g, dtype=torch.float64)
-            out[layer, head] = torch.linalg.qr(Z).Q
-    return out.to(dtype)
+    layout = [(shape.num_heads, shape.d_head)] * shape.num_layers
+    return torch.stack(random_head_rotations(layout, generator=g, haar=False, dtype=dtype))
 
 
 def identity_head_gauges(shape: TransformerShape, *, dtype: torch.dtype = torch.float32) -> Tensor:

@@ -5,7 +5,8 @@
 one module per experiment (``matrix_sensing``, ``spectral_tails``, ``hyperspectral``,
 ``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``): each turns records into
 the tables, figures and sentences of its chapter; a chapter's section with a job of its own has
-its own module (``sensing_controls``, ``sensing_decay``, ``tails_crossing``, ``ladder_n40``).
+its own module (``sensing_controls``, ``sensing_decay``, ``tails_crossing``, ``ladder_n40``,
+``attention_summary``: the attention chapter's numbers without figures).
 ``theory`` (the gauge, chapter 3's dynamics) and ``taxonomy`` (which rules keep the gauge, their
 Gram form, the registry's tables) run the theory chapters' small live checks instead and draw
 their figures.

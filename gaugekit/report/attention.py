@@ -2,14 +2,16 @@ r"""What the attention chapter shows, computed from the records of
 :func:`gaugekit.experiments.attention.collect`: its tables (HTML through
 :func:`gaugekit.report.viz.table_html`) and its figures, so that the chapter's cells stay short.
 
-Nothing here is typed in: our numbers come from the records (:func:`~gaugekit.experiments.
-attention.run_rows`, :func:`~gaugekit.experiments.attention.headline`), the published ones from
+Nothing here is typed in: our numbers come from the records
+(:func:`~gaugekit.report.attention_summary.run_rows`,
+:func:`~gaugekit.report.attention_summary.headline`), the published ones from
 :data:`gaugekit.experiments.attention.PUBLISHED`, each in its own column. Optimizers have the
 book's colours (:func:`gaugekit.report.viz.method_color`; Muon + Adam takes Muon's); twins are told
 apart by line style and grey level, never by an optimizer's colour.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, DESIGN.md): floor of report/: stands on experiments/ (and
+# report.attention_summary for the numbers it draws).
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from matplotlib.lines import Line2D
 
 from gaugekit.experiments import attention as att
 from gaugekit.report import viz
+from gaugekit.report.attention_summary import run_rows, twin_label, usable
 
 __all__ = [
     "TWIN_STYLES",
@@ -163,7 +166,7 @@ def final_tables(head: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def ratio_table(head: Mapping[str, Any]) -> str:
-    """The structural ratio per optimizer (:func:`~gaugekit.experiments.attention.
+    """The structural ratio per optimizer (:func:`~gaugekit.report.attention_summary.
     structural_ratio`): the twins counted, the range of the gauge twins' final logit drift, the
     largest noise twin's, the ratio; the paper's multiseed numbers beside Adam's."""
     pub = att.PUBLISHED
@@ -213,7 +216,7 @@ def ratio_verdicts(head: Mapping[str, Any]) -> dict[str, str]:
 
 def multiseed_rows(records: Records) -> list[dict[str, Any]]:
     """Every twin of the multiseed parts (Adam and the controls), once, base models left out."""
-    table = att.run_rows([*records.get("multiseed", []),
+    table = run_rows([*records.get("multiseed", []),
                           *records.get("multiseed_controls", [])])
     seen, out = set(), []
     for r in table:
@@ -288,7 +291,7 @@ def lm_comparison_table(family: Any, records: Sequence[Mapping[str, Any]]) -> st
     Adam's final logit drifts and step-1 ratio. ``family``: the part's
     :class:`~gaugekit.experiments.attention.TwinFamily`; ``records``: the part's records."""
     pub = att.PUBLISHED["charlm_gpu"]
-    ok = att.usable(att.run_rows(records))
+    ok = usable(run_rows(records))
 
     def adam(twin: str, key: str) -> float | None:
         return next((r[key] for r in ok if r["method"] == "adam" and r["twin"] == twin), None)
@@ -328,7 +331,7 @@ def drift_figure(records: Sequence[Mapping[str, Any]]) -> Figure:
     along training, one column per optimizer (titles in the book's colour of the optimizer),
     log axes (step 0 drawn at 0.5, a zero drift left out); the legend above the panels.
     ``records``: the single-seed part."""
-    by_key = {(r["config"]["method"], att.twin_label(r["config"])): r for r in records}
+    by_key = {(r["config"]["method"], twin_label(r["config"])): r for r in records}
     fig, axes = plt.subplots(2, len(att.METHODS), figsize=(7.0, 4.6), sharex=True,
                              sharey="row", layout="constrained", squeeze=False)
     for col, method in enumerate(att.METHODS):
@@ -362,7 +365,7 @@ def heads_figure(records: Sequence[Mapping[str, Any]], method: str = "adam") -> 
     its gauge twin (bottom row), one colour scale per head (a colour bar under each column),
     the twins' relative distance in each bottom title. ``None`` when the records keep no head
     matrices. ``records``: the single-seed part."""
-    heads = {att.twin_label(r["config"]): r["metrics"].get("heads_layer0_final")
+    heads = {twin_label(r["config"]): r["metrics"].get("heads_layer0_final")
              for r in records if r["config"]["method"] == method}
     pair = [heads.get("base"), heads.get("gauge 777")]
     if any(p is None for p in pair):
@@ -398,7 +401,7 @@ def multiseed_figure(records: Records) -> Figure:
     triangles ($10^{-5}$), all in the optimizer's colour (the legend shows each marker in the
     four colours); a collapsed run is left out. The gap between the lowest circle and the
     highest hollow marker of a column is its structural ratio."""
-    rows = [r for r in att.usable(multiseed_rows(records)) if r["final_logit_drift"]]
+    rows = [r for r in usable(multiseed_rows(records)) if r["final_logit_drift"]]
     marks = {"gauge": ("o", True), 1e-7: ("s", False), 1e-5: ("^", False)}
     offset = {"gauge": -0.17, 1e-7: 0.1, 1e-5: 0.26}  # each kind its own place in a column
     fig, ax = plt.subplots(figsize=(7.0, 3.4), layout="constrained")

@@ -384,6 +384,7 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
     from gaugekit.experiments import eigenbasis as eb
     from gaugekit.experiments import matrix_sensing as ms
     from gaugekit.optim import get_spec
+    from gaugekit.report.attention_summary import run_rows
 
     ebc = eb.collect(scale, mode="read")
     zoo_records = ms.collect(scale, parts=["zoo"], mode="read").records["zoo"]
@@ -391,7 +392,7 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
     base = att.collect(scale, parts=["single", "float64"], mode="read")
 
     def runs(collected: Any, *parts: str) -> list[Row]:
-        return [row for part in parts for row in att.run_rows(collected.records[part])]
+        return [row for part in parts for row in run_rows(collected.records[part])]
 
     twins = runs(base, "single") + runs(ebc, "attention", "attention_pooled")
     f64 = runs(base, "float64") + runs(ebc, "attention_float64", "attention_float64_pooled")

@@ -27,6 +27,7 @@ from matplotlib.lines import Line2D
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
 from gaugekit.report import viz
+from gaugekit.report.attention_summary import run_rows, usable
 
 __all__ = ["cost_table", "drift_figure", "fresh_table", "loss_figure", "selection_table",
            "split_table", "style", "suite_summary", "suite_table", "suite_text_table",
@@ -229,8 +230,8 @@ def suite_summary(config: Any, records: Mapping[str, Records]) -> list[dict[str,
     for part in att.SUITE_PARTS:
         fams = config.families(part)
         planned = sum(len(f.twins) for f in fams)
-        rows = att.run_rows(records.get(part, []))
-        ok = att.usable(rows)
+        rows = run_rows(records.get(part, []))
+        ok = usable(rows)
         adam = [r for r in ok if r["method"] == "adam"]
         g1 = [r["step1_logit_drift"] for r in adam if r["kind"] == "gauge"]
         n1 = [r["step1_logit_drift"] for r in adam if r["kind"] == "noise"]

@@ -11,9 +11,11 @@ from torch.testing import assert_close
 
 from gaugekit.experiments import attention as att
 from gaugekit.problems import attention as A
+from gaugekit.report.attention_summary import machine_throughput
 from gaugekit.runs.collection import load_part
 from gaugekit.runs.records import read_records_dir
 from gaugekit.runs.sweep import run_sweep
+from gaugekit.train import twins as tt
 
 CPU = torch.device("cpu")
 #: A smaller model than the book's (same code): keeps each test to a second or two.
@@ -91,7 +93,7 @@ def test_shared_scale_adam_reduces_over_all_parameters_of_each_model():
               for s in (0, 1)]
     params = {k: v.clone().requires_grad_(True) for k, v in A.stack_params(models).items()}
     hp = att.PAPER_HPARAMS["scalar_adam"]
-    opt = att.make_twin_optimizers("scalar_adam", params, hp)[0]
+    opt = tt.make_twin_optimizers("scalar_adam", params, hp)[0]
     A.cross_entropy(A.forward(params, data.train_tokens, shape), data.train_targets).sum() \
         .backward()
     grads = {k: v.grad.clone() for k, v in params.items()}
@@ -135,9 +137,9 @@ def test_char_lm_family_records_the_text_and_trains_on_identical_batches():
 
 def test_bad_configs_raise_naming_the_argument():
     with pytest.raises(ValueError, match="twin kind"):
-        att.make_twin({}, SMALL, {"kind": "mirror"})
+        tt.make_twin({}, SMALL, {"kind": "mirror"})
     with pytest.raises(ValueError, match="method"):
-        att.make_twin_optimizers("lbfgs", {}, {})
+        tt.make_twin_optimizers("lbfgs", {}, {})
     with pytest.raises(ValueError, match="specs"):
         att.train_twin_batch(_family("adam").specs("t")[:1] + _family("momentum").specs("t")[:1],
                              device=CPU)
@@ -217,13 +219,13 @@ def test_machine_throughput_counts_every_worker():
     # two batches side by side (two workers), then one alone: 3 × 7,500 model-steps in 200 s
     records = [*_timed("adam", 100.0, 1000.0), *_timed("momentum", 100.0, 1000.0),
                *_timed("muon_adam", 100.0, 1100.0)]
-    t = att.machine_throughput(records)
+    t = machine_throughput(records)
     assert t["workers"] == 2 and t["batches"] == 3 and t["model_steps"] == 22_500
     assert t["span_s"] == pytest.approx(200.0)
     assert t["rate"] == pytest.approx(112.5) and t["per_batch_rate"] == pytest.approx(75.0)
     # negative control: the same batches one after the other are one worker, at its own rate
     serial = [*_timed("adam", 100.0, 1000.0), *_timed("momentum", 100.0, 1100.0),
               *_timed("muon_adam", 100.0, 1200.0)]
-    s = att.machine_throughput(serial)
+    s = machine_throughput(serial)
     assert s["workers"] == 1 and s["rate"] == pytest.approx(s["per_batch_rate"])
-    assert att.machine_throughput([])["rate"] is None
+    assert machine_throughput([])["rate"] is None

@@ -10,18 +10,19 @@ import pytest
 matplotlib.use("Agg")
 
 from gaugekit.experiments import attention as att  # noqa: E402
-from gaugekit.report import attention as views
+from gaugekit.report import attention as views  # noqa: E402
+from gaugekit.report.attention_summary import headline, run_rows  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def got():
     records = att.collect("paper").records
-    return records, att.headline(records)
+    return records, headline(records)
 
 
 def test_tables_say_yes_or_no_and_keep_the_published_values(got):
     records, head = got
-    rows = {part: att.run_rows(runs) for part, runs in records.items()}
+    rows = {part: run_rows(runs) for part, runs in records.items()}
     tables = [views.step1_table(head), *views.final_tables(head), views.ratio_table(head),
               views.multiseed_table(records), views.accuracy_table(rows["single"]),
               views.float64_table(rows["float64"]), views.lm_table(rows["charlm"])]

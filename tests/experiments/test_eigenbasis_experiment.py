@@ -9,6 +9,7 @@ from gaugekit.experiments import eigenbasis as eb
 from gaugekit.experiments import get_experiment
 from gaugekit.optim import Adam, EigenAdam
 from gaugekit.problems.attention import TransformerShape, init_params, stack_params
+from gaugekit.train import twins as tt
 
 
 def test_sensing_part_is_table2_protocol_for_eigen_adam():
@@ -36,7 +37,7 @@ def test_twin_optimizers_put_the_left_eigenbasis_on_the_block_matrices():
     shape = TransformerShape(d_model=16, num_heads=2, d_mlp=32)
     base = init_params(shape, generator=torch.Generator().manual_seed(0))
     params = {k: v.requires_grad_(True) for k, v in stack_params([base, base]).items()}
-    eigen, adam = att.make_twin_optimizers("eigen_adam", params,
+    eigen, adam = tt.make_twin_optimizers("eigen_adam", params,
                                            att.PAPER_HPARAMS["eigen_adam"])
     assert isinstance(eigen, EigenAdam) and isinstance(adam, Adam)
     assert eigen.defaults["side"] == "left" and eigen.defaults["batch_dims"] == 1

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
 from gaugekit.problems.attention import TransformerShape, init_params, stack_params
 from gaugekit.runs.records import read_records_dir
 from gaugekit.runs.sweep import run_sweep
+from gaugekit.train import twins as tt
 
 
 @pytest.fixture(scope="module")
@@ -153,19 +153,19 @@ def test_cost_rows_and_the_verdict_tell_a_hidden_seed_from_a_harmless_basis():
 
 def test_stack_hparams_makes_per_run_tensors_of_floats_only():
     like = torch.zeros(2, dtype=torch.float64)
-    got = att.stack_hparams([{"lr": 0.1, "betas": (0.9, 0.999), "m": {"lr": 1.0}},
+    got = tt.stack_hparams([{"lr": 0.1, "betas": (0.9, 0.999), "m": {"lr": 1.0}},
                              {"lr": 0.2, "betas": (0.9, 0.999), "m": {"lr": 2.0}}], like)
     assert torch.equal(got["lr"], torch.tensor([0.1, 0.2], dtype=torch.float64))
     assert got["betas"] == (0.9, 0.999)
     assert torch.equal(got["m"]["lr"], torch.tensor([1.0, 2.0], dtype=torch.float64))
     with pytest.raises(ValueError, match="only float values"):
-        att.stack_hparams([{"side": "left"}, {"side": "right"}], like)
+        tt.stack_hparams([{"side": "left"}, {"side": "right"}], like)
 
 
 def test_adam_mini_groups_follow_the_heads():
     shape = TransformerShape(d_model=16, num_heads=4, num_layers=1)
     params = stack_params([init_params(shape, generator=torch.Generator().manual_seed(0))])
-    groups = {g["blocks"]: g["params"] for g in att.adam_mini_groups(params, shape.d_head)}
+    groups = {g["blocks"]: g["params"] for g in tt.adam_mini_groups(params, shape.d_head)}
     assert set(groups) == {4, 1, "tensor", "entry"}
     assert any(p is params["layers.0.q"] for p in groups[4])
     assert any(p is params["layers.0.o"] for p in groups[1])

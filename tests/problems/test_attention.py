@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from gaugekit.gauge import random_gl
+from gaugekit.gauge import random_gl, relative_distance
 from gaugekit.problems import attention as A
 
 SHAPE = A.TransformerShape()
@@ -109,7 +109,7 @@ def test_non_orthogonal_head_map_changes_logits_negative_control():
                    batch_shape=(SHAPE.num_layers, SHAPE.num_heads))
     twin = A.apply_head_gauge(p, SHAPE, gl)
     logits = A.forward(A.stack_params([p, twin]), data.val_tokens, SHAPE)
-    assert A.sym_relative_distance(logits[0], logits[1]) > 1e-3
+    assert relative_distance(logits[0], logits[1], symmetric=True) > 1e-3
 
 
 def test_gauges_are_orthogonal_seeded_and_identity_is_exact():
@@ -139,12 +139,13 @@ def test_noise_twin_perturbs_only_q_and_k_at_its_scale():
 def test_symmetric_relative_distance_on_known_matrices():
     eye = torch.eye(2, dtype=torch.float64)
     # ‖I − 2I‖ = √2, ½(‖I‖ + ‖2I‖) = ½(√2 + 2√2): rel = 2/3
-    assert_close(A.sym_relative_distance(eye, 2 * eye), torch.tensor(2 / 3, dtype=torch.float64))
-    assert_close(A.sym_relative_distance(2 * eye, eye), torch.tensor(2 / 3, dtype=torch.float64))
-    assert A.sym_relative_distance(eye, eye) == 0
-    assert A.sym_relative_distance(eye, -eye) == 2  # the largest value
+    two_thirds = torch.tensor(2 / 3, dtype=torch.float64)
+    assert_close(relative_distance(eye, 2 * eye, symmetric=True), two_thirds)
+    assert_close(relative_distance(2 * eye, eye, symmetric=True), two_thirds)
+    assert relative_distance(eye, eye, symmetric=True) == 0
+    assert relative_distance(eye, -eye, symmetric=True) == 2  # the largest value
     zero = torch.zeros(2, 2, dtype=torch.float64)
-    assert A.sym_relative_distance(zero, zero) == 0
+    assert relative_distance(zero, zero, symmetric=True) == 0
     per_head, mean = A.mean_head_drift(torch.stack([eye, 2 * eye])[None],
                                        torch.stack([eye, eye])[None])
     assert_close(per_head, torch.tensor([[0.0, 2 / 3]], dtype=torch.float64))
