@@ -321,10 +321,8 @@ def get_config(scale: str | None = None) -> DialConfig:
 # --------------------------------------------------------------------------------------------
 
 #: Config kind of an ablation run: one (variant, seed, lr) of
-#: :func:`gaugekit.experiments.flow_adam.train_variants`.
+#: :func:`gaugekit.experiments.flow_adam.train_runs`.
 ABLATION_KIND = "flow_ablation"
-_ABLATION_COLUMNS = ("stop", "train_loss", "interpolated", "rec", "effective_rank", "clip_bound",
-                     "lr", *fx.FLOW_COUNTERS)
 
 
 def ablation_specs(config: fx.FlowAdamConfig) -> list[RunSpec]:
@@ -356,48 +354,22 @@ def _ablation_config(specs: Sequence[RunSpec]) -> fx.FlowAdamConfig:
 
 def run_ablation(specs: Sequence[RunSpec], *, device: torch.device | str | None = None
                  ) -> list[RunResult]:
-    """Train the ablation runs ``specs`` with :func:`~gaugekit.experiments.flow_adam.
-    train_variants` (every seed × lr of the batch, the variants asked for) and return one
-    record per spec: the columns of that run as metrics (``steps`` is its stop)."""
+    """Train the ablation runs ``specs`` stacked (:func:`~gaugekit.experiments.flow_adam.
+    train_runs`) and return one record per spec: its metrics (``steps`` is its stop)."""
     config = _ablation_config(specs)
-    labels = {s.config["variant"] for s in specs}
-    variants = {k: v for k, v in fx.ablation_variants(config).items() if k in labels}
-    columns = fx.train_variants(variants, config, device=device)
-    out = []
-    for spec in specs:
-        cols = columns[spec.config["variant"]]
-        i = next(j for j, (seed, lr) in enumerate(zip(cols["seed"].tolist(),
-                                                      cols["base_lr"].tolist(), strict=True))
-                 if seed == spec.config["seed"] and lr == spec.config["lr"])
-        metrics = {key: cols[key][i].item() for key in _ABLATION_COLUMNS}
-        metrics["interpolated"] = bool(metrics["interpolated"])
-        metrics["steps"] = int(metrics.pop("stop"))
-        out.append(RunResult("ok", metrics))
-    return out
+    variants = fx.ablation_variants(config)
+    runs = [(variants[s.config["variant"]], s.config["seed"], s.config["lr"]) for s in specs]
+    return [RunResult("ok", m) for m in fx.train_runs(runs, config, device=device)]
 
 
 def ablation_results(records: Sequence[Mapping[str, Any]]) -> dict[str, fx.RunColumns]:
     """The records of ``flow_ablation`` as :func:`~gaugekit.experiments.flow_adam.train_variants`
     returns them: label → columns over the runs (seed-major, then lr)."""
-    by_label: dict[str, list[Mapping[str, Any]]] = {}
+    by_label: dict[str, list[tuple[int, float, Mapping[str, Any]]]] = {}
     for r in records:
-        by_label.setdefault(r["config"]["variant"], []).append(r)
-    out = {}
-    for label, runs in by_label.items():
-        runs = sorted(runs, key=lambda r: (r["config"]["seed"], r["config"]["lr"]))
-        m = [r["metrics"] for r in runs]
-        ints = {"stop": [x["steps"] for x in m], "clip_bound": [x["clip_bound"] for x in m],
-                **{k: [x[k] for x in m] for k in fx.FLOW_COUNTERS}}
-        floats = {k: [x[k] for x in m] for k in ("train_loss", "rec", "effective_rank", "lr")}
-        out[label] = {
-            "seed": torch.tensor([r["config"]["seed"] for r in runs]),
-            "base_lr": torch.tensor([r["config"]["lr"] for r in runs], dtype=torch.float64),
-            **{k: torch.tensor(v, dtype=torch.int64) for k, v in ints.items()},
-            **{k: torch.tensor([math.nan if x is None else x for x in v], dtype=torch.float64)
-               for k, v in floats.items()},
-            "interpolated": torch.tensor([bool(x["interpolated"]) for x in m]),
-        }
-    return out
+        c = r["config"]
+        by_label.setdefault(c["variant"], []).append((c["seed"], c["lr"], r["metrics"]))
+    return {label: fx.run_columns(runs) for label, runs in by_label.items()}
 
 
 # --------------------------------------------------------------------------------------------

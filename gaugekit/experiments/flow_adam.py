@@ -8,9 +8,9 @@ Three measurements on the paper's matrix-sensing testbed (:mod:`gaugekit.problem
    per-entry learning rate ``lr / (s_i^p s̄^{1−p} + ε)`` on one frozen second moment, and
    :func:`dial_gauge_residuals` / :func:`audit_flow_adam` run the equivariance audit;
 2. **the trigger rate** of the flow path: :func:`train_variants` trains every variant of
-   :func:`ablation_variants` on every (seed, lr) of the config, stacked, with the paper's stop
-   rule, and keeps the flow counters at the stop; :func:`trigger_rates` divides the flow steps by
-   the :func:`eligible_steps`;
+   :func:`ablation_variants` on every (seed, lr) of the config on the stacked factor trainer
+   (:mod:`gaugekit.train.factors`), with the paper's stop rule, and keeps the flow counters at
+   the stop; :func:`trigger_rates` divides the flow steps by the :func:`eligible_steps`;
 3. **the ablation**: FlowAdam against the dial alone at smaller learning rates, plain GD at
    ``lr·T`` and :class:`DialThenClippedGD` (FlowAdam written out by hand for the case where the
    flow fires at every eligible step), compared with the paper's selection protocol
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -44,13 +44,14 @@ from gaugekit.optim.flow_adam import (
     shared_scale_statistic,
 )
 from gaugekit.problems.matrix_sensing import (
-    SensingBatch,
     default_num_measurements,
     init_factors,
     make_instance,
     sensing_loss,
 )
 from gaugekit.runs.selection import ORACLE, select
+from gaugekit.runs.spec import RunSpec
+from gaugekit.train.factors import train_factored_batch
 
 __all__ = [
     "AUDIT_CASES",
@@ -58,6 +59,7 @@ __all__ = [
     "FLOW_LABEL",
     "GD_LABEL",
     "FLOW_COUNTERS",
+    "HAND_METHOD",
     "INVARIANT",
     "PROTOTYPE",
     "PUBLISHED_FLOW_VS_DIAL",
@@ -65,7 +67,6 @@ __all__ = [
     "FlowAdamConfig",
     "FlowAudit",
     "RunColumns",
-    "StackedFactory",
     "Variant",
     "ablation_labels",
     "ablation_numbers",
@@ -82,17 +83,21 @@ __all__ = [
     "distance_from_init",
     "eligible_steps",
     "final_factor_gap",
+    "flow_counts",
     "flow_adam_config",
     "hand_numbers",
     "interpolated_by_lr",
     "lower_rec_count",
+    "make_variant_optimizer",
     "mean_by_lr",
     "per_entry_log_lr",
     "relative_gap",
+    "run_columns",
     "select_lr",
     "spread_ratios",
     "stiffness_label",
     "train_on_instance",
+    "train_runs",
     "train_variants",
     "trigger_lines",
     "trigger_numbers",
@@ -109,13 +114,11 @@ PROTOTYPE: Mapping[str, Any] = FLOW_ADAM_PRESETS["prototype"]
 #: dial alone (RMS, p = 0), both at lr = 1e-3 on the n = 40 testbed (3 seeds, 30 000 steps).
 PUBLISHED_FLOW_VS_DIAL: Mapping[str, float] = {"flow": 0.1691, "dial": 0.2010, "lr": 1e-3}
 
-#: Per-run counters kept at the stop by :func:`train_variants` (zero for non-flow variants).
+#: Per-run counters kept at the stop by :func:`train_runs` (zero for non-flow variants).
 FLOW_COUNTERS: tuple[str, ...] = ("flow_steps", "plateau_triggers", "stiff_triggers")
 
-#: Per-run result columns of :func:`train_variants`: column name → tensor of shape ``(runs,)``.
+#: Per-run result columns (:func:`run_columns`): column name → tensor of shape ``(runs,)``.
 RunColumns = dict[str, Tensor]
-#: ``make(params, lr)`` → an optimizer over stacked parameters (``batch_dims = 1``), ``lr`` per run.
-StackedFactory = Callable[[list[Tensor], Tensor], Any]
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,7 +307,7 @@ def dial_gauge_residuals(config: FlowAdamConfig, scalar: str) -> list[float]:
 # --------------------------------------------------------------------------------------------
 
 
-class DialThenClippedGD:
+class DialThenClippedGD(FlowAdam):
     r"""FlowAdam written out for a flow path that fires at every eligible step.
 
     Steps ``t = 1 … warmup + 1``: the dial (``p = 0``, RMS, flow off, i.e. shared-scale Adam).
@@ -313,7 +316,8 @@ class DialThenClippedGD:
     all parameters of a run. FlowAdam's momentum blend never reaches ``θ`` then, so this equals
     ``FlowAdam(**INVARIANT, flow_warmup=warmup)`` whenever its flow fires at every step from
     ``warmup + 2`` on. Works from ``.grad`` (``step()`` takes no closure); ``lr`` is a float or a
-    tensor of shape ``param.shape[:batch_dims]``. Not a ``torch.optim.Optimizer``: no state dict.
+    tensor of shape ``param.shape[:batch_dims]``. The step count is optimizer-wide state
+    (``state["hand"]``), so it survives a compaction of the stack (:mod:`gaugekit.train.batching`).
     """
 
     def __init__(
@@ -326,34 +330,39 @@ class DialThenClippedGD:
         clip: float,
         batch_dims: int = 0,
     ) -> None:
-        self.params = list(params)
-        self.lr, self.warmup, self.time_scale, self.clip = lr, warmup, time_scale, clip
-        self.batch_dims = batch_dims
-        self.num_steps = 0
-        self.dial = FlowAdam(self.params, lr=lr, precond_power=0.0, precond_scalar="rms",
-                             flow=False, batch_dims=batch_dims)
+        super().__init__(params, lr=lr, precond_power=0.0, precond_scalar="rms", flow=False,
+                         batch_dims=batch_dims)
+        self.hand_lr, self.warmup, self.time_scale, self.clip = lr, warmup, time_scale, clip
+        self.hand_batch_dims = batch_dims
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, closure: None = None) -> None:
         """One dial step during the warm-up, one clipped gradient step after it."""
-        self.num_steps += 1
-        if self.num_steps <= self.warmup + 1:
-            self.dial.step()
+        hand = self.state["hand"]
+        hand["steps"] = hand.get("steps", 0) + 1
+        if hand["steps"] <= self.warmup + 1:
+            super().step()
             return
-        grads = [p.grad for p in self.params]
-        dims = [tuple(range(self.batch_dims, g.ndim)) for g in grads]
+        params = [p for group in self.param_groups for p in group["params"]]
+        grads, b = [p.grad for p in params], self.hand_batch_dims
+        dims = [tuple(range(b, g.ndim)) for g in grads]
         norm = sum(g.square().sum(dim=d) for g, d in zip(grads, dims, strict=True)).sqrt()
-        clipped = clip_gradients(grads, "globalnorm", self.clip, norm, self.batch_dims)
-        for p, c in zip(self.params, clipped, strict=True):
-            p.sub_(per_run(self.lr, p, self.batch_dims) * self.time_scale * c)
+        clipped = clip_gradients(grads, "globalnorm", self.clip, norm, b)
+        for p, c in zip(params, clipped, strict=True):
+            p.sub_(per_run(self.hand_lr, p, b) * self.time_scale * c)
+
+
+#: Method name of :class:`DialThenClippedGD` for :func:`make_variant_optimizer`.
+HAND_METHOD = "dial_then_clipped_gd"
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One optimizer of the ablation: ``make(params, lr)`` over stacked runs, trained at the
-    config's learning rates times ``lr_factor``."""
+    """One optimizer of the ablation: ``method`` (a registry name or :data:`HAND_METHOD`) with
+    ``hparams`` besides ``lr``, trained at the config's learning rates times ``lr_factor``."""
 
-    make: StackedFactory
+    method: str
+    hparams: Mapping[str, Any] = field(default_factory=dict)
     lr_factor: float = 1.0
 
 
@@ -373,120 +382,112 @@ def ablation_variants(config: FlowAdamConfig) -> dict[str, Variant]:
     the dial alone at each ``lr × factor`` (:func:`dial_label`), GD at ``lr · T``, and
     :class:`DialThenClippedGD` (``"dial warm-up, then clipped GD"``)."""
     T, warmup, clip = INVARIANT["flow_time_scale"], INVARIANT["flow_warmup"], INVARIANT["flow_clip"]
-
-    def flow_adam(**options: Any) -> StackedFactory:
-        return lambda params, lr: FlowAdam(params, lr=lr, batch_dims=1, **options)
-
     return {
-        "FlowAdam (invariant)": Variant(make=flow_adam(**INVARIANT)),
-        "FlowAdam (prototype)": Variant(make=flow_adam(**PROTOTYPE)),
-        **{stiffness_label(kappa): Variant(make=flow_adam(**{**INVARIANT, "flow_stiffness": kappa}))
+        "FlowAdam (invariant)": Variant("flow_adam", dict(INVARIANT)),
+        "FlowAdam (prototype)": Variant("flow_adam", dict(PROTOTYPE)),
+        **{stiffness_label(kappa): Variant("flow_adam", {**INVARIANT, "flow_stiffness": kappa})
            for kappa in config.stiffness_grid},
-        **{dial_label(c): Variant(make=flow_adam(precond_power=0.0, flow=False), lr_factor=c)
+        **{dial_label(c): Variant("flow_adam", {"precond_power": 0.0, "flow": False}, c)
            for c in config.dial_factors},
-        "GD, lr × T": Variant(
-            make=lambda params, lr: make_optimizer("gd", params, lr=lr, batch_dims=1),
-            lr_factor=T),
+        "GD, lr × T": Variant("gd", {}, T),
         "dial warm-up, then clipped GD": Variant(
-            make=lambda params, lr: DialThenClippedGD(params, lr, warmup=warmup, time_scale=T,
-                                                      clip=clip, batch_dims=1)),
+            HAND_METHOD, {"warmup": warmup, "time_scale": T, "clip": clip}),
     }
 
 
 # --------------------------------------------------------------------------------------------
-# stacked training with the paper's stop rule
+# the variants on the stacked trainer, with the paper's stop rule
 # --------------------------------------------------------------------------------------------
 
 
-def train_variants(
-    variants: Mapping[str, Variant],
+def make_variant_optimizer(method: str, params: list[Tensor], **options: Any) -> Any:
+    """The trainer's optimizer factory: :class:`DialThenClippedGD` for :data:`HAND_METHOD`,
+    the zoo's registry otherwise."""
+    if method == HAND_METHOD:
+        return DialThenClippedGD(params, **options)
+    return make_optimizer(method, params, **options)
+
+
+def flow_counts(optimizer: Any) -> dict[str, Tensor]:
+    """The :data:`FLOW_COUNTERS` of a FlowAdam with the flow path on, zeros for any other."""
+    if isinstance(optimizer, FlowAdam) and optimizer.defaults["flow"]:
+        counters = optimizer.flow_counters()
+        return {key: counters[key] for key in FLOW_COUNTERS}
+    first = optimizer.param_groups[0]["params"][0]
+    return dict.fromkeys(FLOW_COUNTERS, torch.zeros(first.shape[0], dtype=torch.int64))
+
+
+def train_runs(
+    runs: Sequence[tuple[Variant, int, float]],
     config: FlowAdamConfig,
     *,
     clip_threshold: float = INVARIANT["flow_clip"],
     device: torch.device | str | None = None,
-) -> dict[str, RunColumns]:
-    """Train every variant on every (seed, lr) of ``config``, all runs stacked in one loop.
+) -> list[dict[str, Any]]:
+    """Train the runs ``(variant, seed, base lr)`` stacked, with
+    :func:`gaugekit.train.factors.train_factored_batch`, and return each run's metrics.
 
-    Each step evaluates ``(L, G_U, G_V)`` of all runs at once (one product per instance,
-    :class:`~gaugekit.problems.matrix_sensing.SensingBatch`). As in the paper's protocol a run
-    stops after the update of the first check step at which its loss, evaluated before that
-    update, is below ``config.budget.tol``; its factors and flow counters are kept there.
-
-    Returns label → columns over the runs (seed-major, then lr): ``seed``, ``base_lr``, ``lr``
-    (``base_lr × lr_factor``), ``stop`` (updates taken), ``train_loss`` (at the stop),
-    ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with ``‖g‖ >
-    clip_threshold`` before the stop) and the :data:`FLOW_COUNTERS` (zero unless a FlowAdam with
-    the flow path on). Tensors on the CPU.
+    As in the paper's protocol a run stops after the update of the first check step at which
+    its loss, evaluated before that update, is below ``config.budget.tol``; its factors and
+    flow counters are kept there. Metrics: ``steps`` (updates taken), ``train_loss`` (at the
+    stop: before its update if the run stopped at a check, after the last update if it ran out
+    of budget), ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with
+    ``‖g‖ > clip_threshold`` up to the stop), ``lr`` (``base lr × lr_factor``) and the
+    :data:`FLOW_COUNTERS`.
     """
-    device = get_device(device)
-    p, budget = config.problem, config.budget
-    on = {"dtype": config.dtype, "device": device}
-    instances = [make_instance(s, p.n, p.r, p.m, **on) for s in config.seeds]
-    inits = [init_factors(s, p.n, p.k, p.init_scale, **on) for s in config.seeds]
-    runs = [(i, lr) for i in range(len(config.seeds)) for lr in config.lrs]
-    per = len(runs)
-    batch = SensingBatch(instances, [i for i, _ in runs] * len(variants))
-    members = []
-    for label, variant in variants.items():
-        U = torch.stack([inits[i][0] for i, _ in runs]).requires_grad_()
-        V = torch.stack([inits[i][1] for i, _ in runs]).requires_grad_()
-        lr = torch.tensor([lr * variant.lr_factor for _, lr in runs], **on)
-        members.append((label, U, V, variant.make([U, V], lr), lr))
-    total = per * len(members)
-    done = torch.zeros(total, dtype=torch.bool, device=device)
-    stop = torch.full((total,), budget.num_steps, device=device)
-    loss_end = torch.full((total,), math.nan, **on)
-    U_end = torch.empty(total, p.n, p.k, **on)
-    V_end = torch.empty_like(U_end)
-    counters = {key: torch.zeros(total, dtype=torch.int64, device=device)
-                for key in FLOW_COUNTERS}
-    clip_bound = torch.zeros(total, dtype=torch.int64, device=device)
-
-    def keep(mask: Tensor) -> None:
-        """Store the factors and flow counters of the runs in ``mask`` (over all rows)."""
-        for j, (_, U, V, opt, _) in enumerate(members):
-            rows = slice(j * per, (j + 1) * per)
-            sel = torch.nonzero(mask[rows]).flatten()
-            if sel.numel() == 0:
-                continue
-            U_end[rows][sel], V_end[rows][sel] = U.detach()[sel], V.detach()[sel]
-            if isinstance(opt, FlowAdam) and opt.defaults["flow"]:
-                snap = opt.flow_counters()
-                for key in counters:
-                    counters[key][rows][sel] = snap[key][sel]
-
-    for t in range(1, budget.num_steps + 1):
-        U_all = torch.cat([U.detach() for _, U, _, _, _ in members])
-        V_all = torch.cat([V.detach() for _, _, V, _, _ in members])
-        loss, G_U, G_V = batch.loss_and_grads(U_all, V_all)
-        grad_norm = (G_U.square().sum((1, 2)) + G_V.square().sum((1, 2))).sqrt()
-        clip_bound += (grad_norm > clip_threshold) & ~done
-        for j, (_, U, V, opt, _) in enumerate(members):
-            U.grad, V.grad = G_U[j * per:(j + 1) * per], G_V[j * per:(j + 1) * per]
-            opt.step()
-        if t % budget.check_every == 0:  # the paper's stop: pre-update loss, after the update
-            new = (loss < budget.tol) & ~done
-            keep(new)
-            done |= new
-            stop[new], loss_end[new] = t, loss[new]
-    keep(~done)
-    final = batch.metrics(U_end, V_end)
-    loss_end[~done] = final["train_loss"][~done]
-    out = {}
-    for j, (label, _, _, _, lr) in enumerate(members):
-        rows = slice(j * per, (j + 1) * per)
-        columns = {
-            "lr": lr, "stop": stop[rows], "train_loss": loss_end[rows],
-            "interpolated": done[rows] | (loss_end[rows] < budget.tol),
-            "rec": final["rec"][rows], "effective_rank": final["effective_rank"][rows],
-            "clip_bound": clip_bound[rows], **{key: c[rows] for key, c in counters.items()},
-        }
-        out[label] = {
-            "seed": torch.tensor([config.seeds[i] for i, _ in runs]),
-            "base_lr": torch.tensor([lr for _, lr in runs], dtype=config.dtype),
-            **{key: value.cpu() for key, value in columns.items()},
-        }
+    budget = {**config.budget.to_config(), "count_grad_norm_above": clip_threshold}
+    base = {"kind": "factored", "problem": config.problem.to_config(), "schedule": "constant",
+            "budget": budget, "dtype": str(config.dtype).removeprefix("torch.")}
+    specs = [RunSpec("flow_adam", "variants", {
+        **base, "method": v.method, "hparams": {**v.hparams, "lr": lr * v.lr_factor},
+        "seed": seed}) for v, seed, lr in runs]
+    results = train_factored_batch(specs, device=get_device(device),
+                                   make_optimizer=make_variant_optimizer,
+                                   optimizer_metrics=flow_counts)
+    b = config.budget
+    out = []
+    for spec, result in zip(specs, results, strict=True):
+        if result.status != "ok":
+            raise RuntimeError(f"Invalid run {spec.config}: {result.status} {result.message}")
+        m = result.metrics
+        stopped = m["interpolated"] and m["steps"] % b.check_every == 0
+        loss = m["train_loss"] if stopped else m["final_loss"]
+        out.append({
+            "train_loss": loss, "interpolated": stopped or loss < b.tol, "rec": m["rec"],
+            "effective_rank": m["effective_rank"], "clip_bound": m["grad_norm_above"],
+            "lr": spec.config["hparams"]["lr"], **{key: m[key] for key in FLOW_COUNTERS},
+            "steps": m["steps"],
+        })
     return out
+
+
+def run_columns(runs: Sequence[tuple[int, float, Mapping[str, Any]]]) -> RunColumns:
+    """Columns over the runs ``(seed, base lr, metrics of train_runs)``, sorted by seed, then
+    lr: ``seed``, ``base_lr``, ``stop`` (the metrics' ``steps``) and every metric."""
+    runs = sorted(runs, key=lambda run: run[:2])
+    m = [metrics for _, _, metrics in runs]
+    ints = ("stop", "clip_bound", *FLOW_COUNTERS)
+    return {
+        "seed": torch.tensor([seed for seed, _, _ in runs]),
+        "base_lr": torch.tensor([lr for _, lr, _ in runs], dtype=torch.float64),
+        "stop": torch.tensor([x["steps"] for x in m], dtype=torch.int64),
+        **{k: torch.tensor([x[k] for x in m], dtype=torch.int64) for k in ints[1:]},
+        **{k: torch.tensor([math.nan if x[k] is None else x[k] for x in m], dtype=torch.float64)
+           for k in ("train_loss", "rec", "effective_rank", "lr")},
+        "interpolated": torch.tensor([bool(x["interpolated"]) for x in m]),
+    }
+
+
+def train_variants(
+    variants: Mapping[str, Variant], config: FlowAdamConfig, *,
+    device: torch.device | str | None = None,
+) -> dict[str, RunColumns]:
+    """:func:`train_runs` of every variant on every (seed, lr) of ``config``, as label →
+    :func:`run_columns`."""
+    grid = [(seed, lr) for seed in config.seeds for lr in config.lrs]
+    metrics = iter(train_runs([(v, s, lr) for v in variants.values() for s, lr in grid], config,
+                              device=device))
+    return {label: run_columns([(s, lr, next(metrics)) for s, lr in grid]) for label in variants}
 
 
 # --------------------------------------------------------------------------------------------

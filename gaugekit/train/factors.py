@@ -21,6 +21,8 @@ run ends when it reaches the deepest one. Otherwise the gradients are taken, the
 ``lr · lr_factor(schedule, t, num_steps)`` and the optimizer steps. Every ``check_every`` steps a
 run whose pre-update loss was below ``tol`` has *interpolated* and stops; that loss is the
 record's ``train_loss``. The final metrics are taken at the factors after the last update.
+With ``budget["count_grad_norm_above"] = c`` a record's ``grad_norm_above`` counts the steps up
+to its stop whose pre-update gradient norm ``√(‖G_U‖²_F + ‖G_V‖²_F)`` exceeded ``c``.
 
 Host synchronisation. Reading a device value on the host (``bool(mask.any())``) waits for the
 device; on a GPU that stalls the queue of kernels once per read. The divergence test is
@@ -58,7 +60,7 @@ experiment).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -79,12 +81,17 @@ __all__ = [
     "FactorBatch",
     "FactorInstances",
     "FactorProblemFamily",
+    "OptimizerMetrics",
     "get_factor_problem",
     "problem_kind",
     "register_factor_problem",
     "torch_dtype",
     "train_factored_batch",
 ]
+
+#: ``optimizer_metrics(optimizer)`` → per-run values ``(runs of the optimizer,)`` to copy into the
+#: records of the runs that stop well (read after their last update).
+OptimizerMetrics = Callable[[torch.optim.Optimizer], Mapping[str, Tensor]]
 
 CURVE_POINTS = 33
 CURVE_DIGITS = 5
@@ -215,6 +222,7 @@ class _Member:
     stop: int = 0
     params: list[Tensor] = field(default_factory=list)
     optimizer: torch.optim.Optimizer | None = None
+    make: Callable[..., torch.optim.Optimizer] = make_optimizer
 
     def __post_init__(self) -> None:
         self.per_matrix = self.square and self.method in PER_MATRIX_RULES
@@ -238,7 +246,7 @@ class _Member:
 
     def build(self, stack: _Stack, start: int) -> None:
         self.place(stack, start)
-        self.optimizer = make_optimizer(
+        self.optimizer = self.make(
             self.method, self.params, batch_dims=2 if self.per_matrix else 1,
             **{**self.hparams, "lr": self.lr()},
         )
@@ -364,7 +372,9 @@ class _StackedTraining:
     """The runs of one batch as one stack; see :func:`train_factored_batch`."""
 
     def __init__(self, specs: Sequence[RunSpec], device: torch.device,
-                 sync_every: int | None = None) -> None:
+                 sync_every: int | None = None,
+                 make: Callable[..., torch.optim.Optimizer] = make_optimizer,
+                 optimizer_metrics: OptimizerMetrics | None = None) -> None:
         first = specs[0].config
         for spec in specs:
             c = spec.config
@@ -382,6 +392,8 @@ class _StackedTraining:
             raise ValueError(
                 f"Invalid record_at: {b['record_at']!r}; expected thresholds in descending order")
         self.stop_at_last = bool(b.get("stop_at_last_threshold", False))
+        self.norm_above = b.get("count_grad_norm_above")
+        self.optimizer_metrics = optimizer_metrics
         if self.stop_at_last and not self.thresholds:
             raise ValueError("Invalid stop_at_last_threshold: True; expected record_at thresholds")
         if sync_every is None:
@@ -417,6 +429,7 @@ class _StackedTraining:
         # and that loss, read by the host every ``sync_every`` steps
         self.bad_step = torch.zeros(len(self.rows), dtype=torch.int64, device=device)
         self.bad_loss = torch.zeros(len(self.rows), dtype=dtype, device=device)
+        self.above = torch.zeros(len(self.rows), dtype=torch.int64, device=device)
         if self.deferred:
             # per threshold and row, on the device: the factors, loss and step at the first
             # crossing; ``reported``: crossings already turned into ``at_loss`` entries;
@@ -436,7 +449,8 @@ class _StackedTraining:
                   for k, v in specs[idx[0]].config["hparams"].items() if k != "lr"}
             lrs = torch.tensor([specs[i].config["hparams"]["lr"] for i in idx], dtype=dtype,
                                device=device)
-            self.members.append(_Member(method, schedule, hp, lrs, square=self.stack.square))
+            self.members.append(_Member(method, schedule, hp, lrs, square=self.stack.square,
+                                        make=make))
         start = 0
         for mem in self.members:
             try:
@@ -494,6 +508,8 @@ class _StackedTraining:
                  else [step] * len(sel_list))
         names = self.batch.metric_names
         cols: dict[str, list[float]] = {}
+        extra = self._optimizer_columns(sel) if status == "ok" else {}
+        above = self.above.index_select(0, sel).tolist()
         if status == "ok":
             if factors is None:
                 U, V = self.stack.rows(sel)
@@ -513,13 +529,28 @@ class _StackedTraining:
             if status == "ok":
                 metrics["final_loss"] = cols["train_loss"][j]
                 metrics.update({k: cols[k][j] for k in names})
+                metrics.update({k: v[j] for k, v in extra.items()})
             else:
                 metrics["final_loss"] = None
                 metrics.update(dict.fromkeys(names))
+            if self.norm_above is not None:
+                metrics["grad_norm_above"] = above[j]
             if self.thresholds:
                 metrics["at_loss"] = self.at_loss[run]
             self.results[run] = RunResult(status, metrics, self.curves.finish(run))
         self._compact(torch.nonzero(~mask).flatten())
+
+    def _optimizer_columns(self, sel: Tensor) -> dict[str, list[Any]]:
+        """``optimizer_metrics`` of the rows ``sel`` (ascending), read from their members."""
+        if self.optimizer_metrics is None:
+            return {}
+        parts: list[Mapping[str, Tensor]] = []
+        for mem in self.members:
+            local = sel[(sel >= mem.start) & (sel < mem.stop)] - mem.start
+            if local.numel():
+                values = self.optimizer_metrics(mem.optimizer)
+                parts.append({k: v.index_select(0, local.to(v.device)) for k, v in values.items()})
+        return {k: torch.cat([p[k] for p in parts]).tolist() for k in parts[0]}
 
     def _compact(self, keep: Tensor) -> None:
         keep_list = keep.tolist()
@@ -528,6 +559,7 @@ class _StackedTraining:
         self.reached = self.reached.index_select(0, keep)
         self.bad_step = self.bad_step.index_select(0, keep)
         self.bad_loss = self.bad_loss.index_select(0, keep)
+        self.above = self.above.index_select(0, keep)
         self.stopped = self.stopped.index_select(0, keep)
         if self.deferred:
             self.snap_U = self.snap_U.index_select(1, keep)
@@ -649,6 +681,9 @@ class _StackedTraining:
                 break
             loss, G_U, G_V = self.batch.loss_and_grads(self.stack.U, self.stack.V)
             self._note_divergence(loss, t)
+            if self.norm_above is not None:
+                norm = (G_U.square().sum((1, 2)) + G_V.square().sum((1, 2))).sqrt()
+                self.above += norm > self.norm_above
             sync = t == 1 or t % self.sync_every == 0 or t % self.check_every == 0 or (
                 t == self.num_steps)
             going_on = self._before_update(t, sync, loss, G_U, G_V)
@@ -700,6 +735,8 @@ class _StackedTraining:
 def train_factored_batch(
     specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False,
     sync_every: int | None = None,
+    make_optimizer: Callable[..., torch.optim.Optimizer] = make_optimizer,
+    optimizer_metrics: OptimizerMetrics | None = None,
 ) -> list[RunResult]:
     """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
 
@@ -707,7 +744,11 @@ def train_factored_batch(
     that fails to build or to step marks its own runs ``error`` (the others go on).
     ``sync_every``: how often the host reads the device-side divergence test (see the module
     docstring); default 1 on the CPU, ``budget["check_every"]`` elsewhere.
+    ``make_optimizer(method, params, batch_dims=…, lr=…, **hparams)`` builds each optimizer
+    (default: the zoo's registry); ``optimizer_metrics`` adds values read from the optimizers
+    to the records (:data:`OptimizerMetrics`).
     """
     if not specs:
         return []
-    return _StackedTraining(specs, torch.device(device), sync_every).run(progress)
+    return _StackedTraining(specs, torch.device(device), sync_every, make_optimizer,
+                            optimizer_metrics).run(progress)

@@ -39,8 +39,11 @@ def tiny_config(**changes) -> fx.FlowAdamConfig:
 
 def always_fires(params, lr, clip=fx.INVARIANT["flow_clip"]):
     """The invariant preset with κ = 0: the stiffness test fires whenever the gradient moves."""
-    return FlowAdam(params, lr=lr, batch_dims=1, **{
-        **fx.INVARIANT, "flow_stiffness": 0.0, "flow_warmup": WARMUP, "flow_clip": clip})
+    return FlowAdam(params, lr=lr, batch_dims=1, **{**ALWAYS_FIRES.hparams, "flow_clip": clip})
+
+
+ALWAYS_FIRES = fx.Variant("flow_adam", {**fx.INVARIANT, "flow_stiffness": 0.0,
+                                        "flow_warmup": WARMUP})
 
 
 # --------------------------------------------------------------------------------- configs
@@ -195,8 +198,8 @@ def test_dial_gauge_residuals_only_rms_at_p0_is_invariant():
 def test_train_variants_stop_rule_and_counters():
     config = tiny_config(budget=Budget(num_steps=60, tol=1e9, check_every=20))
     variants = {
-        "FlowAdam (every step)": fx.Variant(make=always_fires),
-        "GD": fx.Variant(make=lambda p, lr: GD(p, lr=lr, batch_dims=1), lr_factor=0.5),
+        "FlowAdam (every step)": ALWAYS_FIRES,
+        "GD": fx.Variant("gd", lr_factor=0.5),
     }
     results = fx.train_variants(variants, config, device="cpu")
     flow, gd = results["FlowAdam (every step)"], results["GD"]
@@ -223,8 +226,7 @@ def test_train_variants_stop_rule_and_counters():
 
 def test_train_variants_without_reaching_tol_runs_the_whole_budget():
     config = tiny_config(budget=Budget(num_steps=40, tol=0.0, check_every=20))
-    results = fx.train_variants({"FlowAdam (every step)": fx.Variant(make=always_fires)}, config,
-                                device="cpu")
+    results = fx.train_variants({"FlowAdam (every step)": ALWAYS_FIRES}, config, device="cpu")
     runs = results["FlowAdam (every step)"]
     assert runs["stop"].tolist() == [40] * 4
     assert not bool(runs["interpolated"].any())
@@ -239,7 +241,8 @@ def test_ablation_variants_labels_and_factors():
     assert [variants[fx.dial_label(c)].lr_factor for c in config.dial_factors] == [1.0, 0.5]
     assert variants["GD, lr × T"].lr_factor == fx.INVARIANT["flow_time_scale"]
     U = torch.zeros(2, 3, 2, requires_grad=True)
-    hand = variants["dial warm-up, then clipped GD"].make([U], torch.ones(2))
+    v = variants["dial warm-up, then clipped GD"]
+    hand = fx.make_variant_optimizer(v.method, [U], lr=torch.ones(2), batch_dims=1, **v.hparams)
     assert isinstance(hand, fx.DialThenClippedGD)
 
 
