@@ -10,11 +10,13 @@ Three measurements on the paper's matrix-sensing testbed (:mod:`gaugekit.problem
 2. **the trigger rate** of the flow path: :func:`train_variants` trains every variant of
    :func:`ablation_variants` on every (seed, lr) of the config on the stacked factor trainer
    (:mod:`gaugekit.train.factors`), with the paper's stop rule, and keeps the flow counters at
-   the stop; :func:`trigger_rates` divides the flow steps by the :func:`eligible_steps`;
+   the stop (the chapter's :func:`~gaugekit.report.flow_adam_numbers.trigger_rates` divides
+   the flow steps by the eligible steps);
 3. **the ablation**: FlowAdam against the dial alone at smaller learning rates, plain GD at
    ``lr·T`` and :class:`DialThenClippedGD` (FlowAdam written out by hand for the case where the
    flow fires at every eligible step), compared with the paper's selection protocol
-   (:func:`select_lr`, the ``ORACLE`` rule of :mod:`gaugekit.runs.selection`).
+   (:func:`~gaugekit.report.flow_adam_numbers.select_lr`, the ``ORACLE`` rule of
+   :mod:`gaugekit.runs.selection`).
 
 Sizes, seeds, grids and budgets live in :class:`FlowAdamConfig`, one per scale
 (:func:`flow_adam_config`); the chapter never looks at the scale.
@@ -49,7 +51,6 @@ from gaugekit.problems.matrix_sensing import (
     make_instance,
     sensing_loss,
 )
-from gaugekit.runs.selection import ORACLE, select
 from gaugekit.runs.spec import RunSpec
 from gaugekit.train.factors import train_factored_batch
 
@@ -68,41 +69,22 @@ __all__ = [
     "FlowAudit",
     "RunColumns",
     "Variant",
-    "ablation_labels",
-    "ablation_numbers",
-    "ablation_rows",
     "ablation_variants",
     "audit_cases",
     "audit_flow_adam",
-    "audit_numbers",
-    "audit_rows",
-    "best_selection",
     "dial_gauge_residuals",
-    "describe",
     "dial_label",
     "distance_from_init",
-    "eligible_steps",
     "final_factor_gap",
     "flow_counts",
     "flow_adam_config",
-    "hand_numbers",
-    "interpolated_by_lr",
-    "lower_rec_count",
     "make_variant_optimizer",
-    "mean_by_lr",
     "per_entry_log_lr",
-    "relative_gap",
     "run_columns",
-    "select_lr",
-    "spread_ratios",
     "stiffness_label",
     "train_on_instance",
     "train_runs",
     "train_variants",
-    "trigger_lines",
-    "trigger_numbers",
-    "trigger_rates",
-    "trigger_share",
 ]
 
 #: The gauge-invariant preset (p = 0, RMS scalar, global-norm clip c = 10) and the prototype's
@@ -302,6 +284,23 @@ def dial_gauge_residuals(config: FlowAdamConfig, scalar: str) -> list[float]:
     ]
 
 
+#: The four FlowAdam configurations the chapter audits with the flow path on, and the short
+#: names its glue keys use.
+AUDIT_CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "invariant preset": ("inv", dict(INVARIANT)),
+    "invariant, per-coordinate clip": (
+        "pc", {**INVARIANT, "flow_clip_mode": "percoord", "flow_clip": 0.05}),
+    "invariant, geometric mean": ("geo", {**INVARIANT, "precond_scalar": "geomean"}),
+    "prototype preset": ("proto", dict(PROTOTYPE)),
+}
+
+
+def audit_cases(config: FlowAdamConfig) -> dict[str, FlowAudit]:
+    """:func:`audit_flow_adam` of each configuration of :data:`AUDIT_CASES`, by name."""
+    return {name: audit_flow_adam(config, **options)
+            for name, (_, options) in AUDIT_CASES.items()}
+
+
 # --------------------------------------------------------------------------------------------
 # FlowAdam by hand, and the variants of the ablation
 # --------------------------------------------------------------------------------------------
@@ -366,6 +365,11 @@ class Variant:
     lr_factor: float = 1.0
 
 
+#: Labels of FlowAdam (invariant) and of GD at ``lr · T`` among the variants.
+FLOW_LABEL = "FlowAdam (invariant)"
+GD_LABEL = "GD, lr × T"
+
+
 def dial_label(factor: float) -> str:
     """Label of the dial alone (``p = 0``, flow off) at ``lr × factor``."""
     return f"dial p = 0, lr × {factor:g}"
@@ -383,13 +387,13 @@ def ablation_variants(config: FlowAdamConfig) -> dict[str, Variant]:
     :class:`DialThenClippedGD` (``"dial warm-up, then clipped GD"``)."""
     T, warmup, clip = INVARIANT["flow_time_scale"], INVARIANT["flow_warmup"], INVARIANT["flow_clip"]
     return {
-        "FlowAdam (invariant)": Variant("flow_adam", dict(INVARIANT)),
+        FLOW_LABEL: Variant("flow_adam", dict(INVARIANT)),
         "FlowAdam (prototype)": Variant("flow_adam", dict(PROTOTYPE)),
         **{stiffness_label(kappa): Variant("flow_adam", {**INVARIANT, "flow_stiffness": kappa})
            for kappa in config.stiffness_grid},
         **{dial_label(c): Variant("flow_adam", {"precond_power": 0.0, "flow": False}, c)
            for c in config.dial_factors},
-        "GD, lr × T": Variant("gd", {}, T),
+        GD_LABEL: Variant("gd", {}, T),
         "dial warm-up, then clipped GD": Variant(
             HAND_METHOD, {"warmup": warmup, "time_scale": T, "clip": clip}),
     }
@@ -488,285 +492,3 @@ def train_variants(
     metrics = iter(train_runs([(v, s, lr) for v in variants.values() for s, lr in grid], config,
                               device=device))
     return {label: run_columns([(s, lr, next(metrics)) for s, lr in grid]) for label in variants}
-
-
-# --------------------------------------------------------------------------------------------
-# trigger rates
-# --------------------------------------------------------------------------------------------
-
-
-def eligible_steps(runs: RunColumns, warmup: int = INVARIANT["flow_warmup"]) -> Tensor:
-    """Per run, the updates at which the flow could fire: those after step ``warmup + 1`` up to
-    the stop, ``max(stop − warmup − 1, 1)``."""
-    return (runs["stop"] - (warmup + 1)).clamp_min(1)
-
-
-def trigger_rates(
-    results: Mapping[str, RunColumns], warmup: int = INVARIANT["flow_warmup"]
-) -> dict[str, Tensor]:
-    """``flow_steps / eligible_steps`` per run (float64), for every label starting with
-    ``"FlowAdam"``."""
-    return {label: (r["flow_steps"] / eligible_steps(r, warmup)).to(torch.float64)
-            for label, r in results.items() if label.startswith("FlowAdam")}
-
-
-def trigger_share(runs: RunColumns, test: str) -> float:
-    """Times the test ``test`` (``"stiff_triggers"`` or ``"plateau_triggers"``) fired over the
-    flow steps taken, summed over runs (a step can fire both tests, so shares may add up to
-    more than 1)."""
-    return (runs[test].sum() / runs["flow_steps"].sum()).item()
-
-
-# --------------------------------------------------------------------------------------------
-# per-lr summaries and the paper's selection protocol
-# --------------------------------------------------------------------------------------------
-
-
-def mean_by_lr(runs: RunColumns, lrs: Sequence[float], key: str = "rec") -> list[float]:
-    """Mean of column ``key`` over the seeds at each base learning rate of ``lrs``."""
-    return [runs[key][runs["base_lr"] == lr].mean().item() for lr in lrs]
-
-
-def interpolated_by_lr(runs: RunColumns, lrs: Sequence[float]) -> list[bool]:
-    """Whether every seed reached the loss threshold, at each base learning rate of ``lrs``."""
-    return [bool(runs["interpolated"][runs["base_lr"] == lr].all()) for lr in lrs]
-
-
-def _records(runs: RunColumns) -> list[dict[str, Any]]:
-    """The runs as minimal records for :func:`gaugekit.runs.selection.select`."""
-    return [
-        {"status": "ok", "config": {"method": "runs", "hparams": {"lr": lr}},
-         "metrics": {"rec": rec, "interpolated": ok, "train_loss": loss}}
-        for lr, rec, ok, loss in zip(runs["base_lr"].tolist(), runs["rec"].tolist(),
-                                     runs["interpolated"].tolist(),
-                                     runs["train_loss"].tolist(), strict=True)
-    ]
-
-
-def select_lr(runs: RunColumns) -> tuple[float, float]:
-    """Table 2's rule: ``(mean rec, lr)`` at the base learning rate with the smallest mean
-    ``rec`` among those at which every seed interpolated (ties: the smaller lr); ``(nan, nan)``
-    when there is none. The ``ORACLE`` rule of :mod:`gaugekit.runs.selection` (the
-    paper's FlowAdam script asks the mean over seeds to be below the bar instead:
-    ``ORACLE_MEAN``)."""
-    chosen = select(_records(runs), ORACLE)["runs"]
-    if not chosen.gated:
-        return math.nan, math.nan
-    return chosen.score, chosen.value
-
-
-def lower_rec_count(
-    runs: RunColumns, reference: RunColumns, lrs: Sequence[float]
-) -> tuple[int, int]:
-    """``(wins, pairs)``: among the learning rates of ``lrs`` at which both sets of runs
-    interpolated on every seed (``pairs``), those at which ``runs`` has the lower mean ``rec``."""
-    both = [
-        (a, b)
-        for a, b, ok_a, ok_b in zip(mean_by_lr(runs, lrs), mean_by_lr(reference, lrs),
-                                    interpolated_by_lr(runs, lrs),
-                                    interpolated_by_lr(reference, lrs), strict=True)
-        if ok_a and ok_b
-    ]
-    return sum(a < b for a, b in both), len(both)
-
-
-def best_selection(results: Mapping[str, RunColumns], labels: Iterable[str]) -> tuple[float, float]:
-    """The :func:`select_lr` with the smallest mean ``rec`` over the variants ``labels``
-    (``(nan, nan)`` when none of them has a learning rate at which every seed interpolated)."""
-    chosen = [select_lr(results[label]) for label in labels]
-    finite = [c for c in chosen if not math.isnan(c[0])]
-    return min(finite) if finite else (math.nan, math.nan)
-
-
-# --------------------------------------------------------------------------------------------
-# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
-# --------------------------------------------------------------------------------------------
-
-
-def describe(config: FlowAdamConfig) -> str:
-    """The testbed and grid of ``config`` in two short lines (for a page's setup output)."""
-    p = config.problem
-    seeds = ", ".join(str(s) for s in config.seeds)
-    lrs = ", ".join(f"{lr:g}" for lr in config.lrs)
-    return (f"testbed n = {p.n}, r = {p.r}, k = {p.k}; seeds {seeds}\n"
-            f"lrs {lrs}; budget {config.budget.num_steps} steps")
-
-
-def relative_gap(a: float, b: float) -> float:
-    """``|a − b| / max(|a|, |b|)``: a relative difference that stays in ``[0, 1]`` for values
-    of one sign (``0`` when both are ``0``), unlike ``|a − b| / |b|``, which a tiny ``b``
-    blows up."""
-    big = max(abs(a), abs(b))
-    return abs(a - b) / big if big else 0.0
-
-
-def spread_ratios(log_steps: Mapping[float, Tensor]) -> dict[float, float]:
-    """The standard deviation of ``log₁₀`` of the per-entry learning rate at each ``p``
-    (:func:`per_entry_log_lr`) over Adam's (``p = 1``)."""
-    adam = log_steps[1.0].std().item()
-    return {p: v.std().item() / adam for p, v in log_steps.items()}
-
-
-#: The four FlowAdam configurations the chapter audits with the flow path on, and the short
-#: names its glue keys use.
-AUDIT_CASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "invariant preset": ("inv", dict(INVARIANT)),
-    "invariant, per-coordinate clip": (
-        "pc", {**INVARIANT, "flow_clip_mode": "percoord", "flow_clip": 0.05}),
-    "invariant, geometric mean": ("geo", {**INVARIANT, "precond_scalar": "geomean"}),
-    "prototype preset": ("proto", dict(PROTOTYPE)),
-}
-
-
-def audit_cases(config: FlowAdamConfig) -> dict[str, FlowAudit]:
-    """:func:`audit_flow_adam` of each configuration of :data:`AUDIT_CASES`, by name."""
-    return {name: audit_flow_adam(config, **options)
-            for name, (_, options) in AUDIT_CASES.items()}
-
-
-def audit_rows(audits: Mapping[str, FlowAudit]) -> list[dict[str, Any]]:
-    """One table row per audit: residual, verdict, flow steps of the plain and rotated run."""
-    return [{"name": name, "residual": a.result.residual,
-             "verdict": a.result.verdict.replace(" ", "\u00a0"),
-             "flow_steps": f"{a.flow_steps[0]} / {a.flow_steps[1]}"}
-            for name, a in audits.items()]
-
-
-def audit_numbers(config: FlowAdamConfig, residuals: Mapping[str, Sequence[float]],
-                  audits: Mapping[str, FlowAudit]) -> dict[str, Any]:
-    """The audit's numbers for the text: the dial's residual at ``p = 0`` for both scalars,
-    at the smallest positive ``p`` and at ``p = 1``, the log–log slope over the first decade
-    of ``p``, and the residual and flow steps of each audit of :data:`AUDIT_CASES`."""
-    rms, powers = residuals["rms"], config.audit_powers
-    out: dict[str, Any] = {
-        "res_rms_p0": rms[0], "res_geo_p0": residuals["geomean"][0],
-        "res_rms_small": rms[1], "p_small": powers[1], "res_rms_p1": rms[-1],
-        "res_slope": math.log10(rms[2] / rms[1]) / math.log10(powers[2] / powers[1]),
-        "audit_steps": config.audit_steps,
-    }
-    for name, audited in audits.items():
-        key = AUDIT_CASES[name][0]
-        out[f"audit_{key}_res"] = audited.result.residual
-        out[f"audit_{key}_flows"] = audited.min_flow_steps
-    others = [a for name, a in audits.items() if name != "invariant preset"]
-    broken = sum(not a.result.equivariant for a in others)
-    out["audit_broken_text"] = (
-        "each non-invariant choice alone breaks the gauge" if broken == len(others) else
-        f"{broken} of the {len(others)} non-invariant choices break the gauge")
-    return out
-
-
-def trigger_numbers(results: Mapping[str, RunColumns], config: FlowAdamConfig,
-                    warmup: int = INVARIANT["flow_warmup"]) -> dict[str, Any]:
-    """How often the flow path fired (:func:`trigger_rates`), for the text: the smallest rate
-    of the invariant preset and of the prototype, the shares of the two tests, the mean rate at
-    ``κ = 1`` and at the largest ``κ``, and the plateau test's share there."""
-    rates = trigger_rates(results, warmup)
-    inv = results["FlowAdam (invariant)"]
-    kappa_max = config.stiffness_grid[-1]
-    return {
-        "rate_inv_min": rates["FlowAdam (invariant)"].min().item(),
-        "rate_proto_min": rates["FlowAdam (prototype)"].min().item(),
-        "stiff_share_inv": trigger_share(inv, "stiff_triggers"),
-        "plateau_share_inv": trigger_share(inv, "plateau_triggers"),
-        "num_runs": inv["rec"].numel(), "kappa_max": kappa_max,
-        "rate_kappa_max": rates[stiffness_label(kappa_max)].mean().item(),
-        "rate_kappa_1": rates[stiffness_label(1.0)].mean().item(),
-        "plateau_share_kappa_max": trigger_share(results[stiffness_label(kappa_max)],
-                                                 "plateau_triggers"),
-    }
-
-
-def trigger_lines(results: Mapping[str, RunColumns],
-                  warmup: int = INVARIANT["flow_warmup"]) -> str:
-    """The trigger rate of every FlowAdam variant, one short line each (min and mean over
-    runs of flow steps / eligible steps)."""
-    rates = trigger_rates(results, warmup)
-    width = max(len(label) for label in rates)
-    head = f"{'flow steps / eligible steps':<{width}}   min     mean"
-    return "\n".join([head] + [f"{label:<{width}}  {r.min():.4f}  {r.mean():.4f}"
-                               for label, r in rates.items()])
-
-
-def hand_numbers(hand: RunColumns, flow: RunColumns) -> dict[str, Any]:
-    """FlowAdam against "dial warm-up, then clipped GD": in how many runs they stop at the
-    same step, their largest difference in rec (:func:`relative_gap`, bounded), and the
-    fraction of FlowAdam's steps at which the global clip was active."""
-    gaps = [relative_gap(a, b) for a, b in zip(hand["rec"].tolist(), flow["rec"].tolist(),
-                                               strict=True)]
-    return {"same_stop_runs": int((hand["stop"] == flow["stop"]).sum()),
-            "gap_hand": max(gaps, default=math.nan),
-            "clip_frac": (flow["clip_bound"].sum() / flow["stop"].sum()).item()}
-
-
-FLOW_LABEL = "FlowAdam (invariant)"
-GD_LABEL = "GD, lr × T"
-
-
-def ablation_labels(config: FlowAdamConfig) -> list[str]:
-    """The variants of the ablation, in the order of its figure and table: FlowAdam
-    (invariant), the dial alone at each factor, GD at ``lr·T``."""
-    return [FLOW_LABEL, *[dial_label(c) for c in config.dial_factors], GD_LABEL]
-
-
-def ablation_numbers(results: Mapping[str, RunColumns],
-                     config: FlowAdamConfig) -> dict[str, Any]:
-    """The ablation's numbers for the text (glue names as keys): Table 2's selection for each
-    variant (``sel_<name>_rec``, ``_lr``, ``_rec_text``), the best dial-alone selection and
-    its ratio to FlowAdam's, FlowAdam against the dial whose step matches the flow step lr by
-    lr, GD at ``lr·T``, the paper's single-lr comparison and ours at the smallest lr."""
-    T = INVARIANT["flow_time_scale"]
-    names = {FLOW_LABEL: "flow", GD_LABEL: "gd"}
-    names.update({dial_label(c): f"dial{i}" for i, c in enumerate(config.dial_factors)})
-    out: dict[str, Any] = {"dial_factor_min": min(config.dial_factors)}
-    for label in ablation_labels(config):
-        rec, lr = select_lr(results[label])
-        out[f"sel_{names[label]}_rec"] = rec
-        out[f"sel_{names[label]}_lr"] = lr
-        out[f"sel_{names[label]}_rec_text"] = (
-            f"{rec:.4f}" if math.isfinite(rec) else
-            "— (no learning rate let every seed reach the threshold within the budget)")
-    flow = results[FLOW_LABEL]
-    dials = [dial_label(c) for c in config.dial_factors]
-    best = best_selection(results, dials)
-    wins, pairs = lower_rec_count(flow, results[dial_label(T)], config.lrs)
-    gd = results[GD_LABEL]
-    first = flow["base_lr"] == config.lrs[0]
-    out.update({
-        "best_dial_rec": best[0], "dial_over_flow": best[0] / select_lr(flow)[0],
-        "matched_pairs": pairs, "matched_flow_wins": wins, "time_scale": T,
-        "gd_rec_min": min(mean_by_lr(gd, config.lrs)),
-        "gd_interp_count": sum(interpolated_by_lr(gd, config.lrs)),
-        "published_flow": PUBLISHED_FLOW_VS_DIAL["flow"],
-        "published_dial": PUBLISHED_FLOW_VS_DIAL["dial"],
-        "published_lr": PUBLISHED_FLOW_VS_DIAL["lr"], "lr_first": config.lrs[0],
-        "flow_rec_first": mean_by_lr(flow, config.lrs)[0],
-        "dial_rec_first": mean_by_lr(results[dial_label(1.0)], config.lrs)[0],
-        "dial_quarter_first": mean_by_lr(results[dial_label(min(config.dial_factors))],
-                                         config.lrs)[0],
-        "flow_interp_first": int(flow["interpolated"][first].sum()),
-        "dial_quarter_first_ok": (
-            "did reach it" if interpolated_by_lr(
-                results[dial_label(min(config.dial_factors))], config.lrs)[0]
-            else "did not reach it either"),
-        "num_seeds": len(config.seeds), "num_lrs": len(config.lrs),
-    })
-    return out
-
-
-def ablation_rows(results: Mapping[str, RunColumns],
-                  config: FlowAdamConfig) -> list[dict[str, Any]]:
-    """One table row per variant of :func:`ablation_labels`: the mean rec over seeds at each
-    lr of the config (a star where some seed did not reach the threshold) and Table 2's
-    selection (``"rec (lr)"``, or a dash)."""
-    rows = []
-    for label in ablation_labels(config):
-        recs = mean_by_lr(results[label], config.lrs)
-        oks = interpolated_by_lr(results[label], config.lrs)
-        rec, lr = select_lr(results[label])
-        row: dict[str, Any] = {"variant": label, "selected": (
-            f"{rec:.4f}\u00a0({lr:g})" if math.isfinite(rec) else None)}
-        for i, (value, ok) in enumerate(zip(recs, oks, strict=True)):
-            row[f"lr{i}"] = f"{value:.4f}" + ("" if ok else "*")
-        rows.append(row)
-    return rows
