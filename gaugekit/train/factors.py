@@ -508,8 +508,8 @@ class _StackedTraining:
                  else [step] * len(sel_list))
         names = self.batch.metric_names
         cols: dict[str, list[float]] = {}
-        extra = self._optimizer_columns(sel) if status == "ok" else {}
-        above = self.above.index_select(0, sel).tolist()
+        extra = self._optimizer_values(sel) if status == "ok" else []
+        above = self.above.index_select(0, sel).tolist() if self.norm_above is not None else []
         if status == "ok":
             if factors is None:
                 U, V = self.stack.rows(sel)
@@ -529,7 +529,7 @@ class _StackedTraining:
             if status == "ok":
                 metrics["final_loss"] = cols["train_loss"][j]
                 metrics.update({k: cols[k][j] for k in names})
-                metrics.update({k: v[j] for k, v in extra.items()})
+                metrics.update(extra[j] if extra else {})
             else:
                 metrics["final_loss"] = None
                 metrics.update(dict.fromkeys(names))
@@ -540,17 +540,19 @@ class _StackedTraining:
             self.results[run] = RunResult(status, metrics, self.curves.finish(run))
         self._compact(torch.nonzero(~mask).flatten())
 
-    def _optimizer_columns(self, sel: Tensor) -> dict[str, list[Any]]:
-        """``optimizer_metrics`` of the rows ``sel`` (ascending), read from their members."""
-        if self.optimizer_metrics is None:
-            return {}
-        parts: list[Mapping[str, Tensor]] = []
-        for mem in self.members:
+    def _optimizer_values(self, sel: Tensor) -> list[dict[str, Any]]:
+        """``optimizer_metrics`` of each row of ``sel`` (ascending), read from its member's
+        optimizer (``{}`` where none was built); ``[]`` without ``optimizer_metrics``."""
+        out: list[dict[str, Any]] = []
+        for mem in self.members if self.optimizer_metrics is not None else ():
             local = sel[(sel >= mem.start) & (sel < mem.stop)] - mem.start
-            if local.numel():
-                values = self.optimizer_metrics(mem.optimizer)
-                parts.append({k: v.index_select(0, local.to(v.device)) for k, v in values.items()})
-        return {k: torch.cat([p[k] for p in parts]).tolist() for k in parts[0]}
+            if mem.optimizer is None or not local.numel():
+                out += [{}] * local.numel()
+                continue
+            values = {k: v.index_select(0, local.to(v.device)).tolist()
+                      for k, v in self.optimizer_metrics(mem.optimizer).items()}
+            out += [{k: col[i] for k, col in values.items()} for i in range(local.numel())]
+        return out
 
     def _compact(self, keep: Tensor) -> None:
         keep_list = keep.tolist()
