@@ -437,7 +437,7 @@ def train_runs(
     stop: before its update if the run stopped at a check, after the last update if it ran out
     of budget), ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with
     ``‖g‖ > clip_threshold`` up to the stop), ``lr`` (``base lr × lr_factor``) and the
-    :data:`FLOW_COUNTERS`.
+    :data:`FLOW_COUNTERS`. A run that does not end ``ok`` (diverged, error) raises.
     """
     budget = {**config.budget.to_config(), "count_grad_norm_above": clip_threshold}
     base = {"kind": "factored", "problem": config.problem.to_config(), "schedule": "constant",
