@@ -222,7 +222,7 @@ class _Member:
     stop: int = 0
     params: list[Tensor] = field(default_factory=list)
     optimizer: torch.optim.Optimizer | None = None
-    make: Callable[..., torch.optim.Optimizer] = make_optimizer
+    make: Callable[..., torch.optim.Optimizer] | None = None  # None: the registry's
 
     def __post_init__(self) -> None:
         self.per_matrix = self.square and self.method in PER_MATRIX_RULES
@@ -246,7 +246,7 @@ class _Member:
 
     def build(self, stack: _Stack, start: int) -> None:
         self.place(stack, start)
-        self.optimizer = self.make(
+        self.optimizer = (self.make or make_optimizer)(
             self.method, self.params, batch_dims=2 if self.per_matrix else 1,
             **{**self.hparams, "lr": self.lr()},
         )
@@ -373,7 +373,7 @@ class _StackedTraining:
 
     def __init__(self, specs: Sequence[RunSpec], device: torch.device,
                  sync_every: int | None = None,
-                 make: Callable[..., torch.optim.Optimizer] = make_optimizer,
+                 make: Callable[..., torch.optim.Optimizer] | None = None,
                  optimizer_metrics: OptimizerMetrics | None = None) -> None:
         first = specs[0].config
         for spec in specs:
@@ -737,7 +737,7 @@ class _StackedTraining:
 def train_factored_batch(
     specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False,
     sync_every: int | None = None,
-    make_optimizer: Callable[..., torch.optim.Optimizer] = make_optimizer,
+    make_optimizer: Callable[..., torch.optim.Optimizer] | None = None,
     optimizer_metrics: OptimizerMetrics | None = None,
 ) -> list[RunResult]:
     """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
