@@ -29,12 +29,14 @@ Selection. The paper's CPU dial script (``experiments/precond_dial_scalar_check.
 (``experiments/flowadam_upgrade.py``, newest version) asks for a mean below the bar ``1e-7``
 (:data:`FLOW_ROWS_PROTOCOL`; an older version used ``1e-4``, which on the paper's runs picks
 the same lrs, not on ours); the book's :data:`~gaugekit.runs.selection.ORACLE` rule asks
-that *every* seed be below the bar. :func:`dial_rows` and :func:`flow_rows` take any of them.
+that *every* seed be below the bar. The chapter's summaries (:mod:`gaugekit.report.dial_numbers`:
+:func:`~gaugekit.report.dial_numbers.dial_rows`, :func:`~gaugekit.report.dial_numbers.flow_rows`)
+take any of them.
 
-Spread. :func:`seed_stats` gives the sample standard deviation (``ddof=1``) by default; the
-paper's ``collect.py`` prints the population one (``np.std``, ``ddof=0``) and its
-``dial_flowlong.py`` the sample one, so each published spread carries its ``sd_ddof`` and is
-compared with ours computed the same way.
+Spread. :func:`~gaugekit.report.dial_numbers.seed_stats` gives the sample standard deviation
+(``ddof=1``) by default; the paper's ``collect.py`` prints the population one (``np.std``,
+``ddof=0``) and its ``dial_flowlong.py`` the sample one, so each published spread carries its
+``sd_ddof`` and is compared with ours computed the same way.
 """
 
 # Developer note (layers, DESIGN.md): floor 3.
@@ -42,8 +44,6 @@ compared with ours computed the same way.
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,12 +60,9 @@ from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection, sweep
 from gaugekit.runs.collection import Collected, MissingRecords
 from gaugekit.runs.selection import (
-    ORACLE,
     ORACLE_MEAN,
     Protocol,
-    Selection,
     mean_metric,
-    select,
 )
 from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.train.factors import train_factored_batch
@@ -93,29 +90,11 @@ __all__ = [
     "ablation_results",
     "ablation_specs",
     "collect",
-    "collect_chapter",
-    "dial_numbers",
-    "dial_table",
-    "fixed_lr_numbers",
-    "flow_numbers",
-    "flow_published",
-    "flow_table",
-    "gd_reference",
-    "lr_edge_numbers",
-    "lr_edge_table",
     "dial_hparams",
-    "dial_rows",
-    "fixed_lr_table",
     "flow_hparams",
-    "flow_row_name",
     "get_config",
-    "is_paper_setting",
-    "lr_edge_rows",
-    "published_lr_edge",
-    "flow_rows",
     "records_dir",
     "run_ablation",
-    "seed_stats",
 ]
 
 NAME = "dial"
@@ -322,10 +301,8 @@ def get_config(scale: str | None = None) -> DialConfig:
 # --------------------------------------------------------------------------------------------
 
 #: Config kind of an ablation run: one (variant, seed, lr) of
-#: :func:`gaugekit.experiments.flow_adam.train_variants`.
+#: :func:`gaugekit.experiments.flow_adam.train_runs`.
 ABLATION_KIND = "flow_ablation"
-_ABLATION_COLUMNS = ("stop", "train_loss", "interpolated", "rec", "effective_rank", "clip_bound",
-                     "lr", *fx.FLOW_COUNTERS)
 
 
 def ablation_specs(config: fx.FlowAdamConfig) -> list[RunSpec]:
@@ -357,48 +334,22 @@ def _ablation_config(specs: Sequence[RunSpec]) -> fx.FlowAdamConfig:
 
 def run_ablation(specs: Sequence[RunSpec], *, device: torch.device | str | None = None
                  ) -> list[RunResult]:
-    """Train the ablation runs ``specs`` with :func:`~gaugekit.experiments.flow_adam.
-    train_variants` (every seed × lr of the batch, the variants asked for) and return one
-    record per spec: the columns of that run as metrics (``steps`` is its stop)."""
+    """Train the ablation runs ``specs`` stacked (:func:`~gaugekit.experiments.flow_adam.
+    train_runs`) and return one record per spec: its metrics (``steps`` is its stop)."""
     config = _ablation_config(specs)
-    labels = {s.config["variant"] for s in specs}
-    variants = {k: v for k, v in fx.ablation_variants(config).items() if k in labels}
-    columns = fx.train_variants(variants, config, device=device)
-    out = []
-    for spec in specs:
-        cols = columns[spec.config["variant"]]
-        i = next(j for j, (seed, lr) in enumerate(zip(cols["seed"].tolist(),
-                                                      cols["base_lr"].tolist(), strict=True))
-                 if seed == spec.config["seed"] and lr == spec.config["lr"])
-        metrics = {key: cols[key][i].item() for key in _ABLATION_COLUMNS}
-        metrics["interpolated"] = bool(metrics["interpolated"])
-        metrics["steps"] = int(metrics.pop("stop"))
-        out.append(RunResult("ok", metrics))
-    return out
+    variants = fx.ablation_variants(config)
+    runs = [(variants[s.config["variant"]], s.config["seed"], s.config["lr"]) for s in specs]
+    return [RunResult("ok", m) for m in fx.train_runs(runs, config, device=device)]
 
 
 def ablation_results(records: Sequence[Mapping[str, Any]]) -> dict[str, fx.RunColumns]:
     """The records of ``flow_ablation`` as :func:`~gaugekit.experiments.flow_adam.train_variants`
     returns them: label → columns over the runs (seed-major, then lr)."""
-    by_label: dict[str, list[Mapping[str, Any]]] = {}
+    by_label: dict[str, list[tuple[int, float, Mapping[str, Any]]]] = {}
     for r in records:
-        by_label.setdefault(r["config"]["variant"], []).append(r)
-    out = {}
-    for label, runs in by_label.items():
-        runs = sorted(runs, key=lambda r: (r["config"]["seed"], r["config"]["lr"]))
-        m = [r["metrics"] for r in runs]
-        ints = {"stop": [x["steps"] for x in m], "clip_bound": [x["clip_bound"] for x in m],
-                **{k: [x[k] for x in m] for k in fx.FLOW_COUNTERS}}
-        floats = {k: [x[k] for x in m] for k in ("train_loss", "rec", "effective_rank", "lr")}
-        out[label] = {
-            "seed": torch.tensor([r["config"]["seed"] for r in runs]),
-            "base_lr": torch.tensor([r["config"]["lr"] for r in runs], dtype=torch.float64),
-            **{k: torch.tensor(v, dtype=torch.int64) for k, v in ints.items()},
-            **{k: torch.tensor([math.nan if x is None else x for x in v], dtype=torch.float64)
-               for k, v in floats.items()},
-            "interpolated": torch.tensor([bool(x["interpolated"]) for x in m]),
-        }
-    return out
+        c = r["config"]
+        by_label.setdefault(c["variant"], []).append((c["seed"], c["lr"], r["metrics"]))
+    return {label: fx.run_columns(runs) for label, runs in by_label.items()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -482,449 +433,3 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
 
 
 collect = collection.collector(EXPERIMENT, get_config)
-
-
-# --------------------------------------------------------------------------------------------
-# summaries
-# --------------------------------------------------------------------------------------------
-
-
-def seed_stats(values: Sequence[float], ddof: int = 1) -> tuple[float, float]:
-    """Mean and standard deviation: the sample one for ``ddof=1`` (``nan`` for fewer than two
-    values), the population one (``np.std``, the paper's ``collect.py``) for ``ddof=0``."""
-    if ddof not in (0, 1):
-        raise ValueError(f"Invalid ddof: {ddof!r}; expected 0 or 1")
-    vals = [float(v) for v in values]
-    if not vals or any(v is None or not math.isfinite(v) for v in vals):
-        return math.nan, math.nan
-    if ddof == 0:
-        return statistics.fmean(vals), statistics.pstdev(vals)
-    return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else math.nan
-
-
-def _power(record: Mapping[str, Any]) -> float:
-    return float(record["config"]["hparams"]["precond_power"])
-
-
-def _row(s: Selection) -> dict[str, Any]:
-    recs = [r["metrics"]["rec"] for r in s.runs]
-    mean, sd = seed_stats(recs) if s.runs else (math.nan, math.nan)
-    return {
-        "lr": s.value, "gated": s.gated, "at_grid_edge": s.at_grid_edge,
-        "at_lowest_lr": bool(s.grid) and s.value == s.grid[0],
-        "rec": mean, "rec_sd": sd, "rec_seeds": recs,
-        "effective_rank": s.mean("effective_rank"), "steps": s.mean("steps"),
-        "train_loss_mean": s.mean("train_loss"),
-        "all_interpolated": bool(s.runs) and all(r["metrics"]["interpolated"] for r in s.runs),
-    }
-
-
-def is_paper_setting(records: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether every record is on the paper's problem at the paper's budget (or its 10×
-    budget): published values describe only that setting, so summaries show them only then."""
-    cfg = _paper_config()
-    problem = cfg.problem.to_config()
-    budgets = (cfg.budget.to_config(), cfg.long_budget.to_config())
-    return bool(records) and all(r["config"]["problem"] == problem
-                                 and r["config"]["budget"] in budgets for r in records)
-
-
-def dial_rows(records: Sequence[Mapping[str, Any]], scalar: str,
-              protocol: Protocol = PAPER_PROTOCOL) -> list[dict[str, Any]]:
-    """One row per ``p`` (descending) of a dial part: the selection of ``protocol`` over lrs
-    (:func:`_row` columns) and the published rec of that ``(scalar, p)`` (``nan`` if none, or
-    if the records are not in the paper's setting)."""
-    chosen = select(records, protocol, group_by="config.hparams.precond_power")
-    published = PUBLISHED_DIAL.get(scalar, {}) if is_paper_setting(records) else {}
-    if scalar == "geomean" and published:
-        published = {1.0: PUBLISHED_DIAL["rms"][1.0], **published}
-    rows = []
-    for p in sorted(chosen, reverse=True):
-        rows.append({"p": float(p), "scalar": scalar, **_row(chosen[p]),
-                     "published": published.get(float(p), math.nan)})
-    return rows
-
-
-def fixed_lr_table(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The fixed-lr arm of a dial part: mean rec and effective rank per (lr, p), whether every
-    seed interpolated, and per lr whether rec and effective rank fall monotonically as ``p``
-    goes from 1 to 0 over the cells where every seed interpolated."""
-    cells: dict[tuple[float, float], list[Mapping[str, Any]]] = {}
-    for r in records:
-        cells.setdefault((float(r["config"]["hparams"]["lr"]), _power(r)), []).append(r)
-    lrs = sorted({lr for lr, _ in cells})
-    powers = sorted({p for _, p in cells}, reverse=True)
-
-    def grid(metric: str) -> list[list[float]]:
-        return [[mean_metric(cells.get((lr, p), []), metric) for p in powers] for lr in lrs]
-
-    ok = [[bool(cells.get((lr, p))) and all(x["status"] == "ok" and x["metrics"]["interpolated"]
-                                            for x in cells[(lr, p)]) for p in powers]
-          for lr in lrs]
-    rec, erank = grid("rec"), grid("effective_rank")
-    paper = is_paper_setting(records)
-
-    def monotone(row: list[float], flags: list[bool]) -> bool:
-        vals = [v for v, f in zip(row, flags, strict=True) if f]
-        return len(vals) >= 2 and all(b < a for a, b in zip(vals, vals[1:], strict=False))
-
-    return {
-        "lrs": lrs, "powers": powers, "rec": rec, "effective_rank": erank,
-        "interpolated": ok,
-        "monotone_rec": [monotone(rec[i], ok[i]) for i in range(len(lrs))],
-        "monotone_erank": [monotone(erank[i], ok[i]) for i in range(len(lrs))],
-        "published": [[(PUBLISHED_FIXED_LR.get(lr, {}).get(p, math.nan) if paper else math.nan)
-                       for p in powers] for lr in lrs],
-    }
-
-
-def published_lr_edge(records: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
-    """:data:`PUBLISHED_LR_EDGE` when ``records`` are in the paper's setting, else ``None``."""
-    return dict(PUBLISHED_LR_EDGE) if is_paper_setting(records) else None
-
-
-def lr_edge_rows(records: Sequence[Mapping[str, Any]], ddof: int = 1) -> list[dict[str, Any]]:
-    """Per (p, lr) of ``lr_edge``: mean ± sd of rec over seeds (``ddof`` as in
-    :func:`seed_stats`), effective rank, steps, how many seeds interpolated (below ``tol``) and
-    how many finished ``ok``."""
-    cells: dict[tuple[float, float], list[Mapping[str, Any]]] = {}
-    for r in records:
-        cells.setdefault((_power(r), float(r["config"]["hparams"]["lr"])), []).append(r)
-    rows = []
-    for (p, lr), runs in sorted(cells.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
-        done = [r for r in runs if r["status"] == "ok"]
-        mean, sd = (seed_stats([r["metrics"]["rec"] for r in done], ddof) if done
-                    else (math.nan,) * 2)
-        rows.append({
-            "p": p, "lr": lr, "seeds": len(runs), "ok": len(done),
-            "interpolated": sum(bool(r["metrics"]["interpolated"]) for r in done),
-            "rec": mean, "rec_sd": sd, "effective_rank": mean_metric(done, "effective_rank"),
-            "steps": mean_metric(done, "steps"), "train_loss_max": max(
-                (r["metrics"]["train_loss"] for r in done), default=math.nan),
-        })
-    return rows
-
-
-def flow_row_name(record: Mapping[str, Any]) -> str:
-    """The name in :data:`FLOW_ROWS` of a FlowAdam record (by its hyperparameters), or
-    ``"other"``."""
-    hp = {k: v for k, v in record["config"]["hparams"].items() if k != "lr"}
-    for name in FLOW_ROWS:
-        want = flow_hparams(name)
-        if all(_same(hp.get(k), v) for k, v in want.items()):
-            return name
-    return "other"
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return list(a) == list(b)
-    return a == b
-
-
-def flow_rows(records: Sequence[Mapping[str, Any]],
-              protocol: Protocol = FLOW_ROWS_PROTOCOL) -> list[dict[str, Any]]:
-    """One row per FlowAdam row of ``flow_rows`` (order of :data:`FLOW_ROWS`): the selection of
-    ``protocol`` over lrs (by default the paper's for these rows, :data:`FLOW_ROWS_PROTOCOL`)
-    and the published value (``nan`` if none)."""
-    tagged = [{**r, "row": flow_row_name(r)} for r in records]
-    chosen = select(tagged, protocol, group_by="row")
-    published = PUBLISHED_FLOW_ROWS if is_paper_setting(records) else {}
-    rows = []
-    for name, (label, _, _) in FLOW_ROWS.items():
-        if name not in chosen:
-            continue
-        rows.append({"row": name, "label": label, **_row(chosen[name]),
-                     "published": published.get(name, math.nan)})
-    return rows
-
-
-def strict_protocol() -> Protocol:
-    """The book's rule (:data:`~gaugekit.runs.selection.ORACLE`): every seed below the
-    interpolation bar."""
-    return ORACLE
-
-
-# --------------------------------------------------------------------------------------------
-# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
-# --------------------------------------------------------------------------------------------
-
-_NBSP = "\u00a0"
-
-
-def _fmt(x: Any, spec: str = ".4f") -> str | None:
-    """``x`` formatted, or ``None`` (a table's dash) when it is missing or not finite."""
-    return None if x is None or not math.isfinite(x) else format(x, spec)
-
-
-def collect_chapter(config: DialConfig | None = None) -> tuple[dict[str, list], Any, Any]:
-    """The records of every part the chapter shows (the long FlowAdam part may be missing:
-    then it is empty) and what its two records notes say: ``(records, note, long_note)``,
-    each note a :class:`~gaugekit.runs.collection.Collected` or a Markdown string for
-    :func:`gaugekit.report.viz.records_note`."""
-    config = config or get_config()
-    data = collect(parts=[p for p in config.parts() if p != "flow_long"])
-    records = dict(data.records)
-    try:
-        long_data = collect(parts=["flow_long"])
-    except MissingRecords as missing:
-        records["flow_long"] = []
-        return records, data, f"The long FlowAdam part is not recorded yet: {missing}"
-    records["flow_long"] = long_data.records["flow_long"]
-    return records, data, long_data
-
-
-def gd_reference(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[float, float]:
-    """Plain GD at the dial's budget, selected by :data:`PAPER_PROTOCOL`: ``(rec, eff.
-    rank)``, means over seeds (``nan`` if it has no selection)."""
-    chosen = select(records["gd_reference"], PAPER_PROTOCOL)
-    if "gd" not in chosen:
-        return math.nan, math.nan
-    return chosen["gd"].mean("rec"), chosen["gd"].mean("effective_rank")
-
-
-def dial_table(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """The dial's recovery table, one row per (scalar, p): the paper's dial rule's lr (a star
-    when it is the grid's lowest), ``rec ± sd`` over seeds beside the published rec, steps,
-    mean training loss, and the stricter rule's ``rec (lr)`` (every seed below the bar)."""
-    rows = []
-    for s in ("rms", "geomean"):
-        strict = {r["p"]: r for r in dial_rows(records[f"dial_{s}"], s, ORACLE)}
-        for r in dial_rows(records[f"dial_{s}"], s):
-            other = strict.get(r["p"], {})
-            rows.append({
-                **r, "lr_text": (None if r["lr"] is None else
-                                 f"{r['lr']:g}" + ("*" if r["at_lowest_lr"] else "")),
-                "rec_text": (None if _fmt(r["rec"]) is None else
-                             f"{r['rec']:.4f}{_NBSP}±{_NBSP}{_fmt(r['rec_sd']) or '—'}"),
-                "strict_text": (None if _fmt(other.get("rec")) is None else
-                                f"{other['rec']:.4f}{_NBSP}({other['lr']:g})"),
-            })
-    return rows
-
-
-def dial_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
-                 config: DialConfig | None = None) -> dict[str, Any]:
-    """The dial table's numbers for the text: the protocol and budget, GD's reference, the
-    published claim, per (scalar, p) the selection's rec, published rec, steps and effective
-    rank (``dial_<scalar>_p<100 p>_…``), whether the RMS column falls at every step, the
-    largest difference from a published cell and how many selections sit at the lowest lr."""
-    config = config or get_config()
-    gd_rec, _ = gd_reference(records)
-    out: dict[str, Any] = {
-        "dial_check": config.budget.check_every, "dial_tol": config.budget.tol,
-        "dial_budget": config.budget.num_steps, "dial_planted": config.problem.r,
-        "dial_gd_rec": gd_rec, "dial_gd_published": PUBLISHED_GD,
-        "dial_pub_steps_p1": PUBLISHED_DIAL_STEPS[1.0],
-        "dial_pub_steps_p0": PUBLISHED_DIAL_STEPS[0.0],
-    }
-    for p, value in PUBLISHED_DIAL["rms"].items():  # the claim quotes every published p
-        out[f"dial_claim_p{round(100 * p)}"] = value
-    dial = {s: dial_rows(records[f"dial_{s}"], s) for s in ("rms", "geomean")}
-    for s, rows in dial.items():
-        for r in rows:
-            tag = f"dial_{s}_p{round(100 * r['p'])}"
-            out.update({f"{tag}_rec": r["rec"], f"{tag}_pub": r["published"],
-                        f"{tag}_steps": r["steps"], f"{tag}_erank": r["effective_rank"]})
-    recs = [r["rec"] for r in dial["rms"]]  # p from 1 down to 0
-    falls = all(b < a for a, b in zip(recs, recs[1:], strict=False))
-    out["dial_monotone"] = "falls at every step" if falls else "does not fall at every step"
-    gaps = [abs(r["rec"] - r["published"]) for rows in dial.values() for r in rows
-            if math.isfinite(r["published"]) and math.isfinite(r["rec"])]
-    out["dial_max_gap"] = max(gaps) if gaps else math.nan
-    out["dial_num_compared"] = len(gaps)
-    lowest = [r for rows in dial.values() for r in rows if r["p"] < 1]
-    out["dial_lowest_count"] = sum(r["at_lowest_lr"] for r in lowest)
-    out["dial_lowest_total"] = len(lowest)
-    out["dial_lowest_verdict"] = (
-        "for these the grid does not bracket the optimum, which the next two sections look at"
-        if out["dial_lowest_count"] else "the grid brackets every optimum")
-    return out
-
-
-def fixed_lr_numbers(fixed: Mapping[str, Any]) -> dict[str, Any]:
-    """The fixed-lr arm (:func:`fixed_lr_table`) for the text: at how many lrs rec and the
-    effective rank fall monotonically in ``p`` (and at which not), how many cells reached the
-    bar on every seed, and the two largest differences from the published matrix."""
-    not_mono = [lr for lr, ok in zip(fixed["lrs"], fixed["monotone_rec"], strict=True)
-                if not ok]
-    gaps = sorted((abs(a - b), lr, p)
-                  for lr, ra, rb in zip(fixed["lrs"], fixed["rec"], fixed["published"],
-                                        strict=True)
-                  for p, a, b in zip(fixed["powers"], ra, rb, strict=True)
-                  if math.isfinite(a) and math.isfinite(b))
-    worst = gaps[-1] if gaps else (math.nan, math.nan, math.nan)
-    return {
-        "fixed_mono_count": len(fixed["lrs"]) - len(not_mono),
-        "fixed_num_lrs": len(fixed["lrs"]),
-        "fixed_not_mono": ", ".join(f"{lr:g}" for lr in not_mono) or "none",
-        "fixed_erank_mono_count": sum(fixed["monotone_erank"]),
-        "fixed_cells_ok": sum(v for row in fixed["interpolated"] for v in row),
-        "fixed_cells": len(fixed["lrs"]) * len(fixed["powers"]),
-        "fixed_max_gap": worst[0],
-        "fixed_max_gap_cell": f"lr {worst[1]:g}, p = {worst[2]:g}" if gaps else "—",
-        "fixed_second_gap": gaps[-2][0] if len(gaps) > 1 else math.nan,
-    }
-
-
-def lr_edge_table(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The ``lr_edge`` grid as table rows: p, lr, ``rec ± sd`` (sample sd), seeds below the
-    bar out of seeds run, mean steps."""
-    return [{**r, "rec_text": (None if _fmt(r["rec"]) is None else
-                               f"{r['rec']:.4f}{_NBSP}±{_NBSP}{_fmt(r['rec_sd']) or '—'}"),
-             "below": f"{r['interpolated']} of {r['seeds']}"}
-            for r in lr_edge_rows(records)]
-
-
-def lr_edge_numbers(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The lr edge for the text: the published cell and ours computed as the paper's
-    (population sd), the best cell of each ``p`` where every seed reached the bar, the
-    change of rec across the grid per ``p``, and where the best ``p = 0`` cell sits."""
-    edge = lr_edge_rows(records)
-    pub = PUBLISHED_LR_EDGE
-    at_pub = next((r for r in lr_edge_rows(records, ddof=pub["sd_ddof"])
-                   if (r["p"], r["lr"]) == (pub["p"], pub["lr"])), {})
-    out: dict[str, Any] = {
-        "edge_pub_rec": pub["rec"], "edge_pub_sd": pub["rec_sd"], "edge_pub_lr": pub["lr"],
-        "edge_pub_seeds": pub["seeds"],
-        "edge_sd_kind": "population" if pub["sd_ddof"] == 0 else "sample",
-        "edge_rec": at_pub.get("rec", math.nan), "edge_sd": at_pub.get("rec_sd", math.nan),
-        "edge_interp": at_pub.get("interpolated", 0), "edge_seeds": at_pub.get("seeds", 0),
-        "edge_steps": at_pub.get("steps", math.nan),
-        "edge_min_lr": min((r["lr"] for r in edge), default=math.nan),
-        "edge_detail": (f"{at_pub['interpolated']} of them below the bar, in "
-                        f"{at_pub['steps']:.0f} steps on average" if at_pub.get("seeds")
-                        else "this scale's grid has no run at that learning rate"),
-    }
-    full = [r for r in edge if r["interpolated"] == r["seeds"] and r["seeds"]]
-    for p in sorted({r["p"] for r in edge}):
-        rows_p = [r for r in full if r["p"] == p]
-        best = min(rows_p, key=lambda r: r["rec"]) if rows_p else {}
-        tag = f"p{round(100 * p)}"
-        out[f"edge_best_{tag}_rec"] = best.get("rec", math.nan)
-        out[f"edge_best_{tag}_sd"] = best.get("rec_sd", math.nan)
-        out[f"edge_best_{tag}_lr"] = best.get("lr", math.nan)
-    for p in (0.0, 1.0):
-        rows_p = sorted((r for r in edge if r["p"] == p), key=lambda r: r["lr"])
-        out[f"edge_change_p{round(100 * p)}"] = (rows_p[0]["rec"] - rows_p[-1]["rec"]
-                                                 if rows_p else math.nan)
-    gap = abs(out.get("edge_best_p100_rec", math.nan) - out.get("edge_best_p0_rec", math.nan))
-    change = max(abs(out["edge_change_p0"]), abs(out["edge_change_p100"]))
-    out["edge_gap_verdict"] = (
-        "stays far larger than either change" if gap >= 3 * change else
-        "stays larger than either change" if gap > change else
-        "is not larger than the larger change" if gap <= change else
-        "cannot be compared at this scale")
-    best_p0 = min((r for r in full if r["p"] == 0.0), key=lambda r: r["rec"], default={})
-    out["edge_best_p0_where"] = (
-        "again the lowest learning rate tried"
-        if best_p0 and best_p0["lr"] == out["edge_min_lr"] else "inside the grid")
-    return out
-
-
-def flow_published(name: str) -> tuple[float, str]:
-    """``(value, mark)``: the published rec of FlowAdam row ``name`` as the chapter quotes it
-    (``nan`` if none). The selected rows of :data:`PUBLISHED_FLOW_ROWS` have no mark; the
-    invariant row has the figure quoted at one lr and 30k steps
-    (:data:`PUBLISHED_FLOW_SHORT_RMS`), marked ``"†"``: its runs did not reach the bar, so it
-    is no selection."""
-    if name in PUBLISHED_FLOW_ROWS:
-        return PUBLISHED_FLOW_ROWS[name], ""
-    if name == "globalnorm_p0_rms":
-        return PUBLISHED_FLOW_SHORT_RMS["rec"], "†"
-    return math.nan, ""
-
-
-def flow_table(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """FlowAdam's rows as table rows: the paper's rule for them (:data:`FLOW_ROWS_PROTOCOL`)
-    with lr, ``rec ± sd``, the published rec (:func:`flow_published`, in the paper's setting
-    only), steps, mean training loss and whether every seed reached the bar; then the older,
-    looser gate (:data:`PAPER_PROTOCOL`): ``rec (lr)``, a star when some seed stayed above
-    the bar."""
-    loose = {r["row"]: r for r in flow_rows(records, PAPER_PROTOCOL)}
-    paper = is_paper_setting(records)
-    rows = []
-    for r in flow_rows(records):
-        value, mark = flow_published(r["row"])
-        s = loose.get(r["row"], {})
-        rows.append({
-            **r, "lr_text": _fmt(r["lr"], "g") if r["lr"] is not None else None,
-            "rec_text": (None if _fmt(r["rec"]) is None else
-                         f"{r['rec']:.4f}{_NBSP}±{_NBSP}{_fmt(r['rec_sd']) or '—'}"),
-            "published_text": (f"{value:g}{mark}" if mark else _fmt(value)) if paper else None,
-            "published_quoted": value,
-            "interp": "yes" if r["all_interpolated"] else "no",
-            "loose_text": (None if _fmt(s.get("rec")) is None else
-                           f"{s['rec']:.4f}" + ("" if s["all_interpolated"] else "*")
-                           + f"{_NBSP}({s['lr']:g})"),
-            "loose_rec": s.get("rec", math.nan), "loose_lr": s.get("lr"),
-        })
-    return rows
-
-
-def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
-                 config: DialConfig | None = None) -> dict[str, Any]:
-    """FlowAdam's rows, its invariant row at the quoted lr and 30k steps, and its long run,
-    for the text: per row of :data:`FLOW_ROWS` the selection's rec and lr under both gates
-    and the published value (the same as the table's, :func:`flow_published`); the quoted
-    cell's mean rec, worst training loss and seeds below the bar; the long run's mean ± sd,
-    seeds below the bar and steps, beside the published ones."""
-    config = config or get_config()
-    table = {r["row"]: r for r in flow_table(records["flow_rows"])}
-    out: dict[str, Any] = {}
-    for name in FLOW_ROWS:
-        r = table.get(name, {})
-        out[f"flowrow_{name}_rec"] = r.get("rec", math.nan)
-        out[f"flowrow_{name}_lr"] = r.get("lr") or math.nan
-        out[f"flowrow_{name}_pub"] = flow_published(name)[0]
-        out[f"flowrow_{name}_interp"] = "yes" if r.get("all_interpolated") else "no"
-        out[f"flowrow_{name}_loose_rec"] = r.get("loose_rec", math.nan)
-        out[f"flowrow_{name}_loose_lr"] = r.get("loose_lr") or math.nan
-    paper = is_paper_setting(records["flow_rows"])  # published rows describe only that
-    compared = [abs(r["rec"] - value) for name, r in table.items()
-                for value in [PUBLISHED_FLOW_ROWS.get(name, math.nan)]
-                if paper and math.isfinite(value) and math.isfinite(r["rec"])]
-    out["flow_max_gap"] = max(compared) if compared else math.nan
-    out["flow_num_compared"] = len(compared)
-    out["flow_loose_above"] = sum(1 for r in table.values()
-                                  if math.isfinite(r["loose_rec"])
-                                  and "*" in (r["loose_text"] or ""))
-    out["flow_rows_n"] = len(table)
-    short_cfg = PUBLISHED_FLOW_SHORT_RMS
-    short = [x for x in records["flow_rows"]
-             if flow_row_name(x) == "globalnorm_p0_rms"
-             and x["config"]["hparams"]["lr"] == short_cfg["lr"] and x["status"] == "ok"]
-    out.update({
-        "short_rec": seed_stats([x["metrics"]["rec"] for x in short])[0] if short
-        else math.nan,
-        "short_loss_max": max((x["metrics"]["train_loss"] for x in short),
-                              default=math.nan),
-        "short_interp": sum(bool(x["metrics"]["interpolated"]) for x in short),
-        "short_seeds": len(short),
-        # the quoted figure, as the table shows it (its invariant row)
-        "short_pub_rec": flow_published("globalnorm_p0_rms")[0],
-        "short_lr": short_cfg["lr"], "short_pub_loss": short_cfg["train_loss"],
-    })
-    below = bool(short) and out["short_interp"] == len(short)
-    out["short_verdict"] = ("has no run at this scale" if not short else
-                            "reaches the bar" if below else "does not reach the bar")
-    out["short_reading"] = ("this scale has no run at that learning rate" if not short else
-                            "there every seed interpolates" if below else
-                            "that number is not an interpolating run's")
-    long_runs = [x for x in records["flow_long"] if x["status"] == "ok"]
-    mean, sd = (seed_stats([x["metrics"]["rec"] for x in long_runs]) if long_runs
-                else (math.nan, math.nan))
-    steps = [x["metrics"]["steps"] for x in long_runs]
-    pub = PUBLISHED_FLOW_LONG
-    out.update({
-        "long_rec": mean, "long_sd": sd,
-        "long_interp": sum(bool(x["metrics"]["interpolated"]) for x in long_runs),
-        "long_seeds": len(config.specs("flow_long")), "long_done": len(long_runs),
-        "long_steps_min": min(steps, default=math.nan),
-        "long_steps_max": max(steps, default=math.nan),
-        "long_budget": config.long_budget.num_steps, "long_lr": config.long_lr,
-        "long_pub_rec": pub["rec"], "long_pub_seeds": pub["seeds"],
-        "long_pub_sd": pub["rec_sd"], "long_pub_budget": pub["num_steps"],
-        "long_pub_steps_min": pub["steps_min"], "long_pub_steps_max": pub["steps_max"],
-    })
-    return out

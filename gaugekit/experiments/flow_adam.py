@@ -8,13 +8,15 @@ Three measurements on the paper's matrix-sensing testbed (:mod:`gaugekit.problem
    per-entry learning rate ``lr / (s_i^p s̄^{1−p} + ε)`` on one frozen second moment, and
    :func:`dial_gauge_residuals` / :func:`audit_flow_adam` run the equivariance audit;
 2. **the trigger rate** of the flow path: :func:`train_variants` trains every variant of
-   :func:`ablation_variants` on every (seed, lr) of the config, stacked, with the paper's stop
-   rule, and keeps the flow counters at the stop; :func:`trigger_rates` divides the flow steps by
-   the :func:`eligible_steps`;
+   :func:`ablation_variants` on every (seed, lr) of the config on the stacked factor trainer
+   (:mod:`gaugekit.train.factors`), with the paper's stop rule, and keeps the flow counters at
+   the stop (the chapter's :func:`~gaugekit.report.flow_adam_numbers.trigger_rates` divides
+   the flow steps by the eligible steps);
 3. **the ablation**: FlowAdam against the dial alone at smaller learning rates, plain GD at
    ``lr·T`` and :class:`DialThenClippedGD` (FlowAdam written out by hand for the case where the
    flow fires at every eligible step), compared with the paper's selection protocol
-   (:func:`select_lr`, the ``ORACLE`` rule of :mod:`gaugekit.runs.selection`).
+   (:func:`~gaugekit.report.flow_adam_numbers.select_lr`, the ``ORACLE`` rule of
+   :mod:`gaugekit.runs.selection`).
 
 Sizes, seeds, grids and budgets live in :class:`FlowAdamConfig`, one per scale
 (:func:`flow_adam_config`); the chapter never looks at the scale.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -43,14 +45,14 @@ from gaugekit.optim.flow_adam import (
     shared_scale_statistic,
 )
 from gaugekit.problems.matrix_sensing import (
-    SensingBatch,
     default_num_measurements,
     init_factors,
     make_instance,
     sensing_loss,
 )
 from gaugekit.problems.specs import Budget, Problem
-from gaugekit.runs.selection import ORACLE, select
+from gaugekit.runs.spec import RunSpec
+from gaugekit.train.factors import train_factored_batch
 
 __all__ = [
     "AUDIT_CASES",
@@ -58,6 +60,7 @@ __all__ = [
     "FLOW_LABEL",
     "GD_LABEL",
     "FLOW_COUNTERS",
+    "HAND_METHOD",
     "INVARIANT",
     "PROTOTYPE",
     "PUBLISHED_FLOW_VS_DIAL",
@@ -65,39 +68,23 @@ __all__ = [
     "FlowAdamConfig",
     "FlowAudit",
     "RunColumns",
-    "StackedFactory",
     "Variant",
-    "ablation_labels",
-    "ablation_numbers",
-    "ablation_rows",
     "ablation_variants",
     "audit_cases",
     "audit_flow_adam",
-    "audit_numbers",
-    "audit_rows",
-    "best_selection",
     "dial_gauge_residuals",
-    "describe",
     "dial_label",
     "distance_from_init",
-    "eligible_steps",
     "final_factor_gap",
+    "flow_counts",
     "flow_adam_config",
-    "hand_numbers",
-    "interpolated_by_lr",
-    "lower_rec_count",
-    "mean_by_lr",
+    "make_variant_optimizer",
     "per_entry_log_lr",
-    "relative_gap",
-    "select_lr",
-    "spread_ratios",
+    "run_columns",
     "stiffness_label",
     "train_on_instance",
+    "train_runs",
     "train_variants",
-    "trigger_lines",
-    "trigger_numbers",
-    "trigger_rates",
-    "trigger_share",
 ]
 
 #: The gauge-invariant preset (p = 0, RMS scalar, global-norm clip c = 10) and the prototype's
@@ -109,13 +96,11 @@ PROTOTYPE: Mapping[str, Any] = FLOW_ADAM_PRESETS["prototype"]
 #: dial alone (RMS, p = 0), both at lr = 1e-3 on the n = 40 testbed (3 seeds, 30 000 steps).
 PUBLISHED_FLOW_VS_DIAL: Mapping[str, float] = {"flow": 0.1691, "dial": 0.2010, "lr": 1e-3}
 
-#: Per-run counters kept at the stop by :func:`train_variants` (zero for non-flow variants).
+#: Per-run counters kept at the stop by :func:`train_runs` (zero for non-flow variants).
 FLOW_COUNTERS: tuple[str, ...] = ("flow_steps", "plateau_triggers", "stiff_triggers")
 
-#: Per-run result columns of :func:`train_variants`: column name → tensor of shape ``(runs,)``.
+#: Per-run result columns (:func:`run_columns`): column name → tensor of shape ``(runs,)``.
 RunColumns = dict[str, Tensor]
-#: ``make(params, lr)`` → an optimizer over stacked parameters (``batch_dims = 1``), ``lr`` per run.
-StackedFactory = Callable[[list[Tensor], Tensor], Any]
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,12 +284,29 @@ def dial_gauge_residuals(config: FlowAdamConfig, scalar: str) -> list[float]:
     ]
 
 
+#: The four FlowAdam configurations the chapter audits with the flow path on, and the short
+#: names its glue keys use.
+AUDIT_CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "invariant preset": ("inv", dict(INVARIANT)),
+    "invariant, per-coordinate clip": (
+        "pc", {**INVARIANT, "flow_clip_mode": "percoord", "flow_clip": 0.05}),
+    "invariant, geometric mean": ("geo", {**INVARIANT, "precond_scalar": "geomean"}),
+    "prototype preset": ("proto", dict(PROTOTYPE)),
+}
+
+
+def audit_cases(config: FlowAdamConfig) -> dict[str, FlowAudit]:
+    """:func:`audit_flow_adam` of each configuration of :data:`AUDIT_CASES`, by name."""
+    return {name: audit_flow_adam(config, **options)
+            for name, (_, options) in AUDIT_CASES.items()}
+
+
 # --------------------------------------------------------------------------------------------
 # FlowAdam by hand, and the variants of the ablation
 # --------------------------------------------------------------------------------------------
 
 
-class DialThenClippedGD:
+class DialThenClippedGD(FlowAdam):
     r"""FlowAdam written out for a flow path that fires at every eligible step.
 
     Steps ``t = 1 … warmup + 1``: the dial (``p = 0``, RMS, flow off, i.e. shared-scale Adam).
@@ -313,7 +315,8 @@ class DialThenClippedGD:
     all parameters of a run. FlowAdam's momentum blend never reaches ``θ`` then, so this equals
     ``FlowAdam(**INVARIANT, flow_warmup=warmup)`` whenever its flow fires at every step from
     ``warmup + 2`` on. Works from ``.grad`` (``step()`` takes no closure); ``lr`` is a float or a
-    tensor of shape ``param.shape[:batch_dims]``. Not a ``torch.optim.Optimizer``: no state dict.
+    tensor of shape ``param.shape[:batch_dims]``. The step count is optimizer-wide state
+    (``state["hand"]``), so it survives a compaction of the stack (:mod:`gaugekit.train.batching`).
     """
 
     def __init__(
@@ -326,35 +329,45 @@ class DialThenClippedGD:
         clip: float,
         batch_dims: int = 0,
     ) -> None:
-        self.params = list(params)
-        self.lr, self.warmup, self.time_scale, self.clip = lr, warmup, time_scale, clip
-        self.batch_dims = batch_dims
-        self.num_steps = 0
-        self.dial = FlowAdam(self.params, lr=lr, precond_power=0.0, precond_scalar="rms",
-                             flow=False, batch_dims=batch_dims)
+        super().__init__(params, lr=lr, precond_power=0.0, precond_scalar="rms", flow=False,
+                         batch_dims=batch_dims)
+        self.hand_lr, self.warmup, self.time_scale, self.clip = lr, warmup, time_scale, clip
+        self.hand_batch_dims = batch_dims
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, closure: None = None) -> None:
         """One dial step during the warm-up, one clipped gradient step after it."""
-        self.num_steps += 1
-        if self.num_steps <= self.warmup + 1:
-            self.dial.step()
+        hand = self.state["hand"]
+        hand["steps"] = hand.get("steps", 0) + 1
+        if hand["steps"] <= self.warmup + 1:
+            super().step()
             return
-        grads = [p.grad for p in self.params]
-        dims = [tuple(range(self.batch_dims, g.ndim)) for g in grads]
+        params = [p for group in self.param_groups for p in group["params"]]
+        grads, b = [p.grad for p in params], self.hand_batch_dims
+        dims = [tuple(range(b, g.ndim)) for g in grads]
         norm = sum(g.square().sum(dim=d) for g, d in zip(grads, dims, strict=True)).sqrt()
-        clipped = clip_gradients(grads, "globalnorm", self.clip, norm, self.batch_dims)
-        for p, c in zip(self.params, clipped, strict=True):
-            p.sub_(per_run(self.lr, p, self.batch_dims) * self.time_scale * c)
+        clipped = clip_gradients(grads, "globalnorm", self.clip, norm, b)
+        for p, c in zip(params, clipped, strict=True):
+            p.sub_(per_run(self.hand_lr, p, b) * self.time_scale * c)
+
+
+#: Method name of :class:`DialThenClippedGD` for :func:`make_variant_optimizer`.
+HAND_METHOD = "dial_then_clipped_gd"
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One optimizer of the ablation: ``make(params, lr)`` over stacked runs, trained at the
-    config's learning rates times ``lr_factor``."""
+    """One optimizer of the ablation: ``method`` (a registry name or :data:`HAND_METHOD`) with
+    ``hparams`` besides ``lr``, trained at the config's learning rates times ``lr_factor``."""
 
-    make: StackedFactory
+    method: str
+    hparams: Mapping[str, Any] = field(default_factory=dict)
     lr_factor: float = 1.0
+
+
+#: Labels of FlowAdam (invariant) and of GD at ``lr · T`` among the variants.
+FLOW_LABEL = "FlowAdam (invariant)"
+GD_LABEL = "GD, lr × T"
 
 
 def dial_label(factor: float) -> str:
@@ -373,399 +386,109 @@ def ablation_variants(config: FlowAdamConfig) -> dict[str, Variant]:
     the dial alone at each ``lr × factor`` (:func:`dial_label`), GD at ``lr · T``, and
     :class:`DialThenClippedGD` (``"dial warm-up, then clipped GD"``)."""
     T, warmup, clip = INVARIANT["flow_time_scale"], INVARIANT["flow_warmup"], INVARIANT["flow_clip"]
-
-    def flow_adam(**options: Any) -> StackedFactory:
-        return lambda params, lr: FlowAdam(params, lr=lr, batch_dims=1, **options)
-
     return {
-        "FlowAdam (invariant)": Variant(make=flow_adam(**INVARIANT)),
-        "FlowAdam (prototype)": Variant(make=flow_adam(**PROTOTYPE)),
-        **{stiffness_label(kappa): Variant(make=flow_adam(**{**INVARIANT, "flow_stiffness": kappa}))
+        FLOW_LABEL: Variant("flow_adam", dict(INVARIANT)),
+        "FlowAdam (prototype)": Variant("flow_adam", dict(PROTOTYPE)),
+        **{stiffness_label(kappa): Variant("flow_adam", {**INVARIANT, "flow_stiffness": kappa})
            for kappa in config.stiffness_grid},
-        **{dial_label(c): Variant(make=flow_adam(precond_power=0.0, flow=False), lr_factor=c)
+        **{dial_label(c): Variant("flow_adam", {"precond_power": 0.0, "flow": False}, c)
            for c in config.dial_factors},
-        "GD, lr × T": Variant(
-            make=lambda params, lr: make_optimizer("gd", params, lr=lr, batch_dims=1),
-            lr_factor=T),
+        GD_LABEL: Variant("gd", {}, T),
         "dial warm-up, then clipped GD": Variant(
-            make=lambda params, lr: DialThenClippedGD(params, lr, warmup=warmup, time_scale=T,
-                                                      clip=clip, batch_dims=1)),
+            HAND_METHOD, {"warmup": warmup, "time_scale": T, "clip": clip}),
     }
 
 
 # --------------------------------------------------------------------------------------------
-# stacked training with the paper's stop rule
+# the variants on the stacked trainer, with the paper's stop rule
 # --------------------------------------------------------------------------------------------
 
 
-def train_variants(
-    variants: Mapping[str, Variant],
+def make_variant_optimizer(method: str, params: list[Tensor], **options: Any) -> Any:
+    """The trainer's optimizer factory: :class:`DialThenClippedGD` for :data:`HAND_METHOD`,
+    the zoo's registry otherwise."""
+    if method == HAND_METHOD:
+        return DialThenClippedGD(params, **options)
+    return make_optimizer(method, params, **options)
+
+
+def flow_counts(optimizer: Any) -> dict[str, Tensor]:
+    """The :data:`FLOW_COUNTERS` of a FlowAdam with the flow path on, zeros for any other."""
+    if isinstance(optimizer, FlowAdam) and optimizer.defaults["flow"]:
+        counters = optimizer.flow_counters()
+        return {key: counters[key] for key in FLOW_COUNTERS}
+    first = optimizer.param_groups[0]["params"][0]
+    return dict.fromkeys(FLOW_COUNTERS, torch.zeros(first.shape[0], dtype=torch.int64))
+
+
+def train_runs(
+    runs: Sequence[tuple[Variant, int, float]],
     config: FlowAdamConfig,
     *,
     clip_threshold: float = INVARIANT["flow_clip"],
     device: torch.device | str | None = None,
-) -> dict[str, RunColumns]:
-    """Train every variant on every (seed, lr) of ``config``, all runs stacked in one loop.
+) -> list[dict[str, Any]]:
+    """Train the runs ``(variant, seed, base lr)`` stacked, with
+    :func:`gaugekit.train.factors.train_factored_batch`, and return each run's metrics.
 
-    Each step evaluates ``(L, G_U, G_V)`` of all runs at once (one product per instance,
-    :class:`~gaugekit.problems.matrix_sensing.SensingBatch`). As in the paper's protocol a run
-    stops after the update of the first check step at which its loss, evaluated before that
-    update, is below ``config.budget.tol``; its factors and flow counters are kept there.
-
-    Returns label → columns over the runs (seed-major, then lr): ``seed``, ``base_lr``, ``lr``
-    (``base_lr × lr_factor``), ``stop`` (updates taken), ``train_loss`` (at the stop),
-    ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with ``‖g‖ >
-    clip_threshold`` before the stop) and the :data:`FLOW_COUNTERS` (zero unless a FlowAdam with
-    the flow path on). Tensors on the CPU.
+    As in the paper's protocol a run stops after the update of the first check step at which
+    its loss, evaluated before that update, is below ``config.budget.tol``; its factors and
+    flow counters are kept there. Metrics: ``steps`` (updates taken), ``train_loss`` (at the
+    stop: before its update if the run stopped at a check, after the last update if it ran out
+    of budget), ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with
+    ``‖g‖ > clip_threshold`` up to the stop), ``lr`` (``base lr × lr_factor``) and the
+    :data:`FLOW_COUNTERS`. A run that does not end ``ok`` (diverged, error) raises.
     """
-    device = get_device(device)
-    p, budget = config.problem, config.budget
-    on = {"dtype": config.dtype, "device": device}
-    instances = [make_instance(s, p.n, p.r, p.m, **on) for s in config.seeds]
-    inits = [init_factors(s, p.n, p.k, p.init_scale, **on) for s in config.seeds]
-    runs = [(i, lr) for i in range(len(config.seeds)) for lr in config.lrs]
-    per = len(runs)
-    batch = SensingBatch(instances, [i for i, _ in runs] * len(variants))
-    members = []
-    for label, variant in variants.items():
-        U = torch.stack([inits[i][0] for i, _ in runs]).requires_grad_()
-        V = torch.stack([inits[i][1] for i, _ in runs]).requires_grad_()
-        lr = torch.tensor([lr * variant.lr_factor for _, lr in runs], **on)
-        members.append((label, U, V, variant.make([U, V], lr), lr))
-    total = per * len(members)
-    done = torch.zeros(total, dtype=torch.bool, device=device)
-    stop = torch.full((total,), budget.num_steps, device=device)
-    loss_end = torch.full((total,), math.nan, **on)
-    U_end = torch.empty(total, p.n, p.k, **on)
-    V_end = torch.empty_like(U_end)
-    counters = {key: torch.zeros(total, dtype=torch.int64, device=device)
-                for key in FLOW_COUNTERS}
-    clip_bound = torch.zeros(total, dtype=torch.int64, device=device)
-
-    def keep(mask: Tensor) -> None:
-        """Store the factors and flow counters of the runs in ``mask`` (over all rows)."""
-        for j, (_, U, V, opt, _) in enumerate(members):
-            rows = slice(j * per, (j + 1) * per)
-            sel = torch.nonzero(mask[rows]).flatten()
-            if sel.numel() == 0:
-                continue
-            U_end[rows][sel], V_end[rows][sel] = U.detach()[sel], V.detach()[sel]
-            if isinstance(opt, FlowAdam) and opt.defaults["flow"]:
-                snap = opt.flow_counters()
-                for key in counters:
-                    counters[key][rows][sel] = snap[key][sel]
-
-    for t in range(1, budget.num_steps + 1):
-        U_all = torch.cat([U.detach() for _, U, _, _, _ in members])
-        V_all = torch.cat([V.detach() for _, _, V, _, _ in members])
-        loss, G_U, G_V = batch.loss_and_grads(U_all, V_all)
-        grad_norm = (G_U.square().sum((1, 2)) + G_V.square().sum((1, 2))).sqrt()
-        clip_bound += (grad_norm > clip_threshold) & ~done
-        for j, (_, U, V, opt, _) in enumerate(members):
-            U.grad, V.grad = G_U[j * per:(j + 1) * per], G_V[j * per:(j + 1) * per]
-            opt.step()
-        if t % budget.check_every == 0:  # the paper's stop: pre-update loss, after the update
-            new = (loss < budget.tol) & ~done
-            keep(new)
-            done |= new
-            stop[new], loss_end[new] = t, loss[new]
-    keep(~done)
-    final = batch.metrics(U_end, V_end)
-    loss_end[~done] = final["train_loss"][~done]
-    out = {}
-    for j, (label, _, _, _, lr) in enumerate(members):
-        rows = slice(j * per, (j + 1) * per)
-        columns = {
-            "lr": lr, "stop": stop[rows], "train_loss": loss_end[rows],
-            "interpolated": done[rows] | (loss_end[rows] < budget.tol),
-            "rec": final["rec"][rows], "effective_rank": final["effective_rank"][rows],
-            "clip_bound": clip_bound[rows], **{key: c[rows] for key, c in counters.items()},
-        }
-        out[label] = {
-            "seed": torch.tensor([config.seeds[i] for i, _ in runs]),
-            "base_lr": torch.tensor([lr for _, lr in runs], dtype=config.dtype),
-            **{key: value.cpu() for key, value in columns.items()},
-        }
+    budget = {**config.budget.to_config(), "count_grad_norm_above": clip_threshold}
+    base = {"kind": "factored", "problem": config.problem.to_config(), "schedule": "constant",
+            "budget": budget, "dtype": str(config.dtype).removeprefix("torch.")}
+    specs = [RunSpec("flow_adam", "variants", {
+        **base, "method": v.method, "hparams": {**v.hparams, "lr": lr * v.lr_factor},
+        "seed": seed}) for v, seed, lr in runs]
+    results = train_factored_batch(specs, device=get_device(device),
+                                   make_optimizer=make_variant_optimizer,
+                                   optimizer_metrics=flow_counts)
+    b = config.budget
+    out = []
+    for spec, result in zip(specs, results, strict=True):
+        if result.status != "ok":
+            raise RuntimeError(f"Invalid run {spec.config}: {result.status} {result.message}")
+        m = result.metrics
+        stopped = m["interpolated"] and m["steps"] % b.check_every == 0
+        loss = m["train_loss"] if stopped else m["final_loss"]
+        out.append({
+            "train_loss": loss, "interpolated": stopped or loss < b.tol, "rec": m["rec"],
+            "effective_rank": m["effective_rank"], "clip_bound": m["grad_norm_above"],
+            "lr": spec.config["hparams"]["lr"], **{key: m[key] for key in FLOW_COUNTERS},
+            "steps": m["steps"],
+        })
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# trigger rates
-# --------------------------------------------------------------------------------------------
-
-
-def eligible_steps(runs: RunColumns, warmup: int = INVARIANT["flow_warmup"]) -> Tensor:
-    """Per run, the updates at which the flow could fire: those after step ``warmup + 1`` up to
-    the stop, ``max(stop − warmup − 1, 1)``."""
-    return (runs["stop"] - (warmup + 1)).clamp_min(1)
-
-
-def trigger_rates(
-    results: Mapping[str, RunColumns], warmup: int = INVARIANT["flow_warmup"]
-) -> dict[str, Tensor]:
-    """``flow_steps / eligible_steps`` per run (float64), for every label starting with
-    ``"FlowAdam"``."""
-    return {label: (r["flow_steps"] / eligible_steps(r, warmup)).to(torch.float64)
-            for label, r in results.items() if label.startswith("FlowAdam")}
-
-
-def trigger_share(runs: RunColumns, test: str) -> float:
-    """Times the test ``test`` (``"stiff_triggers"`` or ``"plateau_triggers"``) fired over the
-    flow steps taken, summed over runs (a step can fire both tests, so shares may add up to
-    more than 1)."""
-    return (runs[test].sum() / runs["flow_steps"].sum()).item()
-
-
-# --------------------------------------------------------------------------------------------
-# per-lr summaries and the paper's selection protocol
-# --------------------------------------------------------------------------------------------
-
-
-def mean_by_lr(runs: RunColumns, lrs: Sequence[float], key: str = "rec") -> list[float]:
-    """Mean of column ``key`` over the seeds at each base learning rate of ``lrs``."""
-    return [runs[key][runs["base_lr"] == lr].mean().item() for lr in lrs]
-
-
-def interpolated_by_lr(runs: RunColumns, lrs: Sequence[float]) -> list[bool]:
-    """Whether every seed reached the loss threshold, at each base learning rate of ``lrs``."""
-    return [bool(runs["interpolated"][runs["base_lr"] == lr].all()) for lr in lrs]
-
-
-def _records(runs: RunColumns) -> list[dict[str, Any]]:
-    """The runs as minimal records for :func:`gaugekit.runs.selection.select`."""
-    return [
-        {"status": "ok", "config": {"method": "runs", "hparams": {"lr": lr}},
-         "metrics": {"rec": rec, "interpolated": ok, "train_loss": loss}}
-        for lr, rec, ok, loss in zip(runs["base_lr"].tolist(), runs["rec"].tolist(),
-                                     runs["interpolated"].tolist(),
-                                     runs["train_loss"].tolist(), strict=True)
-    ]
-
-
-def select_lr(runs: RunColumns) -> tuple[float, float]:
-    """Table 2's rule: ``(mean rec, lr)`` at the base learning rate with the smallest mean
-    ``rec`` among those at which every seed interpolated (ties: the smaller lr); ``(nan, nan)``
-    when there is none. The ``ORACLE`` rule of :mod:`gaugekit.runs.selection` (the
-    paper's FlowAdam script asks the mean over seeds to be below the bar instead:
-    ``ORACLE_MEAN``)."""
-    chosen = select(_records(runs), ORACLE)["runs"]
-    if not chosen.gated:
-        return math.nan, math.nan
-    return chosen.score, chosen.value
-
-
-def lower_rec_count(
-    runs: RunColumns, reference: RunColumns, lrs: Sequence[float]
-) -> tuple[int, int]:
-    """``(wins, pairs)``: among the learning rates of ``lrs`` at which both sets of runs
-    interpolated on every seed (``pairs``), those at which ``runs`` has the lower mean ``rec``."""
-    both = [
-        (a, b)
-        for a, b, ok_a, ok_b in zip(mean_by_lr(runs, lrs), mean_by_lr(reference, lrs),
-                                    interpolated_by_lr(runs, lrs),
-                                    interpolated_by_lr(reference, lrs), strict=True)
-        if ok_a and ok_b
-    ]
-    return sum(a < b for a, b in both), len(both)
-
-
-def best_selection(results: Mapping[str, RunColumns], labels: Iterable[str]) -> tuple[float, float]:
-    """The :func:`select_lr` with the smallest mean ``rec`` over the variants ``labels``
-    (``(nan, nan)`` when none of them has a learning rate at which every seed interpolated)."""
-    chosen = [select_lr(results[label]) for label in labels]
-    finite = [c for c in chosen if not math.isnan(c[0])]
-    return min(finite) if finite else (math.nan, math.nan)
-
-
-# --------------------------------------------------------------------------------------------
-# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
-# --------------------------------------------------------------------------------------------
-
-
-def describe(config: FlowAdamConfig) -> str:
-    """The testbed and grid of ``config`` in two short lines (for a page's setup output)."""
-    p = config.problem
-    seeds = ", ".join(str(s) for s in config.seeds)
-    lrs = ", ".join(f"{lr:g}" for lr in config.lrs)
-    return (f"testbed n = {p.n}, r = {p.r}, k = {p.k}; seeds {seeds}\n"
-            f"lrs {lrs}; budget {config.budget.num_steps} steps")
-
-
-def relative_gap(a: float, b: float) -> float:
-    """``|a − b| / max(|a|, |b|)``: a relative difference that stays in ``[0, 1]`` for values
-    of one sign (``0`` when both are ``0``), unlike ``|a − b| / |b|``, which a tiny ``b``
-    blows up."""
-    big = max(abs(a), abs(b))
-    return abs(a - b) / big if big else 0.0
-
-
-def spread_ratios(log_steps: Mapping[float, Tensor]) -> dict[float, float]:
-    """The standard deviation of ``log₁₀`` of the per-entry learning rate at each ``p``
-    (:func:`per_entry_log_lr`) over Adam's (``p = 1``)."""
-    adam = log_steps[1.0].std().item()
-    return {p: v.std().item() / adam for p, v in log_steps.items()}
-
-
-#: The four FlowAdam configurations the chapter audits with the flow path on, and the short
-#: names its glue keys use.
-AUDIT_CASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "invariant preset": ("inv", dict(INVARIANT)),
-    "invariant, per-coordinate clip": (
-        "pc", {**INVARIANT, "flow_clip_mode": "percoord", "flow_clip": 0.05}),
-    "invariant, geometric mean": ("geo", {**INVARIANT, "precond_scalar": "geomean"}),
-    "prototype preset": ("proto", dict(PROTOTYPE)),
-}
-
-
-def audit_cases(config: FlowAdamConfig) -> dict[str, FlowAudit]:
-    """:func:`audit_flow_adam` of each configuration of :data:`AUDIT_CASES`, by name."""
-    return {name: audit_flow_adam(config, **options)
-            for name, (_, options) in AUDIT_CASES.items()}
-
-
-def audit_rows(audits: Mapping[str, FlowAudit]) -> list[dict[str, Any]]:
-    """One table row per audit: residual, verdict, flow steps of the plain and rotated run."""
-    return [{"name": name, "residual": a.result.residual,
-             "verdict": a.result.verdict.replace(" ", "\u00a0"),
-             "flow_steps": f"{a.flow_steps[0]} / {a.flow_steps[1]}"}
-            for name, a in audits.items()]
-
-
-def audit_numbers(config: FlowAdamConfig, residuals: Mapping[str, Sequence[float]],
-                  audits: Mapping[str, FlowAudit]) -> dict[str, Any]:
-    """The audit's numbers for the text: the dial's residual at ``p = 0`` for both scalars,
-    at the smallest positive ``p`` and at ``p = 1``, the log–log slope over the first decade
-    of ``p``, and the residual and flow steps of each audit of :data:`AUDIT_CASES`."""
-    rms, powers = residuals["rms"], config.audit_powers
-    out: dict[str, Any] = {
-        "res_rms_p0": rms[0], "res_geo_p0": residuals["geomean"][0],
-        "res_rms_small": rms[1], "p_small": powers[1], "res_rms_p1": rms[-1],
-        "res_slope": math.log10(rms[2] / rms[1]) / math.log10(powers[2] / powers[1]),
-        "audit_steps": config.audit_steps,
-    }
-    for name, audited in audits.items():
-        key = AUDIT_CASES[name][0]
-        out[f"audit_{key}_res"] = audited.result.residual
-        out[f"audit_{key}_flows"] = audited.min_flow_steps
-    others = [a for name, a in audits.items() if name != "invariant preset"]
-    broken = sum(not a.result.equivariant for a in others)
-    out["audit_broken_text"] = (
-        "each non-invariant choice alone breaks the gauge" if broken == len(others) else
-        f"{broken} of the {len(others)} non-invariant choices break the gauge")
-    return out
-
-
-def trigger_numbers(results: Mapping[str, RunColumns], config: FlowAdamConfig,
-                    warmup: int = INVARIANT["flow_warmup"]) -> dict[str, Any]:
-    """How often the flow path fired (:func:`trigger_rates`), for the text: the smallest rate
-    of the invariant preset and of the prototype, the shares of the two tests, the mean rate at
-    ``κ = 1`` and at the largest ``κ``, and the plateau test's share there."""
-    rates = trigger_rates(results, warmup)
-    inv = results["FlowAdam (invariant)"]
-    kappa_max = config.stiffness_grid[-1]
+def run_columns(runs: Sequence[tuple[int, float, Mapping[str, Any]]]) -> RunColumns:
+    """Columns over the runs ``(seed, base lr, metrics of train_runs)``, sorted by seed, then
+    lr: ``seed``, ``base_lr``, ``stop`` (the metrics' ``steps``) and every metric."""
+    runs = sorted(runs, key=lambda run: run[:2])
+    m = [metrics for _, _, metrics in runs]
+    ints = ("stop", "clip_bound", *FLOW_COUNTERS)
     return {
-        "rate_inv_min": rates["FlowAdam (invariant)"].min().item(),
-        "rate_proto_min": rates["FlowAdam (prototype)"].min().item(),
-        "stiff_share_inv": trigger_share(inv, "stiff_triggers"),
-        "plateau_share_inv": trigger_share(inv, "plateau_triggers"),
-        "num_runs": inv["rec"].numel(), "kappa_max": kappa_max,
-        "rate_kappa_max": rates[stiffness_label(kappa_max)].mean().item(),
-        "rate_kappa_1": rates[stiffness_label(1.0)].mean().item(),
-        "plateau_share_kappa_max": trigger_share(results[stiffness_label(kappa_max)],
-                                                 "plateau_triggers"),
+        "seed": torch.tensor([seed for seed, _, _ in runs]),
+        "base_lr": torch.tensor([lr for _, lr, _ in runs], dtype=torch.float64),
+        "stop": torch.tensor([x["steps"] for x in m], dtype=torch.int64),
+        **{k: torch.tensor([x[k] for x in m], dtype=torch.int64) for k in ints[1:]},
+        **{k: torch.tensor([math.nan if x[k] is None else x[k] for x in m], dtype=torch.float64)
+           for k in ("train_loss", "rec", "effective_rank", "lr")},
+        "interpolated": torch.tensor([bool(x["interpolated"]) for x in m]),
     }
 
 
-def trigger_lines(results: Mapping[str, RunColumns],
-                  warmup: int = INVARIANT["flow_warmup"]) -> str:
-    """The trigger rate of every FlowAdam variant, one short line each (min and mean over
-    runs of flow steps / eligible steps)."""
-    rates = trigger_rates(results, warmup)
-    width = max(len(label) for label in rates)
-    head = f"{'flow steps / eligible steps':<{width}}   min     mean"
-    return "\n".join([head] + [f"{label:<{width}}  {r.min():.4f}  {r.mean():.4f}"
-                               for label, r in rates.items()])
-
-
-def hand_numbers(hand: RunColumns, flow: RunColumns) -> dict[str, Any]:
-    """FlowAdam against "dial warm-up, then clipped GD": in how many runs they stop at the
-    same step, their largest difference in rec (:func:`relative_gap`, bounded), and the
-    fraction of FlowAdam's steps at which the global clip was active."""
-    gaps = [relative_gap(a, b) for a, b in zip(hand["rec"].tolist(), flow["rec"].tolist(),
-                                               strict=True)]
-    return {"same_stop_runs": int((hand["stop"] == flow["stop"]).sum()),
-            "gap_hand": max(gaps, default=math.nan),
-            "clip_frac": (flow["clip_bound"].sum() / flow["stop"].sum()).item()}
-
-
-FLOW_LABEL = "FlowAdam (invariant)"
-GD_LABEL = "GD, lr × T"
-
-
-def ablation_labels(config: FlowAdamConfig) -> list[str]:
-    """The variants of the ablation, in the order of its figure and table: FlowAdam
-    (invariant), the dial alone at each factor, GD at ``lr·T``."""
-    return [FLOW_LABEL, *[dial_label(c) for c in config.dial_factors], GD_LABEL]
-
-
-def ablation_numbers(results: Mapping[str, RunColumns],
-                     config: FlowAdamConfig) -> dict[str, Any]:
-    """The ablation's numbers for the text (glue names as keys): Table 2's selection for each
-    variant (``sel_<name>_rec``, ``_lr``, ``_rec_text``), the best dial-alone selection and
-    its ratio to FlowAdam's, FlowAdam against the dial whose step matches the flow step lr by
-    lr, GD at ``lr·T``, the paper's single-lr comparison and ours at the smallest lr."""
-    T = INVARIANT["flow_time_scale"]
-    names = {FLOW_LABEL: "flow", GD_LABEL: "gd"}
-    names.update({dial_label(c): f"dial{i}" for i, c in enumerate(config.dial_factors)})
-    out: dict[str, Any] = {"dial_factor_min": min(config.dial_factors)}
-    for label in ablation_labels(config):
-        rec, lr = select_lr(results[label])
-        out[f"sel_{names[label]}_rec"] = rec
-        out[f"sel_{names[label]}_lr"] = lr
-        out[f"sel_{names[label]}_rec_text"] = (
-            f"{rec:.4f}" if math.isfinite(rec) else
-            "— (no learning rate let every seed reach the threshold within the budget)")
-    flow = results[FLOW_LABEL]
-    dials = [dial_label(c) for c in config.dial_factors]
-    best = best_selection(results, dials)
-    wins, pairs = lower_rec_count(flow, results[dial_label(T)], config.lrs)
-    gd = results[GD_LABEL]
-    first = flow["base_lr"] == config.lrs[0]
-    out.update({
-        "best_dial_rec": best[0], "dial_over_flow": best[0] / select_lr(flow)[0],
-        "matched_pairs": pairs, "matched_flow_wins": wins, "time_scale": T,
-        "gd_rec_min": min(mean_by_lr(gd, config.lrs)),
-        "gd_interp_count": sum(interpolated_by_lr(gd, config.lrs)),
-        "published_flow": PUBLISHED_FLOW_VS_DIAL["flow"],
-        "published_dial": PUBLISHED_FLOW_VS_DIAL["dial"],
-        "published_lr": PUBLISHED_FLOW_VS_DIAL["lr"], "lr_first": config.lrs[0],
-        "flow_rec_first": mean_by_lr(flow, config.lrs)[0],
-        "dial_rec_first": mean_by_lr(results[dial_label(1.0)], config.lrs)[0],
-        "dial_quarter_first": mean_by_lr(results[dial_label(min(config.dial_factors))],
-                                         config.lrs)[0],
-        "flow_interp_first": int(flow["interpolated"][first].sum()),
-        "dial_quarter_first_ok": (
-            "did reach it" if interpolated_by_lr(
-                results[dial_label(min(config.dial_factors))], config.lrs)[0]
-            else "did not reach it either"),
-        "num_seeds": len(config.seeds), "num_lrs": len(config.lrs),
-    })
-    return out
-
-
-def ablation_rows(results: Mapping[str, RunColumns],
-                  config: FlowAdamConfig) -> list[dict[str, Any]]:
-    """One table row per variant of :func:`ablation_labels`: the mean rec over seeds at each
-    lr of the config (a star where some seed did not reach the threshold) and Table 2's
-    selection (``"rec (lr)"``, or a dash)."""
-    rows = []
-    for label in ablation_labels(config):
-        recs = mean_by_lr(results[label], config.lrs)
-        oks = interpolated_by_lr(results[label], config.lrs)
-        rec, lr = select_lr(results[label])
-        row: dict[str, Any] = {"variant": label, "selected": (
-            f"{rec:.4f}\u00a0({lr:g})" if math.isfinite(rec) else None)}
-        for i, (value, ok) in enumerate(zip(recs, oks, strict=True)):
-            row[f"lr{i}"] = f"{value:.4f}" + ("" if ok else "*")
-        rows.append(row)
-    return rows
+def train_variants(
+    variants: Mapping[str, Variant], config: FlowAdamConfig, *,
+    device: torch.device | str | None = None,
+) -> dict[str, RunColumns]:
+    """:func:`train_runs` of every variant on every (seed, lr) of ``config``, as label →
+    :func:`run_columns`."""
+    grid = [(seed, lr) for seed in config.seeds for lr in config.lrs]
+    metrics = iter(train_runs([(v, s, lr) for v in variants.values() for s, lr in grid], config,
+                              device=device))
+    return {label: run_columns([(s, lr, next(metrics)) for s, lr in grid]) for label in variants}

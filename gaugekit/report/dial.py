@@ -1,8 +1,9 @@
 """Figures and tables of the dial and FlowAdam chapter (chapter 5), in the style of
 :mod:`gaugekit.report.viz`.
 
-Each figure function takes rows from :mod:`gaugekit.experiments.dial` (:func:`dial_rows`,
-:func:`fixed_lr_table`, :func:`lr_edge_rows`) or results of :mod:`gaugekit.experiments.flow_adam`,
+Each figure function takes rows from :mod:`gaugekit.report.dial_numbers` (:func:`dial_rows`,
+:func:`fixed_lr_table`, :func:`lr_edge_rows`) or the ablation's columns
+(:mod:`gaugekit.report.flow_adam_numbers`),
 draws on a given ``ax`` (or a new figure) and returns the figure. Filled markers: every seed
 reached the interpolation bar; hollow: some did not (the value is measured at a larger training
 loss). Published values are drawn as black crosses. The dial's ends are optimizers of the
@@ -219,8 +220,9 @@ def trigger_figure(results: Mapping[str, Any], lrs: Sequence[float],
     marker per seed). Right: the invariant preset's mean rate per learning rate against the
     stiffness threshold κ (the paper's, then ``kappas``)."""
     from gaugekit.experiments import flow_adam as fx
+    from gaugekit.report.flow_adam_numbers import trigger_rates
 
-    rates = fx.trigger_rates(results, warmup)
+    rates = trigger_rates(results, warmup)
     inv = results["FlowAdam (invariant)"]
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(7.0, 3.6), layout="constrained")
     for label, marker, shift, color in (
@@ -259,6 +261,7 @@ def ablation_figure(results: Mapping[str, Any], labels: Sequence[str],
     factor shrinks, GD at ``lr·T`` in GD's); hollow where some seed did not reach the bar;
     the legend beside the axes."""
     from gaugekit.experiments import flow_adam as fx
+    from gaugekit.report import flow_adam_numbers as fn
 
     fig, ax = _axes(ax=None, figsize=(7.0, 3.6))
     dial_shades = ("1.0", "0.72", "0.5", "0.35")
@@ -271,8 +274,8 @@ def ablation_figure(results: Mapping[str, Any], labels: Sequence[str],
             shade = float(dial_shades[min(i - 1, len(dial_shades) - 1)])
             base = to_rgb(method_color("scalar_adam"))
             color = to_hex(tuple(1 - shade * (1 - c) for c in base))
-        recs = fx.mean_by_lr(results[label], lrs)
-        oks = fx.interpolated_by_lr(results[label], lrs)
+        recs = fn.mean_by_lr(results[label], lrs)
+        oks = fn.interpolated_by_lr(results[label], lrs)
         ax.plot(lrs, recs, "-", lw=1.0, color=color, marker=marker, ms=7, mfc=color,
                 label=label, markevery=[j for j, ok in enumerate(oks) if ok] or [])
         for lr, rec, ok in zip(lrs, recs, oks, strict=True):
@@ -306,7 +309,7 @@ def dial_figure(dial: Mapping[str, Sequence[Row]], gd_rec: float, gd_erank: floa
 
 def audit_html(rows: Sequence[Row]) -> str:
     """The audits of FlowAdam with the flow path on (rows of
-    :func:`gaugekit.experiments.flow_adam.audit_rows`)."""
+    :func:`gaugekit.report.flow_adam_numbers.audit_rows`)."""
     return table_html(
         rows, ["name", "residual", "verdict", "flow_steps"],
         headers={"name": "FlowAdam configuration", "residual": "gauge residual",
@@ -315,7 +318,7 @@ def audit_html(rows: Sequence[Row]) -> str:
 
 
 def ablation_html(rows: Sequence[Row], lrs: Sequence[float]) -> str:
-    """The ablation (rows of :func:`gaugekit.experiments.flow_adam.ablation_rows`): mean rec
+    """The ablation (rows of :func:`gaugekit.report.flow_adam_numbers.ablation_rows`): mean rec
     per learning rate and Table 2's selection."""
     columns = ["variant", *[f"lr{i}" for i in range(len(lrs))], "selected"]
     headers = {"variant": "variant", "selected": "selected: rec (lr)",
@@ -324,7 +327,7 @@ def ablation_html(rows: Sequence[Row], lrs: Sequence[float]) -> str:
 
 
 def dial_html(rows: Sequence[Row]) -> str:
-    """The dial's recovery table (rows of :func:`gaugekit.experiments.dial.dial_table`)."""
+    """The dial's recovery table (rows of :func:`gaugekit.report.dial_numbers.dial_table`)."""
     return table_html(
         rows, ["scalar", "p", "lr_text", "rec_text", "published", "steps", "train_loss_mean",
                "strict_text"],
@@ -335,7 +338,7 @@ def dial_html(rows: Sequence[Row]) -> str:
 
 
 def lr_edge_html(rows: Sequence[Row]) -> str:
-    """The lr-edge grid (rows of :func:`gaugekit.experiments.dial.lr_edge_table`)."""
+    """The lr-edge grid (rows of :func:`gaugekit.report.dial_numbers.lr_edge_table`)."""
     return table_html(
         rows, ["p", "lr", "rec_text", "below", "steps"],
         headers={"rec_text": "rec ± sd", "below": "seeds below the bar",
@@ -344,7 +347,7 @@ def lr_edge_html(rows: Sequence[Row]) -> str:
 
 
 def flow_html(rows: Sequence[Row]) -> str:
-    """FlowAdam's rows (rows of :func:`gaugekit.experiments.dial.flow_table`)."""
+    """FlowAdam's rows (rows of :func:`gaugekit.report.flow_adam_numbers.flow_table`)."""
     return table_html(
         rows, ["label", "lr_text", "rec_text", "published_text", "steps", "train_loss_mean",
                "interp", "loose_text"],

@@ -24,6 +24,8 @@ run ends when it reaches the deepest one. Otherwise the gradients are taken, the
 ``lr · lr_factor(schedule, t, num_steps)`` and the optimizer steps. Every ``check_every`` steps a
 run whose pre-update loss was below ``tol`` has *interpolated* and stops; that loss is the
 record's ``train_loss``. The final metrics are taken at the factors after the last update.
+With ``budget["count_grad_norm_above"] = c`` a record's ``grad_norm_above`` counts the steps up
+to its stop whose pre-update gradient norm ``√(‖G_U‖²_F + ‖G_V‖²_F)`` exceeded ``c``.
 
 Host synchronisation. Reading a device value on the host (``bool(mask.any())``) waits for the
 device; on a GPU that stalls the queue of kernels once per read. The divergence test is
@@ -60,7 +62,7 @@ experiment).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,11 +86,16 @@ __all__ = [
     "CURVE_POINTS",
     "FACTOR_PROBLEMS",
     "PER_MATRIX_RULES",
+    "OptimizerMetrics",
     "get_factor_problem",
     "problem_kind",
     "torch_dtype",
     "train_factored_batch",
 ]
+
+#: ``optimizer_metrics(optimizer)`` → per-run values ``(runs of the optimizer,)`` to copy into the
+#: records of the runs that stop well (read after their last update).
+OptimizerMetrics = Callable[[torch.optim.Optimizer], Mapping[str, Tensor]]
 
 CURVE_POINTS = 33
 CURVE_DIGITS = 5
@@ -155,6 +162,7 @@ class _Member:
     stop: int = 0
     params: list[Tensor] = field(default_factory=list)
     optimizer: torch.optim.Optimizer | None = None
+    make: Callable[..., torch.optim.Optimizer] | None = None  # None: the registry's
 
     def __post_init__(self) -> None:
         self.per_matrix = self.square and self.method in PER_MATRIX_RULES
@@ -178,7 +186,7 @@ class _Member:
 
     def build(self, stack: _Stack, start: int) -> None:
         self.place(stack, start)
-        self.optimizer = make_optimizer(
+        self.optimizer = (self.make or make_optimizer)(
             self.method, self.params, batch_dims=2 if self.per_matrix else 1,
             **{**self.hparams, "lr": self.lr()},
         )
@@ -305,7 +313,9 @@ class _StackedTraining:
 
     def __init__(self, specs: Sequence[RunSpec], device: torch.device,
                  sync_every: int | None = None,
-                 family: FactorProblemFamily | None = None) -> None:
+                 family: FactorProblemFamily | None = None,
+                 make: Callable[..., torch.optim.Optimizer] | None = None,
+                 optimizer_metrics: OptimizerMetrics | None = None) -> None:
         first = specs[0].config
         for spec in specs:
             c = spec.config
@@ -323,6 +333,8 @@ class _StackedTraining:
             raise ValueError(
                 f"Invalid record_at: {b['record_at']!r}; expected thresholds in descending order")
         self.stop_at_last = bool(b.get("stop_at_last_threshold", False))
+        self.norm_above = b.get("count_grad_norm_above")
+        self.optimizer_metrics = optimizer_metrics
         if self.stop_at_last and not self.thresholds:
             raise ValueError("Invalid stop_at_last_threshold: True; expected record_at thresholds")
         if sync_every is None:
@@ -358,6 +370,7 @@ class _StackedTraining:
         # and that loss, read by the host every ``sync_every`` steps
         self.bad_step = torch.zeros(len(self.rows), dtype=torch.int64, device=device)
         self.bad_loss = torch.zeros(len(self.rows), dtype=dtype, device=device)
+        self.above = torch.zeros(len(self.rows), dtype=torch.int64, device=device)
         if self.deferred:
             # per threshold and row, on the device: the factors, loss and step at the first
             # crossing; ``reported``: crossings already turned into ``at_loss`` entries;
@@ -377,7 +390,8 @@ class _StackedTraining:
                   for k, v in specs[idx[0]].config["hparams"].items() if k != "lr"}
             lrs = torch.tensor([specs[i].config["hparams"]["lr"] for i in idx], dtype=dtype,
                                device=device)
-            self.members.append(_Member(method, schedule, hp, lrs, square=self.stack.square))
+            self.members.append(_Member(method, schedule, hp, lrs, square=self.stack.square,
+                                        make=make))
         start = 0
         for mem in self.members:
             try:
@@ -435,6 +449,8 @@ class _StackedTraining:
                  else [step] * len(sel_list))
         names = self.batch.metric_names
         cols: dict[str, list[float]] = {}
+        extra = self._optimizer_values(sel) if status == "ok" else []
+        above = self.above.index_select(0, sel).tolist() if self.norm_above is not None else []
         if status == "ok":
             if factors is None:
                 U, V = self.stack.rows(sel)
@@ -454,13 +470,30 @@ class _StackedTraining:
             if status == "ok":
                 metrics["final_loss"] = cols["train_loss"][j]
                 metrics.update({k: cols[k][j] for k in names})
+                metrics.update(extra[j] if extra else {})
             else:
                 metrics["final_loss"] = None
                 metrics.update(dict.fromkeys(names))
+            if self.norm_above is not None:
+                metrics["grad_norm_above"] = above[j]
             if self.thresholds:
                 metrics["at_loss"] = self.at_loss[run]
             self.results[run] = RunResult(status, metrics, self.curves.finish(run))
         self._compact(torch.nonzero(~mask).flatten())
+
+    def _optimizer_values(self, sel: Tensor) -> list[dict[str, Any]]:
+        """``optimizer_metrics`` of each row of ``sel`` (ascending), read from its member's
+        optimizer (``{}`` where none was built); ``[]`` without ``optimizer_metrics``."""
+        out: list[dict[str, Any]] = []
+        for mem in self.members if self.optimizer_metrics is not None else ():
+            local = sel[(sel >= mem.start) & (sel < mem.stop)] - mem.start
+            if mem.optimizer is None or not local.numel():
+                out += [{}] * local.numel()
+                continue
+            values = {k: v.index_select(0, local.to(v.device)).tolist()
+                      for k, v in self.optimizer_metrics(mem.optimizer).items()}
+            out += [{k: col[i] for k, col in values.items()} for i in range(local.numel())]
+        return out
 
     def _compact(self, keep: Tensor) -> None:
         keep_list = keep.tolist()
@@ -469,6 +502,7 @@ class _StackedTraining:
         self.reached = self.reached.index_select(0, keep)
         self.bad_step = self.bad_step.index_select(0, keep)
         self.bad_loss = self.bad_loss.index_select(0, keep)
+        self.above = self.above.index_select(0, keep)
         self.stopped = self.stopped.index_select(0, keep)
         if self.deferred:
             self.snap_U = self.snap_U.index_select(1, keep)
@@ -590,6 +624,9 @@ class _StackedTraining:
                 break
             loss, G_U, G_V = self.batch.loss_and_grads(self.stack.U, self.stack.V)
             self._note_divergence(loss, t)
+            if self.norm_above is not None:
+                norm = (G_U.square().sum((1, 2)) + G_V.square().sum((1, 2))).sqrt()
+                self.above += norm > self.norm_above
             sync = t == 1 or t % self.sync_every == 0 or t % self.check_every == 0 or (
                 t == self.num_steps)
             going_on = self._before_update(t, sync, loss, G_U, G_V)
@@ -641,6 +678,8 @@ class _StackedTraining:
 def train_factored_batch(
     specs: Sequence[RunSpec], *, device: torch.device | str = "cpu", progress: bool = False,
     sync_every: int | None = None, family: FactorProblemFamily | None = None,
+    make_optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+    optimizer_metrics: OptimizerMetrics | None = None,
 ) -> list[RunResult]:
     """Train the factored runs ``specs`` (same problem, budget and dtype) as one stack.
 
@@ -649,7 +688,11 @@ def train_factored_batch(
     ``sync_every``: how often the host reads the device-side divergence test (see the module
     docstring); default 1 on the CPU, ``budget["check_every"]`` elsewhere. ``family``: the
     problem family (default: the one of :data:`FACTOR_PROBLEMS` the problem config names).
+    ``make_optimizer(method, params, batch_dims=…, lr=…, **hparams)`` builds each optimizer
+    (default: the zoo's registry); ``optimizer_metrics`` adds values read from the optimizers
+    to the records (:data:`OptimizerMetrics`).
     """
     if not specs:
         return []
-    return _StackedTraining(specs, torch.device(device), sync_every, family).run(progress)
+    return _StackedTraining(specs, torch.device(device), sync_every, family, make_optimizer,
+                            optimizer_metrics).run(progress)

@@ -14,6 +14,8 @@ from gaugekit.experiments import dial as dx
 from gaugekit.experiments import get_experiment
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.problems.specs import Budget, Problem
+from gaugekit.report import dial_numbers as dn
+from gaugekit.report import flow_adam_numbers as fn
 from gaugekit.runs import collection
 from gaugekit.runs.selection import ORACLE, select
 from gaugekit.runs.spec import RunSpec
@@ -68,12 +70,12 @@ def test_experiment_is_registered_and_quick_is_smaller():
 
 def test_flow_rows_are_recognised_from_their_records():
     cfg = dx.get_config("paper")
-    names = [dx.flow_row_name({"config": s.config}) for s in cfg.specs("flow_rows")]
+    names = [dn.flow_row_name({"config": s.config}) for s in cfg.specs("flow_rows")]
     per_row = len(cfg.flow_lrs) * len(cfg.seeds)
     assert names == [n for n in dx.FLOW_ROWS for _ in range(per_row)]
-    assert dx.flow_row_name({"config": cfg.specs("dial_rms")[0].config}) == "other"
+    assert dn.flow_row_name({"config": cfg.specs("dial_rms")[0].config}) == "other"
     long = cfg.specs("flow_long")[0].config
-    assert dx.flow_row_name({"config": long}) == "globalnorm_p0_rms"
+    assert dn.flow_row_name({"config": long}) == "globalnorm_p0_rms"
     assert long["hparams"]["precond_power"] == 0.0 and long["hparams"]["flow"] is True
 
 
@@ -137,8 +139,8 @@ def test_paper_rule_gates_on_the_mean_loss_the_oracle_on_every_seed():
     records += [_record(0.0, 1e-2, s, 0.30, 1e-9) for s in (1, 2)]
     records += [_record(0.0, 0.1, 1, 0.05, 1e-9), _record(0.0, 0.1, 2, math.nan, math.nan,
                                                           status="diverged")]
-    paper = dx.dial_rows(records, "rms")[0]
-    strict = dx.dial_rows(records, "rms", ORACLE)[0]
+    paper = dn.dial_rows(records, "rms")[0]
+    strict = dn.dial_rows(records, "rms", ORACLE)[0]
     assert paper["lr"] == 1e-3 and paper["gated"] and paper["at_lowest_lr"]
     assert not paper["all_interpolated"]
     assert strict["lr"] == 1e-2 and strict["rec"] == pytest.approx(0.30)
@@ -147,7 +149,7 @@ def test_paper_rule_gates_on_the_mean_loss_the_oracle_on_every_seed():
     records_small = [{**r, "config": {**r["config"], "budget": {**r["config"]["budget"],
                                                                 "num_steps": 10}}}
                      for r in records]
-    assert math.isnan(dx.dial_rows(records_small, "rms")[0]["published"])
+    assert math.isnan(dn.dial_rows(records_small, "rms")[0]["published"])
     # a diverged seed removes its lr from both rules
     assert select(records, dx.PAPER_PROTOCOL)["flow_adam"].candidates[0.1][0] is False
 
@@ -157,7 +159,7 @@ def test_fixed_lr_table_reads_monotonicity_per_lr():
     records = [_record(p, lr, s, rec + 0.01 * s, 1e-9, erank=10 * rec)
                for lr, row in recs.items() for p, rec in zip((1.0, 0.5, 0.0), row, strict=True)
                for s in (1, 2)]
-    table = dx.fixed_lr_table(records)
+    table = dn.fixed_lr_table(records)
     assert table["lrs"] == [1e-3, 0.1] and table["powers"] == [1.0, 0.5, 0.0]
     assert table["monotone_rec"] == [True, False] == table["monotone_erank"]
     assert table["rec"][0][2] == pytest.approx(0.215)
@@ -165,17 +167,17 @@ def test_fixed_lr_table_reads_monotonicity_per_lr():
     # a cell that misses the bar does not count for the monotonicity
     records[-1]["metrics"].update(train_loss=1e-3, interpolated=False)
     records[-2]["metrics"].update(train_loss=1e-3, interpolated=False)
-    table = dx.fixed_lr_table(records)
+    table = dn.fixed_lr_table(records)
     assert table["interpolated"][1] == [True, True, False] and table["monotone_rec"][1] is True
 
 
 def test_lr_edge_rows_count_seeds_and_bars():
     records = [_record(0.0, 3e-4, s, r, loss) for s, r, loss in
                ((1, 0.1, 1e-8), (2, 0.2, 1e-8), (3, 0.3, 1e-6))]
-    row = dx.lr_edge_rows(records)[0]
+    row = dn.lr_edge_rows(records)[0]
     assert (row["seeds"], row["ok"], row["interpolated"]) == (3, 3, 2)
     assert row["rec"] == pytest.approx(0.2) and row["rec_sd"] == pytest.approx(0.1)
-    assert dx.seed_stats([0.5]) == (0.5, pytest.approx(math.nan, nan_ok=True))
+    assert dn.seed_stats([0.5]) == (0.5, pytest.approx(math.nan, nan_ok=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,19 +205,19 @@ def test_a_tiny_sweep_fills_every_summary(tmp_path, monkeypatch):
     assert got.report.ran == 0
     assert {p: len(r) for p, r in got.records.items()} == {
         p: len({s.run_id for s in _tiny_config().specs(p)}) for p in parts}
-    rows = dx.dial_rows(got.records["dial_rms"], "rms")
+    rows = dn.dial_rows(got.records["dial_rms"], "rms")
     assert [r["p"] for r in rows] == [1.0, 0.0]
     assert all(math.isfinite(r["rec"]) for r in rows)
-    assert len(dx.flow_rows(got.records["flow_rows"])) == len(dx.FLOW_ROWS)
-    assert len(dx.lr_edge_rows(got.records["lr_edge"])) == 4
+    assert len(dn.flow_rows(got.records["flow_rows"])) == len(dx.FLOW_ROWS)
+    assert len(dn.lr_edge_rows(got.records["lr_edge"])) == 4
     # the chapter's summaries run off the paper's setting too (no published column there)
-    numbers = dx.dial_numbers(got.records, _tiny_config())
+    numbers = dn.dial_numbers(got.records, _tiny_config())
     assert numbers["dial_num_compared"] == 0 and math.isnan(numbers["dial_max_gap"])
-    assert len(dx.dial_table(got.records)) == 4
-    assert all(r["published_text"] is None for r in dx.flow_table(got.records["flow_rows"]))
-    assert dx.flow_numbers(got.records, _tiny_config())["long_seeds"] == 3
-    assert "edge_gap_verdict" in dx.lr_edge_numbers(got.records["lr_edge"])
-    assert dx.fixed_lr_numbers(dx.fixed_lr_table(got.records["dial_rms"]))["fixed_num_lrs"] == 2
+    assert len(dn.dial_table(got.records)) == 4
+    assert all(r["published_text"] is None for r in fn.flow_table(got.records["flow_rows"]))
+    assert fn.flow_numbers(got.records, _tiny_config())["long_seeds"] == 3
+    assert "edge_gap_verdict" in dn.lr_edge_numbers(got.records["lr_edge"])
+    assert dn.fixed_lr_numbers(dn.fixed_lr_table(got.records["dial_rms"]))["fixed_num_lrs"] == 2
     assert run_sweep(dx.EXPERIMENT, tmp_path, scale="quick", parts=parts, progress=False).ran == 0
 
 
@@ -244,31 +246,31 @@ def test_ablation_records_rebuild_the_columns_of_train_variants():
     for label, cols in direct.items():
         for key, value in cols.items():
             assert torch.equal(rebuilt[label][key].to(value.dtype), value), (label, key)
-    rates = fx.trigger_rates(rebuilt)
+    rates = fn.trigger_rates(rebuilt)
     assert rates["FlowAdam (invariant)"].min() > 0.5  # the flow fires (not an empty check)
 
 
 def test_seed_stats_sample_and_population():
     vals = [0.1, 0.2, 0.4]
-    mean, sample = dx.seed_stats(vals)
-    _, population = dx.seed_stats(vals, ddof=0)
+    mean, sample = dn.seed_stats(vals)
+    _, population = dn.seed_stats(vals, ddof=0)
     assert mean == pytest.approx(0.7 / 3)
     # the paper's collect.py prints np.std (ddof 0), its dial_flowlong.py np.std(ddof=1)
     assert population == pytest.approx(sample * math.sqrt(2 / 3))
-    assert dx.seed_stats([0.5], ddof=0) == (0.5, 0.0)
+    assert dn.seed_stats([0.5], ddof=0) == (0.5, 0.0)
     with pytest.raises(ValueError, match="^Invalid ddof"):
-        dx.seed_stats(vals, ddof=2)
+        dn.seed_stats(vals, ddof=2)
     assert dx.PUBLISHED_LR_EDGE["sd_ddof"] == 0 and dx.PUBLISHED_FLOW_LONG["sd_ddof"] == 1
 
 
 def test_flow_rows_by_the_papers_gate_give_the_published_rows():
     records = dx.collect("paper", parts=["flow_rows"], mode="read").records["flow_rows"]
-    strict = {r["row"]: r for r in dx.flow_rows(records)}
+    strict = {r["row"]: r for r in dn.flow_rows(records)}
     for name, value in dx.PUBLISHED_FLOW_ROWS.items():
         assert strict[name]["all_interpolated"]
         assert strict[name]["rec"] == pytest.approx(value, abs=1e-3), name
     # negative control: the loose gate (mean below 1e-4) picks runs that stopped above the bar
-    loose = {r["row"]: r for r in dx.flow_rows(records, dx.PAPER_PROTOCOL)}
+    loose = {r["row"]: r for r in dn.flow_rows(records, dx.PAPER_PROTOCOL)}
     assert not loose["globalnorm_p1"]["all_interpolated"]
     assert abs(loose["globalnorm_p1"]["rec"] - dx.PUBLISHED_FLOW_ROWS["globalnorm_p1"]) > 0.05
 
@@ -277,8 +279,8 @@ def test_the_quoted_invariant_figure_is_the_same_in_the_table_and_the_text():
     """The chapter's claim quotes 0.169 for the invariant row: its table shows it (marked, as
     no selection) and the text glues it from the same function."""
     records = dx.collect("paper", parts=["flow_rows", "flow_long"], mode="read").records
-    row = next(r for r in dx.flow_table(records["flow_rows"]) if r["row"] == "globalnorm_p0_rms")
+    row = next(r for r in fn.flow_table(records["flow_rows"]) if r["row"] == "globalnorm_p0_rms")
     assert row["published_text"] == f"{dx.PUBLISHED_FLOW_SHORT_RMS['rec']:g}†"
-    numbers = dx.flow_numbers(records)
+    numbers = fn.flow_numbers(records)
     assert numbers["short_pub_rec"] == row["published_quoted"] == 0.169
     assert numbers["short_verdict"] == "does not reach the bar"

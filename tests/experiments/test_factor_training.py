@@ -175,6 +175,27 @@ def _plain_spec(method: str, lr: float, seed: int, num_steps: int = 300) -> RunS
     return RunSpec("test", "fit", {**spec.config, "budget": budget}, {"seed": seed})
 
 
+@pytest.mark.parametrize("above", [0.0, 1e9])
+def test_gradient_norm_counts_and_values_read_from_the_optimizers(above):
+    specs = [_plain_spec("gd", 0.3, 1), _plain_spec("adam", 0.02, 2), _plain_spec("gd", 0.1, 2)]
+    for spec in specs:
+        spec.config["budget"]["count_grad_norm_above"] = above
+    made = []
+
+    def make(method, params, **options):
+        made.append(method)
+        return make_optimizer(method, params, **options)
+
+    results = ft.train_factored_batch(
+        specs, make_optimizer=make,
+        optimizer_metrics=lambda opt: {"lr_seen": opt.param_groups[0]["lr"]})
+    assert sorted(made) == ["adam", "gd"]  # one optimizer per member, built by ``make``
+    for spec, result in zip(specs, results, strict=True):
+        m = result.metrics
+        assert m["lr_seen"] == spec.config["hparams"]["lr"]  # the run's own row
+        assert m["grad_norm_above"] == (m["steps"] if above == 0.0 else 0)
+
+
 @pytest.mark.parametrize("sync_every", [7, 50])
 def test_the_host_reads_divergence_every_k_steps_and_records_the_same(sync_every):
     # diverging runs of several rules (their NaNs carried along until the host reads them)

@@ -20,6 +20,7 @@ from gaugekit.problems.matrix_sensing import (
     make_instance,
 )
 from gaugekit.problems.specs import Budget, Problem
+from gaugekit.report import flow_adam_numbers as fn
 
 WARMUP = 3
 
@@ -39,8 +40,11 @@ def tiny_config(**changes) -> fx.FlowAdamConfig:
 
 def always_fires(params, lr, clip=fx.INVARIANT["flow_clip"]):
     """The invariant preset with κ = 0: the stiffness test fires whenever the gradient moves."""
-    return FlowAdam(params, lr=lr, batch_dims=1, **{
-        **fx.INVARIANT, "flow_stiffness": 0.0, "flow_warmup": WARMUP, "flow_clip": clip})
+    return FlowAdam(params, lr=lr, batch_dims=1, **{**ALWAYS_FIRES.hparams, "flow_clip": clip})
+
+
+ALWAYS_FIRES = fx.Variant("flow_adam", {**fx.INVARIANT, "flow_stiffness": 0.0,
+                                        "flow_warmup": WARMUP})
 
 
 # --------------------------------------------------------------------------------- configs
@@ -195,8 +199,8 @@ def test_dial_gauge_residuals_only_rms_at_p0_is_invariant():
 def test_train_variants_stop_rule_and_counters():
     config = tiny_config(budget=Budget(num_steps=60, tol=1e9, check_every=20))
     variants = {
-        "FlowAdam (every step)": fx.Variant(make=always_fires),
-        "GD": fx.Variant(make=lambda p, lr: GD(p, lr=lr, batch_dims=1), lr_factor=0.5),
+        "FlowAdam (every step)": ALWAYS_FIRES,
+        "GD": fx.Variant("gd", lr_factor=0.5),
     }
     results = fx.train_variants(variants, config, device="cpu")
     flow, gd = results["FlowAdam (every step)"], results["GD"]
@@ -207,7 +211,7 @@ def test_train_variants_stop_rule_and_counters():
     assert flow["stop"].tolist() == [20] * 4 and bool(flow["interpolated"].all())
     assert flow["flow_steps"].tolist() == [20 - (WARMUP + 1)] * 4
     assert gd["flow_steps"].tolist() == [0] * 4
-    rates = fx.trigger_rates(results, WARMUP)
+    rates = fn.trigger_rates(results, WARMUP)
     assert list(rates) == ["FlowAdam (every step)"]
     assert_close(rates["FlowAdam (every step)"], torch.ones(4, dtype=torch.float64))
     # the stacked GD run equals GD on its instance alone, stopped at the same step
@@ -223,8 +227,7 @@ def test_train_variants_stop_rule_and_counters():
 
 def test_train_variants_without_reaching_tol_runs_the_whole_budget():
     config = tiny_config(budget=Budget(num_steps=40, tol=0.0, check_every=20))
-    results = fx.train_variants({"FlowAdam (every step)": fx.Variant(make=always_fires)}, config,
-                                device="cpu")
+    results = fx.train_variants({"FlowAdam (every step)": ALWAYS_FIRES}, config, device="cpu")
     runs = results["FlowAdam (every step)"]
     assert runs["stop"].tolist() == [40] * 4
     assert not bool(runs["interpolated"].any())
@@ -239,7 +242,8 @@ def test_ablation_variants_labels_and_factors():
     assert [variants[fx.dial_label(c)].lr_factor for c in config.dial_factors] == [1.0, 0.5]
     assert variants["GD, lr × T"].lr_factor == fx.INVARIANT["flow_time_scale"]
     U = torch.zeros(2, 3, 2, requires_grad=True)
-    hand = variants["dial warm-up, then clipped GD"].make([U], torch.ones(2))
+    v = variants["dial warm-up, then clipped GD"]
+    hand = fx.make_variant_optimizer(v.method, [U], lr=torch.ones(2), batch_dims=1, **v.hparams)
     assert isinstance(hand, fx.DialThenClippedGD)
 
 
@@ -253,13 +257,13 @@ def columns(stop=(100, 100), flow=(89, 50), plateau=(10, 5), stiff=(89, 45)):
 
 def test_eligible_steps_and_trigger_rates():
     runs = columns(stop=(100, 5))
-    assert fx.eligible_steps(runs, warmup=10).tolist() == [89, 1]  # clamped at 1
+    assert fn.eligible_steps(runs, warmup=10).tolist() == [89, 1]  # clamped at 1
     results = {"FlowAdam (a)": columns(), "GD": columns()}
-    rates = fx.trigger_rates(results, warmup=10)
+    rates = fn.trigger_rates(results, warmup=10)
     assert list(rates) == ["FlowAdam (a)"]
     assert_close(rates["FlowAdam (a)"], torch.tensor([1.0, 50 / 89], dtype=torch.float64))
-    assert fx.trigger_share(columns(), "stiff_triggers") == pytest.approx(134 / 139)
-    assert fx.trigger_share(columns(), "plateau_triggers") == pytest.approx(15 / 139)
+    assert fn.trigger_share(columns(), "stiff_triggers") == pytest.approx(134 / 139)
+    assert fn.trigger_share(columns(), "plateau_triggers") == pytest.approx(15 / 139)
 
 
 def runs_table(table):
@@ -272,42 +276,41 @@ def runs_table(table):
 
 def test_mean_and_interpolated_by_lr():
     runs = runs_table([(0.1, 0.2, True), (0.1, 0.4, False), (0.3, 0.1, True), (0.3, 0.3, True)])
-    assert fx.mean_by_lr(runs, (0.1, 0.3)) == pytest.approx([0.3, 0.2])
-    assert fx.interpolated_by_lr(runs, (0.1, 0.3)) == [False, True]
+    assert fn.mean_by_lr(runs, (0.1, 0.3)) == pytest.approx([0.3, 0.2])
+    assert fn.interpolated_by_lr(runs, (0.1, 0.3)) == [False, True]
 
 
 def test_select_lr_needs_every_seed_interpolated():
     # the smallest mean rec (lr 0.1) has a seed that did not interpolate: lr 0.3 is chosen
     runs = runs_table([(0.1, 0.05, True), (0.1, 0.05, False), (0.3, 0.2, True), (0.3, 0.4, True),
                        (1.0, 0.5, True), (1.0, 0.5, True)])
-    rec, lr = fx.select_lr(runs)
+    rec, lr = fn.select_lr(runs)
     assert (rec, lr) == (pytest.approx(0.3), 0.3)
     none = runs_table([(0.1, 0.05, False), (0.3, 0.2, False)])
-    assert all(math.isnan(x) for x in fx.select_lr(none))
+    assert all(math.isnan(x) for x in fn.select_lr(none))
 
 
 def test_select_lr_ties_go_to_the_smaller_lr_and_best_selection():
     runs = runs_table([(0.3, 0.2, True), (0.1, 0.2, True)])
-    assert fx.select_lr(runs) == (pytest.approx(0.2), 0.1)
+    assert fn.select_lr(runs) == (pytest.approx(0.2), 0.1)
     results = {
         "a": runs_table([(0.1, 0.4, True), (0.3, 0.3, True)]),
         "b": runs_table([(0.1, 0.25, True), (0.3, 0.1, False)]),
         "c": runs_table([(0.1, 0.01, False)]),
     }
-    assert fx.best_selection(results, ["a", "b", "c"]) == (pytest.approx(0.25), 0.1)
-    assert all(math.isnan(x) for x in fx.best_selection(results, ["c"]))
+    assert fn.best_selection(results, ["a", "b", "c"]) == (pytest.approx(0.25), 0.1)
+    assert all(math.isnan(x) for x in fn.best_selection(results, ["c"]))
 
 
 def test_lower_rec_count_only_counts_lrs_where_both_interpolated():
     a = runs_table([(0.1, 0.1, True), (0.3, 0.5, True), (1.0, 0.1, False)])
     b = runs_table([(0.1, 0.2, True), (0.3, 0.4, True), (1.0, 0.9, True)])
-    assert fx.lower_rec_count(a, b, (0.1, 0.3, 1.0)) == (1, 2)
-    assert fx.lower_rec_count(b, a, (0.1, 0.3, 1.0)) == (1, 2)
+    assert fn.lower_rec_count(a, b, (0.1, 0.3, 1.0)) == (1, 2)
+    assert fn.lower_rec_count(b, a, (0.1, 0.3, 1.0)) == (1, 2)
 
 
 def test_relative_gap_stays_bounded_where_the_plain_ratio_blows_up():
-    from gaugekit.experiments import flow_adam as fx
 
-    assert fx.relative_gap(0.3, 0.3) == 0.0 and fx.relative_gap(0.0, 0.0) == 0.0
-    assert fx.relative_gap(1e-9, 0.2) == pytest.approx(1.0)  # |a-b|/|a| would be 2e8
-    assert fx.relative_gap(0.2, 0.1) == fx.relative_gap(0.1, 0.2) == pytest.approx(0.5)
+    assert fn.relative_gap(0.3, 0.3) == 0.0 and fn.relative_gap(0.0, 0.0) == 0.0
+    assert fn.relative_gap(1e-9, 0.2) == pytest.approx(1.0)  # |a-b|/|a| would be 2e8
+    assert fn.relative_gap(0.2, 0.1) == fn.relative_gap(0.1, 0.2) == pytest.approx(0.5)
