@@ -1,12 +1,14 @@
 r"""The optimizer zoo of gaugekit, as ``torch.optim`` optimizers.
 
 Every rule is a :class:`torch.optim.Optimizer` with torch's argument and state names, a
-functional core in :mod:`gaugekit.optim.functional`, and a ``batch_dims`` argument: the first
-``batch_dims`` dimensions of each parameter index independent runs, and every reduction of a rule
-(the shared scalar, Adafactor's means, Newton–Schulz normalisation, Shampoo's ``L`` and ``R``,
-ScaledGD's Grams) is taken per run. ``lr`` and the other float hyperparameters marked *per run*
-below may be a tensor of shape ``param.shape[:batch_dims]``. :mod:`gaugekit.optim.registry` maps
-names to classes (built with the classes' own defaults), grids and gauge classification.
+functional core in :mod:`gaugekit.optim.functional` (FlowAdam's in
+:mod:`gaugekit.optim.flow_functional` and :mod:`gaugekit.optim.flow_ode`), and a ``batch_dims``
+argument: the first ``batch_dims`` dimensions of each parameter index independent runs, and every
+reduction of a rule (the shared scalar, Adafactor's means, Newton–Schulz normalisation,
+Shampoo's ``L`` and ``R``, ScaledGD's Grams) is taken per run. ``lr`` and the other float
+hyperparameters marked *per run* below may be a tensor of shape ``param.shape[:batch_dims]``.
+:mod:`gaugekit.optim.registry` maps names to classes (built with the classes' own defaults),
+grids and gauge classification.
 
 Conventions (the paper's zoo, ``experiments/optimizer_zoo_bias.py`` and
 ``experiments/nibi/common.py`` of ``idevender/loss-basis-adam``). ``g`` gradient, ``t`` step
@@ -114,6 +116,7 @@ from gaugekit.optim.adafactor import Adafactor
 from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
 from gaugekit.optim.base import ZooOptimizer, per_run
 from gaugekit.optim.eigen_adam import EigenAdam
+from gaugekit.optim.flow_adam import FlowAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
 from gaugekit.optim.params import split_matrix_params
@@ -131,10 +134,6 @@ from gaugekit.optim.schedules import lr_factor, scheduled_lr
 from gaugekit.optim.sgd import GD, Momentum
 from gaugekit.optim.shampoo import Shampoo
 from gaugekit.optim.sign import Lion, Signum
-
-# isort: split
-# Last: FlowAdam registers itself in the registry on import.
-from gaugekit.optim.flow_adam import FlowAdam
 
 __all__ = [
     "GD",

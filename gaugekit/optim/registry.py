@@ -29,6 +29,7 @@ from torch.optim import Optimizer
 from gaugekit.optim.adafactor import Adafactor
 from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
 from gaugekit.optim.eigen_adam import EigenAdam
+from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS, FlowAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
 from gaugekit.optim.rmsprop import RMSprop
@@ -101,6 +102,8 @@ class OptimizerSpec:
         """``cls(params, **{**options, **overrides})``."""
         return self.cls(params, **{**self.options, **overrides})
 
+
+_FLOW_LR_GRID = (1e-3, 3e-3, 1e-2, 3e-2)  # experiments/flowadam_upgrade.py
 
 _SPECS: tuple[OptimizerSpec, ...] = (
     OptimizerSpec(
@@ -185,6 +188,20 @@ _SPECS: tuple[OptimizerSpec, ...] = (
         reason="one second moment per block of whole rows: G -> GQ keeps every row's norm, so "
         "each block's mean g^2 is invariant",
         lr_schedule="constant", label="Adam-mini",
+    ),
+    OptimizerSpec(
+        name="flow_adam", cls=FlowAdam, equivariant=True,
+        reason="p = 0 with the RMS scale, Frobenius-norm triggers and global-norm clip: every "
+        "step is a covariant gradient or moment times gauge-invariant scalars",
+        lr_schedule="constant", label="FlowAdam (invariant)", paper_lr_grid=_FLOW_LR_GRID,
+        ladder_lr_grid=(1e-3, 3e-3),
+    ),
+    OptimizerSpec(
+        name="flow_adam_prototype", cls=FlowAdam, equivariant=False,
+        reason="Adam's per-entry denominator (p = 1) and the per-coordinate clip do not commute "
+        "with rotations of the entries",
+        lr_schedule="constant", label="FlowAdam (prototype)", paper_lr_grid=_FLOW_LR_GRID,
+        options=FLOW_ADAM_PRESETS["prototype"],
     ),
 )
 
