@@ -14,21 +14,22 @@ asked for.
 The house, floor by floor (a module imports only from its own floor or a lower one; the
 contracts in ``pyproject.toml`` hold it to this in CI, ``lint-imports``)::
 
-    9  cli.py, __main__.py   the command line
-    8  report/     what the book and the README show: figures, tables, glued values, headline
-    7  experiments/  one module per experiment: configs, specs, run_batch, summaries
-    6  train/      the trainers: factors (every factor run, stacked), twins (a base and its twins)
-    5  runs/       spec, sweep (the one engine), backends, records, collection (the one
+    10 cli.py, __main__.py   the command line
+    9  report/     what the book and the README show: figures, tables, glued values, headline
+    8  experiments/  one module per experiment: configs, specs, run_batch, summaries
+    7  train/      the trainers: factors (every factor run, stacked), twins (a base and its twins)
+    6  runs/       spec, sweep (the one engine), backends, records, collection (the one
                    collector), selection, matched_loss, verdicts
-    4  theory.py, tail_theory.py   the paper's propositions as functions; twins.py (old address)
-    3  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q)), heads (twins of heads;
+    5  theory.py, tail_theory.py   the paper's propositions as functions; twins.py (old address)
+    4  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q)), heads (twins of heads;
                    its parts sites, twin_kinds, drift, twin_results)
-    2  optim/      the zoo: functional cores and thin torch.optim classes, the registry
+    3  optim/      the zoo: functional cores and thin torch.optim classes, the registry
        problems/   plain problem objects: sensing, spectral tails, hyperspectral, attention;
                    the factor families of train/ (families), the Problem/Budget specs
-       data/       data files: where they are, whether they are the right ones (problems/
-                   reads its scenes from here: in the contracts data/ is a layer below)
+    2  data/       data files: where they are, whether they are the right ones
     1  gauge.py, linalg.py, config.py, _extras.py
+
+Each module says its floor in a developer note under its docstring.
 """
 
 # The one place the version is written: pyproject.toml reads it from here.

@@ -1,4 +1,4 @@
-"""Floor 0: the optional dependencies, and the one check every part that needs one makes.
+"""The optional dependencies, and the one check every part that needs one makes.
 
 The core of the distribution (``pip install gaugekit``: :mod:`gaugekit.optim`,
 :mod:`gaugekit.audit` (factors and heads), :mod:`gaugekit.gauge`, :mod:`gaugekit.linalg`, the

@@ -30,7 +30,7 @@ importable optimizer class (``torch.optim.AdamW``, ``gaugekit.optim.Muon``) or r
 strings otherwise), and prints the audit table and its verdict line.
 """
 
-# Developer note (layers, DESIGN.md): floor 4.
+# Developer note (layers, gaugekit/__init__.py): floor 10, the command line.
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ test can change them without re-importing anything:
   third mode of the book: fresh paper records).
 """
 
-# Developer note (layers, DESIGN.md): floor 0.
+# Developer note (layers, gaugekit/__init__.py): floor 1, the ground.
 
 from __future__ import annotations
 

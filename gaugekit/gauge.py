@@ -14,7 +14,7 @@ Everything here takes matrices or stacks of matrices (leading batch dimensions);
 draw comes from an explicit :class:`torch.Generator`.
 """
 
-# Developer note (layers, DESIGN.md): floor 1.
+# Developer note (layers, gaugekit/__init__.py): floor 1, the ground.
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Every function accepts a matrix or a stack of matrices: leading dimensions are b
 dimensions and the last two are the matrix. Nothing here keeps state.
 """
 
-# Developer note (layers, DESIGN.md): floor 1.
+# Developer note (layers, gaugekit/__init__.py): floor 1, the ground.
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
 Both need torch and numpy only (``pip install gaugekit``).
 """
 
-# Developer note (layers, DESIGN.md): floor 3 (audit/): stands on optim/, gauge and linalg.
+# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
 
 from gaugekit.audit.factors import *  # noqa: F403
 from gaugekit.audit.factors import __all__ as _factor_names

@@ -8,7 +8,7 @@ exactly by the per-head gauge (see :mod:`gaugekit.audit.heads`); two twins are c
 symmetric in the twins, per head and on the outputs of a probe batch.
 """
 
-# Developer note (layers, DESIGN.md): floor of audit/; imports gauge and audit.sites.
+# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
 
 from __future__ import annotations
 

@@ -99,9 +99,7 @@ Everything random comes from explicit generators; training both copies restores 
 state before each copy's step, so dropout masks agree too.
 """
 
-# Developer note (layers, DESIGN.md): floor of audit/; imports audit.*, gauge and the optim
-# registry. The audit itself; its parts: sites (where the gauge acts), twin_kinds (the twins),
-# drift (invariants and drifts), twin_results (traces and verdicts).
+# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
 
 from __future__ import annotations
 

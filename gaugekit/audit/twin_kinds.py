@@ -6,7 +6,7 @@ same function and what the other two are for. The rotation is drawn by
 (in float64, rounded back to the parameter's dtype).
 """
 
-# Developer note (layers, DESIGN.md): floor of audit/; imports gauge and audit.sites.
+# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
 
 from __future__ import annotations
 

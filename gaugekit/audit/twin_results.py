@@ -5,7 +5,7 @@ verdict is the factor audit's rule (:func:`gaugekit.audit.decide_verdict`) with 
 threshold :func:`verdict_threshold` (see :mod:`gaugekit.audit.heads`).
 """
 
-# Developer note (layers, DESIGN.md): floor of audit/; imports audit.factors and audit.sites.
+# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
 ``text``       the tiny-shakespeare corpus (character-level language modelling)
 """
 
-# Developer note (layers, DESIGN.md): floor 1.
+# Developer note (layers, gaugekit/__init__.py): floor 2, data/, on config.
 
 from gaugekit.data.files import (
     DataFileError,

@@ -17,7 +17,7 @@ hash); otherwise, or when the download fails, :class:`MissingDataFileError` name
 folders searched, the setting that changes them and the download source.
 """
 
-# Developer note (layers, DESIGN.md): floor 1.
+# Developer note (layers, gaugekit/__init__.py): floor 2, data/, on config.
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ or ``{"source": "file", "path", "key", "layout", "n_rows", "n_cols", "sha256"}``
 :func:`load_scene_config` loads it back, checked.
 """
 
-# Developer note (layers, DESIGN.md): floor 1.
+# Developer note (layers, gaugekit/__init__.py): floor 2, data/, on config.
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ blobs, so neighbouring pixels mix alike. All draws come from one CPU generator s
 in float64, in this order: bumps, baselines, blobs, noise.
 """
 
-# Developer note (layers, DESIGN.md): floor 1.
+# Developer note (layers, gaugekit/__init__.py): floor 2, data/, on config.
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ domain passage shipped with the package, the default of CI machines that have no
 ``"auto"`` takes tiny-shakespeare when the file is there and the built-in text otherwise.
 """
 
-# Developer note (layers, DESIGN.md): floor 1.
+# Developer note (layers, gaugekit/__init__.py): floor 2, data/, on config.
 
 from __future__ import annotations
 

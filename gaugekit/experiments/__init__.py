@@ -10,7 +10,7 @@ Modules are imported on first use. The package needs the ``experiments`` extra
 :class:`~gaugekit._extras.MissingExtra`, which says so.
 """
 
-# Developer note (layers, DESIGN.md): floor 6 (experiments/): stands on train/ and runs/.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

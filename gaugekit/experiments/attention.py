@@ -36,7 +36,7 @@ Parts:
 ``multiseed_controls``  the same table for momentum, shared-scale Adam and Muon.
 """
 
-# Developer note (layers, DESIGN.md): floor of experiments/; trains with train.twins.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

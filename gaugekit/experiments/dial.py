@@ -39,7 +39,7 @@ Spread. :func:`~gaugekit.report.dial_numbers.seed_stats` gives the sample standa
 ``sd_ddof`` and is compared with ours computed the same way.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

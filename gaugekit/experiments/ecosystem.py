@@ -34,7 +34,7 @@ compares it with the installed package), records committed under ``results/ecosy
 Quick scale: the first :data:`QUICK_CLASSES` classes of each library, in a temporary folder.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ theirs. The records live under ``results/eigenbasis/<scale>`` (one file per part
                ``W_Q, W_K`` gradients have rank 49 of 64 at the start, a 15-fold collision.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ Sizes, seeds, grids and budgets live in :class:`FlowAdamConfig`, one per scale
 (:func:`flow_adam_config`); the chapter never looks at the scale.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

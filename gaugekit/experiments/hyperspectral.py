@@ -35,7 +35,7 @@ density), a 3,000-step budget, seeds 42/123 for selection and evaluation. A user
 :func:`run_scene` (Python) or ``python -m gaugekit hyperspectral FILE --key K --layout L``.
 """
 
-# Developer note (layers, DESIGN.md): floor of experiments/: stands on train/, runs/, problems/.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ Quick scale: n ∈ {8, 12, 16}, r = 2, arms at n = 12 (r ∈ {1, 3}; m / dof ∈
 grids scaled by the same rule.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ rate); ``muon_adam`` (Muon on the block matrices, Adam on the rest at
 (heavy-ball ``m ← 0.9 m + g``). β = (0.9, 0.999), ε = 1e-8, no schedule, no clipping.
 """
 
-# Developer note (layers, DESIGN.md): floor of experiments/; trains with train.twins.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

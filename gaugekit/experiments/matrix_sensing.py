@@ -36,7 +36,7 @@ tol 1e-7, seeds 42, 123, 456. Quick scale: n = 20, r = 2, k = 20, m = 152, 100 v
 measurements, 3,000 steps, tol 1e-6 (second size n = 30, r = 3, m = 342), same seeds and grids.
 """
 
-# Developer note (layers, DESIGN.md): floor of experiments/: stands on train/, runs/, problems/.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

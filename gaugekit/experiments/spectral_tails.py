@@ -34,7 +34,7 @@ Published values (:data:`PUBLISHED_TAU_STAR`, :data:`PUBLISHED_SIGNUM`,
 selection, its grid estimator) and by ours (Table 2's selection, linear interpolation).
 """
 
-# Developer note (layers, DESIGN.md): floor of experiments/: stands on matrix_sensing, runs/.
+# Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 

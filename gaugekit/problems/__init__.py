@@ -11,7 +11,7 @@ loss and the metrics, and knows nothing about optimizers or sweeps (train/ and r
 ``specs``           the Problem/Budget specs the sensing-type experiments share.
 """
 
-# Developer note (layers, DESIGN.md): floor of problems/ (stands on data/, gauge, linalg).
+# Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 __all__ = ["attention", "families", "hyperspectral", "matrix_sensing", "specs",
            "spectral_tails"]

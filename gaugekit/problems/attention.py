@@ -32,7 +32,7 @@ Parameters are a ``dict`` name → tensor (:func:`init_params`). Every function 
 ``B = 1`` it is one model. :class:`PaperTransformer` is the same model as an ``nn.Module``.
 """
 
-# Developer note (layers, DESIGN.md): floor of problems/; imports gauge only.
+# Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Every draw uses its own seeded generators, so the instances of a list of seeds d
 on the order they are drawn in.
 """
 
-# Developer note (layers, DESIGN.md): floor of problems/.
+# Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``
 :class:`CompletionBatch` stacks runs on several instances (several masks).
 """
 
-# Developer note (layers, DESIGN.md): floor of problems/: stands on data.scenes and linalg.
+# Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 from __future__ import annotations
 

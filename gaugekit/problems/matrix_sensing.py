@@ -25,7 +25,7 @@ Everything accepts stacks: ``U, V`` of shape ``(B, n, k)`` are ``B`` independent
 matrix product per instance and step.
 """
 
-# Developer note (layers, DESIGN.md): floor 2.
+# Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ id): :class:`Problem` is ``config["problem"]`` of the sensing runs (the spectral
 (:mod:`gaugekit.train.factors`).
 """
 
-# Developer note (layers, DESIGN.md): floor of problems/: imports nothing of gaugekit.
+# Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 from __future__ import annotations
 

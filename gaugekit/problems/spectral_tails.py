@@ -29,7 +29,7 @@ add how well the head and the tail are fitted separately: with ``W`` the learned
 ``tail_rec = ‖P_U^⊥ W P_V^⊥ − τ E_⊥‖_F / ‖τ E_⊥‖_F`` (NaN at ``τ = 0``).
 """
 
-# Developer note (layers, DESIGN.md): floor 2.
+# Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 from __future__ import annotations
 

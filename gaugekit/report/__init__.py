@@ -15,4 +15,4 @@ their figures.
 Needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``).
 """
 
-# Developer note (layers, DESIGN.md): floor 7 (report/): stands on experiments/.
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

@@ -10,8 +10,7 @@ book's colours (:func:`gaugekit.report.viz.method_color`; Muon + Adam takes Muon
 apart by line style and grey level, never by an optimizer's colour.
 """
 
-# Developer note (layers, DESIGN.md): floor of report/: stands on experiments/ (and
-# report.attention_summary for the numbers it draws).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ throughput, the closing note's measured numbers (:func:`headline`) and the READM
 :mod:`gaugekit.report.attention`.
 """
 
-# Developer note (layers, DESIGN.md): floor of report/; reads experiments.attention's records.
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

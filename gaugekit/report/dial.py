@@ -12,7 +12,7 @@ colour between theirs (:func:`power_color`). The ``*_html`` functions give the c
 through :func:`gaugekit.report.viz.table_html`.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

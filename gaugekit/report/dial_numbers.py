@@ -10,7 +10,7 @@ paper's setting (:func:`is_paper_setting`). FlowAdam's rows of the chapter's tex
 :mod:`gaugekit.report.flow_adam_numbers`.
 """
 
-# Developer note (layers, DESIGN.md): floor of report/ (reads records and experiments; no drawing).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ attention twins and the eigenbasis experiment), the one-line reasons of the kept
 :data:`gaugekit.experiments.ecosystem.INVESTIGATIONS`.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ glue names as keys). The selections are Table 2's rule (:func:`~gaugekit.experim
 select_lr`) and the experiment's protocols.
 """
 
-# Developer note (layers, DESIGN.md): floor of report/ (reads records and experiments; no drawing).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ missing) and returns :class:`HeadlineRow` objects. An experiment whose records a
 listed as such in the block instead of silently dropped.
 """
 
-# Developer note (layers, DESIGN.md): floor of report/: stands on experiments/.
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Nothing here is typed in: our numbers come from the selections of
 colours (:func:`gaugekit.report.viz.method_color`).
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

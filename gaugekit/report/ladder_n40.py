@@ -3,7 +3,7 @@ Table 2) beside the ladder's (its Table 11), from the paper-scale configurations
 both: the table that sets them side by side and the sentences the text says of it.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ Nothing here is typed in: every number comes from the records through the summar
 (:func:`gaugekit.report.viz.method_color`; AdamW takes Adam's, dashed; Muon + Adam Muon's).
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

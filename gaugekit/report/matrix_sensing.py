@@ -12,8 +12,7 @@ a verdict). The controls and the survival table are :mod:`gaugekit.report.sensin
 the weight-decay section :mod:`gaugekit.report.sensing_decay`.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book);
-# matplotlib is imported inside the figure functions only.
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ survive other grids and selection protocols (:data:`SURVIVAL_SETTINGS`), from th
 :func:`gaugekit.experiments.matrix_sensing.collect`.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

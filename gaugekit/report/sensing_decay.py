@@ -4,7 +4,7 @@ part of :mod:`gaugekit.experiments.matrix_sensing`; the published values come fr
 ``PUBLISHED_DECAY_CEILING``, each in its own column.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

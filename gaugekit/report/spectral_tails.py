@@ -11,8 +11,7 @@ Optimizers are drawn in the book's colour (:func:`gaugekit.report.viz.method_col
 crossing τ* is :mod:`gaugekit.report.tails_crossing`.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, writes for the book);
-# matplotlib is imported inside the figure functions only.
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ text quotes, from the estimates of :func:`gaugekit.experiments.spectral_tails.cr
 paper's rule and ours, interpolated, each with a bootstrap interval over seeds).
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

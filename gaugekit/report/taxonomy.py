@@ -9,7 +9,7 @@ function draws one figure of the book. Notation: ``G`` a factor's gradient, ``Q 
 ``η`` (``lr``) the step size, ``ε`` (``eps``) Adam's, ``D_ε(G) = G ⊘ (|G| + ε)``.
 """
 
-# Developer note (layers, DESIGN.md): floor of report/ (draws for the book, reads no records).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ Those that sort update rules (chapter 2, chapter 3's Gram form and transfer func
 :mod:`gaugekit.report.taxonomy`.
 """
 
-# Developer note (layers, DESIGN.md): floor of report/ (draws for the book, reads no records).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

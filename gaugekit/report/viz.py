@@ -7,7 +7,7 @@ optimizer registry. :func:`table_html` renders rows as an HTML table for a chapt
 :func:`records_note` says which records a page shows and the command that made them.
 """
 
-# Developer note (layers, DESIGN.md): beside floor 3 (reads records, draws for the book).
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 

@@ -10,4 +10,4 @@
 ``matched_loss``  the matched-loss protocol: first crossings of training-loss levels
 """
 
-# Developer note (layers, DESIGN.md): floor 4 (runs/).
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.

@@ -37,7 +37,7 @@ through ``dask-jobqueue`` and on Kubernetes through ``dask-kubernetes``; and its
 resources are the GPU-aware scheduling a sweep needs (one batch per GPU).
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ of every run per part, where they came from and the command that makes them;
 :func:`collector` binds it to one experiment for its module.
 """
 
-# Developer note (layers, DESIGN.md): floor of runs/: stands on runs.sweep.
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
 
 from __future__ import annotations
 

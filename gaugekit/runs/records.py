@@ -23,7 +23,7 @@ records are retried by the next sweep and superseded by its record (readers keep
 record of each run id).
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
 
 from __future__ import annotations
 

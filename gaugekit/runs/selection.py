@@ -44,7 +44,7 @@ Each :class:`Selection` also reports whether the chosen value sits at an edge of
 was tried: a selection at an edge says the grid did not bracket the optimum.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
 
 from __future__ import annotations
 

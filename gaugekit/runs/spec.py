@@ -9,7 +9,7 @@ The sweep engine (:mod:`gaugekit.runs.sweep`) and its backends (:mod:`gaugekit.r
 both stand on this module.
 """
 
-# Developer note (layers, DESIGN.md): floor of runs/ (its base): imports runs.records only.
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
 
 from __future__ import annotations
 

@@ -26,8 +26,7 @@ Every record of a folder counts for skipping, whichever part wrote it: parts tha
 (the same semantic config) compute them once.
 """
 
-# Developer note (layers, DESIGN.md): floor of runs/: stands on runs.spec, runs.records and
-# runs.backends.
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ verdict: the rows an experiment reports for the README (:mod:`gaugekit.report.he
 the book's results page.
 """
 
-# Developer note (layers, DESIGN.md): floor of runs/: imports nothing of gaugekit.
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
 
 from __future__ import annotations
 

@@ -5,4 +5,4 @@
 ``batching``  dropping finished runs from a stack (parameters and optimizer state)
 """
 
-# Developer note (layers, DESIGN.md): floor 4 (train/).
+# Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.

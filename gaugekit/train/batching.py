@@ -15,7 +15,7 @@ warm-up for the runs that remain, so a run's trajectory would depend on when its
 finished.
 """
 
-# Developer note (layers, DESIGN.md): floor 3.
+# Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ run never touches the others, and a batched run equals the same run done alone (
 experiment).
 """
 
-# Developer note (layers, DESIGN.md): floor of train/: stands on runs/, optim/ and problems/.
+# Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.
 
 from __future__ import annotations
 

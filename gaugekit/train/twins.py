@@ -19,8 +19,7 @@ symmetric ``rel(A, B) = ‖A − B‖_F / (½(‖A‖_F + ‖B‖_F))``
 stack into its record.
 """
 
-# Developer note (layers, DESIGN.md): floor of train/; imports problems/, optim/, gauge, data
-# and runs/ (records, run results), never experiments/ or report/.
+# Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.
 
 from __future__ import annotations
 
