@@ -47,16 +47,14 @@ from typing import Any
 import torch
 
 from gaugekit.config import get_scale
-from gaugekit.data.scenes import (
+from gaugekit.data.scene_refs import (
     DENSITY_LABELS,
-    SCENES,
     SceneRef,
-    available_scenes,
-    get_scene_info,
     registered_scene,
     synthetic_scene,
     user_scene,
 )
+from gaugekit.data.scenes import SCENES, available_scenes, get_scene_info
 from gaugekit.problems.hyperspectral import (
     DENSITY_RATIOS,
     DOF_RANK,

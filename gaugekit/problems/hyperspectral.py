@@ -42,7 +42,7 @@ parts, which are compared with the published values run by run), ``"float64"`` (
 kept by the records of the other scenes) does the same steps in float64.
 
 The matrix of a scene config (:func:`scene_matrix_from_config`): the scene of
-:func:`gaugekit.data.scenes.load_scene_config`, then :func:`scene_matrix`, cached per process.
+:func:`gaugekit.data.scene_refs.load_scene_config`, then :func:`scene_matrix`, cached per process.
 
 Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``R`` runs;
 :class:`CompletionBatch` stacks runs on several instances (several masks).
@@ -62,7 +62,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gaugekit.data.scenes import load_scene_config
+from gaugekit.data.scene_refs import load_scene_config
 from gaugekit.linalg import effective_rank
 
 __all__ = [

@@ -11,7 +11,7 @@ import pytest
 import scipy.io
 import torch
 
-from gaugekit.data.scenes import synthetic_scene, user_scene
+from gaugekit.data.scene_refs import synthetic_scene, user_scene
 from gaugekit.experiments.hyperspectral import (
     EXPERIMENT,
     PAPER_HPARAMS,
@@ -242,7 +242,7 @@ def test_cli_refuses_a_missing_scene_file(tmp_path, capsys):
 
 
 def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
-    from gaugekit.data.scenes import registered_scene
+    from gaugekit.data.scene_refs import registered_scene
     from gaugekit.experiments.hyperspectral import collect
     from gaugekit.runs.records import append_records, make_record
 
