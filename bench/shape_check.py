@@ -6,7 +6,11 @@ Two checks, each in two steps (``snapshot`` on the old code, ``snapshot`` on the
 * ``book``: every value the built book shows. It reads the executed notebooks of a
   ``python3 dev.py book`` build (``_build/jupyter_execute/chapters``): every text or HTML output
   of a code cell, and each ``glue``d value (kept beside the notebook in ``<page>.glue.json``).
-  Figures are compared by count only (their PNG bytes carry matplotlib's metadata).
+  Figures are compared by count only (their PNG bytes carry matplotlib's metadata); a page's
+  printed text is compared as one string (``nb_merge_streams`` joins it on the page anyway).
+* ``html``: the same on the built pages (``_build/html/chapters``): the text a reader reads
+  (prose with its glued values, outputs, tables and captions; not the code of the cells) and
+  where each figure stands. This is what the page shows, whichever cell printed it.
 * ``quick``: a re-run of parts of every factor experiment and of the attention ``single`` part
   at quick scale, into a fresh records folder. ``compare`` then asks that the same runs exist
   with the same statuses and step counts, and that every number agrees to round-off
@@ -16,6 +20,7 @@ Usage::
 
     python bench/shape_check.py book snapshot _build/jupyter_execute/chapters before.json
     python bench/shape_check.py quick snapshot OUTDIR
+    python bench/shape_check.py html snapshot _build/html/chapters before.json
     python bench/shape_check.py book compare before.json after.json
     python bench/shape_check.py quick compare OLD_OUTDIR NEW_OUTDIR
 """
@@ -82,8 +87,17 @@ def book_snapshot(folder: Path, out: Path) -> None:
     print(f"{out}: {sum(map(len, snap.values()))} outputs on {len(snap)} pages")
 
 
+def _page(shown: list[str]) -> list[str]:
+    """A page's outputs with its printed text joined into one string: a print that moves from
+    one cell to the next (or one output block split in two) shows the reader the same text."""
+    streams = "".join(s[len("stream:"):] for s in shown if s.startswith("stream:"))
+    return [s for s in shown if not s.startswith("stream:")] + ["printed:" + streams]
+
+
 def book_compare(a: Path, b: Path) -> int:
     old, new = json.loads(a.read_text()), json.loads(b.read_text())
+    old = {k: _page(v) for k, v in old.items()}
+    new = {k: _page(v) for k, v in new.items()}
     bad = 0
     for page in sorted(set(old) | set(new)):
         x, y = old.get(page), new.get(page)
@@ -101,6 +115,59 @@ def book_compare(a: Path, b: Path) -> int:
                 break
     total = sum(map(len, old.values()))
     print(f"book: {total} outputs on {len(old)} pages before; {bad} pages differ")
+    return 1 if bad else 0
+
+
+def _page_text(html: str) -> str:
+    """What a reader reads on a built page: its article (prose with the glued values, cell
+    outputs, tables, captions) without the code of the cells, whitespace normalized; each
+    figure as ``[figure]``."""
+    from bs4 import BeautifulSoup
+
+    article = BeautifulSoup(html, "html.parser").select_one("article.bd-article")
+    if article is None:
+        return ""
+    for tag in article.select(".cell_input, script, style"):
+        tag.decompose()
+    for img in article.find_all("img"):
+        img.replace_with(" [figure] ")
+    return " ".join(article.get_text(" ").split())
+
+
+def html_snapshot(folder: Path, out: Path) -> None:
+    snap = {p.stem: _page_text(p.read_text()) for p in sorted(folder.glob("*.html"))}
+    out.write_text(json.dumps(snap, indent=1, sort_keys=True))
+    print(f"{out}: {sum(len(v.split()) for v in snap.values())} words on {len(snap)} pages")
+
+
+def _without_paths(text: str) -> str:
+    """``text`` with every module path (``gaugekit.x.y``) written as ``gaugekit.…``: a
+    redesign that moves modules changes the paths the prose names, not its numbers."""
+    import re
+
+    return re.sub(r"gaugekit(?:\.[A-Za-z_]\w*)+", "gaugekit.…", text)
+
+
+def html_compare(a: Path, b: Path, paths: bool = True) -> int:
+    import difflib
+
+    old, new = json.loads(a.read_text()), json.loads(b.read_text())
+    if not paths:
+        old = {k: _without_paths(v) for k, v in old.items()}
+        new = {k: _without_paths(v) for k, v in new.items()}
+    bad = 0
+    for page in sorted(set(old) | set(new)):
+        x, y = old.get(page, "").split(), new.get(page, "").split()
+        if x == y:
+            continue
+        bad += 1
+        print(f"{page}: {len(x)} words before, {len(y)} after")
+        sm = difflib.SequenceMatcher(a=x, b=y, autojunk=False)
+        for op, i1, i2, j1, j2 in [o for o in sm.get_opcodes() if o[0] != "equal"][:5]:
+            print(f"  {op}: before {' '.join(x[max(i1 - 5, 0):i2 + 5])!r}")
+            print(f"  {' ' * len(op)}  after  {' '.join(y[max(j1 - 5, 0):j2 + 5])!r}")
+    what = "" if paths else " (module paths aside)"
+    print(f"html: {len(old)} pages before; {bad} differ{what}")
     return 1 if bad else 0
 
 
@@ -181,10 +248,17 @@ def quick_compare(a: Path, b: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["book", "quick"])
+    ap.add_argument("what", choices=["book", "html", "quick"])
     ap.add_argument("action", choices=["snapshot", "compare"])
     ap.add_argument("paths", nargs="+", type=Path)
+    ap.add_argument("--ignore-module-paths", action="store_true",
+                    help="html compare: write every gaugekit.x.y as gaugekit.… first")
     args = ap.parse_args(argv)
+    if args.what == "html":
+        if args.action == "snapshot":
+            html_snapshot(args.paths[0], args.paths[1])
+            return 0
+        return html_compare(*args.paths[:2], paths=not args.ignore_module_paths)
     if args.what == "book":
         if args.action == "snapshot":
             book_snapshot(args.paths[0], args.paths[1])
