@@ -20,6 +20,7 @@ from gaugekit.problems.matrix_sensing import (
     make_instance,
 )
 from gaugekit.problems.specs import Budget, Problem
+from gaugekit.report import flow_adam_demos as demos
 from gaugekit.report import flow_adam_numbers as fn
 
 WARMUP = 3
@@ -314,3 +315,48 @@ def test_relative_gap_stays_bounded_where_the_plain_ratio_blows_up():
     assert fn.relative_gap(0.3, 0.3) == 0.0 and fn.relative_gap(0.0, 0.0) == 0.0
     assert fn.relative_gap(1e-9, 0.2) == pytest.approx(1.0)  # |a-b|/|a| would be 2e8
     assert fn.relative_gap(0.2, 0.1) == fn.relative_gap(0.1, 0.2) == pytest.approx(0.5)
+
+
+# ------------------------------------------------------- the chapter's live demonstrations
+
+
+def test_anisotropy_demo_ends_and_spread():
+    demo = demos.anisotropy_demo(tiny_config())
+    n = demo.numbers
+    assert n["gap_adam"] < 1e-12 and n["gap_shared"] < 1e-12
+    assert n["anisotropy_steps"] == 10
+    assert n["spread_ratio_p100"] == pytest.approx(1.0)
+    assert n["spread_ratio_p0"] < 1e-12
+    assert n["spread_ratio_p50"] == pytest.approx(0.5, rel=1e-3)
+    assert n["spread_dev"] == max(abs(n[f"spread_ratio_p{round(100 * p)}"] - p)
+                                  for p in demos.POWERS_SHOWN) < 1e-3
+    assert sorted(demo.data) == sorted(demos.POWERS_SHOWN)
+    assert n["spread_adam"] == pytest.approx(demo.data[1.0].std().item())
+    lines = demo.text.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("relative gap to torch.optim.Adam")
+    assert lines[2].split("  ")[-1] == f"1: {n['spread_ratio_p100']:.4f}"
+
+
+def test_warmup_demo_counts_runs_and_measures_the_warmup():
+    hand = {"rec": torch.tensor([0.1, 0.2, 0.3]), "stop": torch.tensor([10, 20, 30])}
+    inv = {"rec": torch.tensor([0.1, 0.25, 0.3]), "stop": torch.tensor([10, 21, 30]),
+           "clip_bound": torch.tensor([5, 0, 15])}
+    config = tiny_config()
+    demo = demos.warmup_demo({"dial warm-up, then clipped GD": hand,
+                              "FlowAdam (invariant)": inv}, config)
+    n = demo.numbers
+    assert n["same_stop_runs"] == 2
+    assert n["gap_hand"] == pytest.approx(0.05 / 0.25)
+    assert n["clip_frac"] == pytest.approx(20 / 61)
+    assert n["warmup_steps"] == fx.INVARIANT["flow_warmup"] + 1
+    assert n["warmup_move_ratio"] > 0 and math.isfinite(n["warmup_move_ratio"])
+    assert demo.text.startswith("same stop step in 2 of 3 runs")
+    assert demo.text.endswith(f"{n['warmup_move_ratio']:.0f}") and demo.data is None
+
+
+def test_text_forms_dash_the_undefined():
+    forms = (("a", ".4f"), ("b", ".1e"), ("c", ".0f"), ("d", ".4f"))
+    got = demos.text_forms({"a": 0.12345, "b": None, "c": math.nan, "d": math.inf}, forms)
+    assert got == {"a_txt": "0.1235", "b_txt": "—", "c_txt": "—", "d_txt": "—"}
+    with pytest.raises(KeyError):
+        demos.text_forms({}, forms)
