@@ -2,10 +2,10 @@ r"""The attention chapter's glued values, each formatted as the prose quotes it,
 per section (:func:`setup_numbers`, :func:`step1_numbers`, :func:`final_numbers`,
 :func:`accuracy_numbers`, :func:`ratio_numbers`, :func:`float64_numbers`, :func:`lm_numbers`),
 and the chapter's two live checks: the float64 gauge twin of the initial model
-(:func:`live_gauge_check`) and the twin audit of torch's ``nn.MultiheadAttention``
-(:func:`mha_audit_rows`). Each ``*_numbers`` returns ``name → value`` for
-:func:`gaugekit.report.viz.glue_page`: strings (an em dash where a record is missing) and
-Markdown for the words pasted with ``{glue:md}``.
+(:func:`live_gauge_check`) and the twin audit of torch's ``nn.MultiheadAttention`` (its model
+and loss :func:`mha_regression`, its table :func:`twin_audit_rows`). Each ``*_numbers``
+returns ``name → value`` for :func:`gaugekit.report.viz.glue_page`: strings (an em dash where a
+record is missing) and Markdown for the words pasted with ``{glue:md}``.
 
 Distances are :math:`\operatorname{rel}(A, B) = \|A - B\|_F / (\tfrac12(\|A\|_F + \|B\|_F))`;
 the :math:`M_h` drift is its mean over the heads of :math:`M_h = W_{Q,h}^\top W_{K,h}`.
@@ -15,11 +15,12 @@ the :math:`M_h` drift is its mean over the heads of :math:`M_h = W_{Q,h}^\top W_
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
+from gaugekit.audit import LossFn
 from gaugekit.experiments import attention as att
 from gaugekit.gauge import relative_distance
 from gaugekit.problems import attention as A
@@ -33,7 +34,8 @@ __all__ = [
     "float64_numbers",
     "live_gauge_check",
     "lm_numbers",
-    "mha_audit_rows",
+    "mha_regression",
+    "twin_audit_rows",
     "ratio_numbers",
     "setup_numbers",
     "step1_numbers",
@@ -187,30 +189,33 @@ def lm_numbers(rows: Sequence[Mapping[str, Any]], family: Any) -> Values:
     }
 
 
-def mha_audit_rows(optimizers: Sequence[str] = ("adam", "scalar_adam"), steps: int = 20,
-                   lr: float = 1e-3) -> list[dict[str, Any]]:
-    r"""Twin audit (:func:`gaugekit.audit.audit_twins`) of a fresh float64
-    ``nn.MultiheadAttention`` (width 16, 4 heads, no biases) on a random regression
-    :math:`L = \operatorname{mean}(\mathrm{mha}(x, x, x) - y)^2`: the final :math:`M_h`
-    drift and output drift of the gauge and :math:`A = I` twins, per optimizer."""
-    from gaugekit.audit import audit_twins
-
+def mha_regression() -> tuple[Callable[[], torch.nn.Module], LossFn, torch.Tensor, torch.Tensor]:
+    r"""A model maker and a loss for the twin audit: ``make()`` returns a fresh float64
+    ``nn.MultiheadAttention`` (width 16, 4 heads, no biases; global seed 0 before each), and
+    the loss is the random regression :math:`L = \operatorname{mean}(\mathrm{mha}(x, x, x) -
+    y)^2` on the returned ``x, y`` (seed 0)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(8, 5, 16, generator=g, dtype=torch.float64)
     y = torch.randn(8, 5, 16, generator=g, dtype=torch.float64)
+
+    def make() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.MultiheadAttention(16, 4, bias=False, batch_first=True,
+                                           dtype=torch.float64)
 
     def loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         out = model(batch[0], batch[0], batch[0])[0]
         return (out - batch[1]).pow(2).mean()
 
+    return make, loss, x, y
+
+
+def twin_audit_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the twin-audit table: per optimizer (registry name → its
+    :class:`~gaugekit.audit.TwinAuditResult`), the final :math:`M_h` drift and output drift of
+    its gauge and :math:`A = I` twins."""
     rows = []
-    for name in optimizers:
-        torch.manual_seed(0)
-        mha = torch.nn.MultiheadAttention(16, 4, bias=False, batch_first=True,
-                                          dtype=torch.float64)
-        res = audit_twins(mha, loss, probe=(x, x, x), batch=(x, y), optimizer=name,
-                          optimizer_kwargs={"lr": lr}, steps=steps,
-                          checkpoints=[0, 1, steps // 2, steps], twins=("gauge", "identity"))
+    for name, res in results.items():
         for kind in ("gauge", "identity"):
             final = res.trace(kind).final
             rows.append({"optimizer": att.METHOD_LABELS[name], "twin": kind,

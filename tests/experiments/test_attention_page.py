@@ -86,7 +86,14 @@ def test_lm_numbers_leave_collapsed_runs_out():
 
 @pytest.mark.parametrize("steps", [4])
 def test_mha_audit_splits_adam_only(steps):
-    rows = page.mha_audit_rows(steps=steps)
+    from gaugekit.audit import audit_twins
+
+    make, loss, x, y = page.mha_regression()
+    results = {name: audit_twins(make(), loss, probe=(x, x, x), batch=(x, y), optimizer=name,
+                                 optimizer_kwargs={"lr": 1e-3}, steps=steps,
+                                 twins=("gauge", "identity"))
+               for name in ("adam", "scalar_adam")}
+    rows = page.twin_audit_rows(results)
     by = {(r["optimizer"], r["twin"]): r for r in rows}
     adam, shared = att.METHOD_LABELS["adam"], att.METHOD_LABELS["scalar_adam"]
     assert by[(adam, "identity")]["M_h drift"] == 0.0
