@@ -85,10 +85,10 @@ A result ends with one plain line (:meth:`TwinAuditResult.verdict_line`): the op
 and hyperparameters as built, then *keeps the gauge*, *breaks the gauge* or *chaotic (gauge
 twin ≈ noise twin)*, with the numbers that decide it. The drift of a twin is the largest
 ``rel(M_h, M_h')`` over its heads and checkpoints; the rule is that of the factor audit
-(:func:`gaugekit.audit.decide_verdict`): a gauge drift at or below the round-off threshold of
-the dtype (:func:`verdict_threshold`: 1e-8 in float64, 1e-3 in float32) keeps the gauge; above
-it, a gauge drift more than ``CHAOS_FACTOR = 10`` times the noise twin's breaks the gauge, and one
-within that factor is chaotic: the run separates twins that start a tiny perturbation apart
+(:func:`~gaugekit.audit.factors.decide_verdict`): a gauge drift at or below the round-off
+threshold of the dtype (:func:`verdict_threshold`: 1e-8 in float64, 1e-3 in float32) keeps the
+gauge; above it, a gauge drift more than ``CHAOS_FACTOR = 10`` times the noise twin's breaks
+the gauge, and one within that factor is chaotic: the run separates twins that start a tiny perturbation apart
 just as fast, so the gap says how chaotic training is, not that the rule sees the basis. Adam's
 gauge twins end about 500 times farther apart than its noise twins on the book's attention model
 (breaks); Muon's end at 0.85 against 0.87 (chaotic); SGD and shared-scale Adam stay near 1e-6 in

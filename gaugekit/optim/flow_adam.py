@@ -158,7 +158,7 @@ class FlowAdam(ZooOptimizer):
     prototype froze ``v`` and ``step``); one ε (the prototype added it in three places); per-run
     masks instead of ``.item()`` and flattening; counters instead of per-trigger lists; defaults
     are the gauge-invariant preset (the prototype's were ``'geomean'`` and ``'percoord'``, see
-    :data:`FLOW_ADAM_PRESETS`).
+    ``FLOW_ADAM_PRESETS``).
 
     Gauge: equivariant for ``precond_power=0, precond_scalar='rms', flow_clip_mode='globalnorm'``
     (the defaults, preset ``'invariant'``); not equivariant otherwise.

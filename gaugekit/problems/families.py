@@ -1,4 +1,4 @@
-r"""The factor problems as plain objects for the stacked trainer (:mod:`gaugekit.train.factors`).
+r"""The factor problems as plain objects for the stacked trainer (``gaugekit.train.factors``).
 
 A *problem family* turns a problem config (JSON data, part of every run id) and a list of seeds
 into :class:`FactorInstances`: the initial factors ``(U₀, V₀)`` of each seed and a

@@ -1,9 +1,9 @@
 """The shared specs of the sensing-type experiments: the sizes of a problem and a step budget.
 
-Plain frozen dataclasses whose :meth:`to_config` is the JSON of a run config (part of its run
+Plain frozen dataclasses whose ``to_config()`` is the JSON of a run config (part of its run
 id): :class:`Problem` is ``config["problem"]`` of the sensing runs (the spectral-tail runs add
 ``kind`` and ``tau``), :class:`Budget` is ``config["budget"]`` of a factored run
-(:mod:`gaugekit.train.factors`).
+(``gaugekit.train.factors``).
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
