@@ -88,8 +88,9 @@ twin ≈ noise twin)*, with the numbers that decide it. The drift of a twin is t
 (:func:`~gaugekit.audit.factors.decide_verdict`): a gauge drift at or below the round-off
 threshold of the dtype (:func:`verdict_threshold`: 1e-8 in float64, 1e-3 in float32) keeps the
 gauge; above it, a gauge drift more than ``CHAOS_FACTOR = 10`` times the noise twin's breaks
-the gauge, and one within that factor is chaotic: the run separates twins that start a tiny perturbation apart
-just as fast, so the gap says how chaotic training is, not that the rule sees the basis. Adam's
+the gauge, and one within that factor is chaotic: the run separates twins that start a tiny
+perturbation apart just as fast, so the gap says how chaotic training is, not that the rule sees
+the basis. Adam's
 gauge twins end about 500 times farther apart than its noise twins on the book's attention model
 (breaks); Muon's end at 0.85 against 0.87 (chaotic); SGD and shared-scale Adam stay near 1e-6 in
 float32 (keeps). Without a noise twin a drift above the threshold breaks the gauge, and the line
