@@ -6,6 +6,7 @@
     python bench/run.py --book           # also time the quick-scale book build (slow)
     python -m bench --quick              # the same command
     python bench/run.py --only zoo --reference ../loss-basis-adam   # the zoo vs the paper's script
+    python bench/run.py --only zoo --reference ../loss-basis-adam --zoo-rounds 3   # alternating
 
 Each row is a measured time and a baseline measured in the same run, on the same machine, with
 the same threads; the ratio is ``time / baseline`` (below 1: faster than the baseline), except
@@ -28,7 +29,8 @@ Rows:
   through the sweep CLI with ``--workers`` processes, into a temporary folder; with
   ``--reference DIR`` (a checkout of the paper's code, ``idevender/loss-basis-adam``) also the
   paper's own script ``experiments/optimizer_zoo_bias.py``, timed in the same run (the speed-up
-  is script / ours);
+  is script / ours); ``--zoo-rounds N`` alternates the two N times (medians, and the speed-up
+  of each round: on a shared machine whose speed drifts, one round of each can be off by 1.5x);
 * ``book`` (``--book``): the wall time of a quick-scale book build (no baseline).
 """
 
@@ -38,6 +40,7 @@ import argparse
 import dataclasses
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,6 +91,7 @@ class Row:
     seconds: float
     baselines: dict[str, float]  # label -> seconds
     speedup: bool = False  # ratio = baseline / seconds
+    note: str = ""  # printed under the table
 
     def ratios(self) -> dict[str, float]:
         if self.speedup:
@@ -231,20 +235,38 @@ def reference_script(reference: Path, sizes: Sizes) -> Path:
 
 
 def zoo_row(sizes: Sizes, device: torch.device, workers: int,
-            reference: Path | None = None) -> Row:
-    """The zoo part through the sweep CLI (fresh records folder), and the paper's script."""
-    baselines: dict[str, float] = {}
-    if reference is not None:
-        script = reference_script(reference, sizes)
-        baselines["paper script"] = _timed_command([sys.executable, str(script)],
-                                                   cwd=Path(reference))
-    with tempfile.TemporaryDirectory() as out:
-        ours = _timed_command([
-            sys.executable, "-m", "gaugekit", "run", "matrix_sensing", "--scale",
-            sizes.zoo_scale, "--part", "zoo", "--workers", str(workers), "--out", out,
-            "--device", str(device), "--quiet"])
+            reference: Path | None = None, rounds: int = 1) -> Row:
+    """The zoo part through the sweep CLI (fresh records folder), and the paper's script.
+
+    With ``rounds > 1`` the two commands alternate (script, ours, script, ours, …): a shared
+    machine whose speed drifts over minutes then slows both alike. The row holds the median of
+    each, and its note the speed-up of every pair (script / ours, min, median and max)."""
+    if rounds < 1:
+        raise SystemExit(f"--zoo-rounds {rounds}: expected at least 1")
+    script = reference_script(reference, sizes) if reference is not None else None
+    ours_s: list[float] = []
+    paper_s: list[float] = []
+    for _ in range(rounds):
+        if script is not None:
+            paper_s.append(_timed_command([sys.executable, str(script)], cwd=Path(reference)))
+        with tempfile.TemporaryDirectory() as out:
+            ours_s.append(_timed_command([
+                sys.executable, "-m", "gaugekit", "run", "matrix_sensing", "--scale",
+                sizes.zoo_scale, "--part", "zoo", "--workers", str(workers), "--out", out,
+                "--device", str(device), "--quiet"]))
+    baselines = {"paper script": statistics.median(paper_s)} if paper_s else {}
+    note = ""
+    if paper_s:
+        pairs = sorted(p / o for p, o in zip(paper_s, ours_s, strict=True))
+        note = (f"zoo, {rounds} alternating round(s): ours {_seconds_list(ours_s)}, the "
+                f"paper's script {_seconds_list(paper_s)}; speed-up per round min "
+                f"{pairs[0]:.2f}, median {statistics.median(pairs):.2f}, max {pairs[-1]:.2f}")
     return Row("zoo", f"{sizes.zoo_scale}-scale zoo, {workers} worker(s): the sweep",
-               ours, baselines, speedup=True)
+               statistics.median(ours_s), baselines, speedup=True, note=note)
+
+
+def _seconds_list(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:.1f}" for v in values) + "] s"
 
 
 # ------------------------------------------------------------------------------------ book
@@ -267,7 +289,7 @@ GROUPS = ("sweep", "attention", "step", "zoo")
 
 def build_rows(sizes: Sizes, device: torch.device, *, book: bool = False,
                only: Sequence[str] | None = None, workers: int = 2,
-               reference: Path | None = None) -> list[Row]:
+               reference: Path | None = None, zoo_rounds: int = 1) -> list[Row]:
     """Run the benchmarks (``only``: a subset of :data:`GROUPS`) and return the rows."""
     groups = list(only or GROUPS)
     rows: list[Row] = []
@@ -278,7 +300,7 @@ def build_rows(sizes: Sizes, device: torch.device, *, book: bool = False,
     if "step" in groups:
         rows.extend(step_rows(sizes, device))
     if "zoo" in groups:
-        rows.append(zoo_row(sizes, device, workers, reference))
+        rows.append(zoo_row(sizes, device, workers, reference, zoo_rounds))
     if book:
         rows.append(book_row())
     return rows
@@ -303,6 +325,7 @@ def format_table(rows: Sequence[Row], device: torch.device) -> str:
         lines.append(f"{row.group:<10} {row.name:<{width}} {t:>10}{cells}")
     lines.append("ratio = time / baseline (lower is faster); for 'batched' rows it is the "
                  "speed-up alone / batched (higher is better)")
+    lines.extend(row.note for row in rows if row.note)
     return "\n".join(lines)
 
 
@@ -317,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--reference", type=Path, default=None,
                         help="a checkout of idevender/loss-basis-adam: time the paper's zoo "
                         "script too, in the same run")
+    parser.add_argument("--zoo-rounds", type=int, default=1,
+                        help="rounds of the zoo row, the two commands alternating (median)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = parser.parse_args(argv)
     if args.threads is not None:
@@ -329,7 +354,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.reference is not None:  # before minutes of other benchmarks, not after
         reference_script(args.reference, sizes)
     rows = build_rows(sizes, device, book=args.book, only=args.only,
-                      workers=args.workers, reference=args.reference)
+                      workers=args.workers, reference=args.reference,
+                      zoo_rounds=args.zoo_rounds)
     print(format_table(rows, device))
     print(f"freed memory kept in the process (glibc mallopt): {'yes' if warm else 'no'}")
 

@@ -77,6 +77,30 @@ def test_zoo_row_times_the_sweep_and_the_reference_script(bench_run, tmp_path):
     assert "quick-scale zoo, 2 worker(s)" in row.name
 
 
+def test_zoo_rounds_alternate_and_report_medians(bench_run, tmp_path, monkeypatch):
+    # the two commands alternate, script first; the row holds the medians, the note each ratio
+    script = tmp_path / bench_run.REFERENCE_ZOO_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    fake = iter([30.0, 10.0, 60.0, 15.0, 33.0, 11.0])
+    calls: list[str] = []
+
+    def timed(command, cwd=None):
+        calls.append("script" if str(script) in command else "ours")
+        return next(fake)
+
+    monkeypatch.setattr(bench_run, "_timed_command", timed)
+    paper = dataclasses.replace(_tiny(bench_run), zoo_scale="paper")
+    row = bench_run.zoo_row(paper, torch.device("cpu"), 2, reference=tmp_path, rounds=3)
+    assert calls == ["script", "ours"] * 3
+    assert row.seconds == 11.0 and row.baselines == {"paper script": 33.0}
+    assert "3 alternating round(s)" in row.note
+    assert "min 3.00, median 3.00, max 4.00" in row.note
+    assert row.note in bench_run.format_table([row], torch.device("cpu"))
+    with pytest.raises(SystemExit, match="expected at least 1"):
+        bench_run.zoo_row(paper, torch.device("cpu"), 2, reference=tmp_path, rounds=0)
+
+
 def test_reference_script_runs_in_its_checkout(bench_run, tmp_path):
     ref = tmp_path / "ref"
     script = ref / bench_run.REFERENCE_ZOO_SCRIPT
