@@ -1,7 +1,8 @@
 """The audits: does an optimizer keep the gauge?
 
 ``factors``  the factor audit: any ``torch.optim`` optimizer on ``(U₀, V₀)`` and ``(U₀Q, V₀Q)``
-             (:func:`audit_equivariance`, Proposition 4.2 of the paper)
+             (:func:`audit_equivariance`, Proposition 4.2 of the paper); its results and
+             their verdict in words ``factor_results`` (the rule shared with ``heads``)
 ``heads``    the twin audit of a model's attention heads: gauge, ``A = I`` and noise twins of
              every ``W_Q, W_K`` pair (:func:`audit_twins`); its parts ``sites`` (where the
              gauge acts), ``twin_kinds`` (the twins), ``drift`` (invariants ``M_h`` and drifts)
@@ -12,9 +13,11 @@ Both need torch and numpy only (``pip install gaugekit``).
 
 # Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
 
+from gaugekit.audit.factor_results import *  # noqa: F403
+from gaugekit.audit.factor_results import __all__ as _result_names
 from gaugekit.audit.factors import *  # noqa: F403
 from gaugekit.audit.factors import __all__ as _factor_names
 from gaugekit.audit.heads import *  # noqa: F403
 from gaugekit.audit.heads import __all__ as _head_names
 
-__all__ = sorted(set(_factor_names) | set(_head_names))
+__all__ = sorted(set(_factor_names) | set(_result_names) | set(_head_names))

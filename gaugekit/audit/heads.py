@@ -85,7 +85,7 @@ A result ends with one plain line (:meth:`TwinAuditResult.verdict_line`): the op
 and hyperparameters as built, then *keeps the gauge*, *breaks the gauge* or *chaotic (gauge
 twin ≈ noise twin)*, with the numbers that decide it. The drift of a twin is the largest
 ``rel(M_h, M_h')`` over its heads and checkpoints; the rule is that of the factor audit
-(:func:`~gaugekit.audit.factors.decide_verdict`): a gauge drift at or below the round-off
+(:func:`~gaugekit.audit.factor_results.decide_verdict`): a gauge drift at or below the round-off
 threshold of the dtype (:func:`verdict_threshold`: 1e-8 in float64, 1e-3 in float32) keeps the
 gauge; above it, a gauge drift more than ``CHAOS_FACTOR = 10`` times the noise twin's breaks
 the gauge, and one within that factor is chaotic: the run separates twins that start a tiny

@@ -1,8 +1,8 @@
 r"""The results of the twin audit: checkpoints, traces, and the verdict in words.
 
 The drift of a twin is the largest ``rel(M_h, M_h')`` over its heads and checkpoints; the
-verdict is the factor audit's rule (:func:`~gaugekit.audit.factors.decide_verdict`) with the
-round-off threshold :func:`verdict_threshold` (see :mod:`gaugekit.audit.heads`).
+verdict is the factor audit's rule (:func:`~gaugekit.audit.factor_results.decide_verdict`)
+with the round-off threshold :func:`verdict_threshold` (see :mod:`gaugekit.audit.heads`).
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
@@ -114,7 +114,7 @@ class TwinAuditResult:
         invariant: which invariant ``head_drift`` compares.
         optimizer_class: dotted path of the optimizer's class (``torch.optim.Adam``).
         hyperparameters: the values it was built with
-            (:func:`gaugekit.audit.factors.optimizer_hyperparameters`).
+            (:func:`gaugekit.audit.factor_results.optimizer_hyperparameters`).
         threshold: the round-off threshold of the verdict (:func:`verdict_threshold`).
     """
 
