@@ -1,6 +1,7 @@
 """The trainers: one for factor runs, one for twins.
 
-``factors``   the stacked trainer of every factor experiment: many runs of ``W = U Vᵀ`` at once
+``factors``   the stacked trainer of every factor experiment: many runs of ``W = U Vᵀ`` at once;
+              its stack of factors, optimizers and curves ``factor_stack``
 ``twins``     the stacked twin trainer of the attention experiments: a base and its twins
 ``batching``  dropping finished runs from a stack (parameters and optimizer state)
 """

@@ -46,16 +46,8 @@ crossing steps are then the same as with a read every step, the values equal to 
 (tested). On the CPU the copies cost more than the reads they save, one more reason for the
 CPU default.
 
-Stacking. The factors of ``B`` runs are one stack: ``P`` of shape ``(B, 2, n, k)`` (``P[:, 0] =
-U``, ``P[:, 1] = V``) when ``U`` and ``V`` have one shape, else two stacks ``(B, n₁, k)`` and
-``(B, n₂, k)``. Runs of one optimizer (method, schedule, non-lr hyperparameters) form a
-*member*, a contiguous block of rows with one optimizer and a per-run ``lr`` tensor, built with
-``batch_dims=2`` on the ``(b, 2, n, k)`` block when the rule acts on each matrix separately
-(:data:`PER_MATRIX_RULES`, square factors only) and with ``batch_dims=1`` on ``[U, V]``
-otherwise (shared-scale Adam pools over both factors of a run). Finished runs are removed from
-the stack and from every optimizer state (:mod:`gaugekit.train.batching`), so a diverged
-run never touches the others, and a batched run equals the same run done alone (tested per
-experiment).
+Stacking. The factors of the runs are one stack, the runs of one optimizer a block of its rows
+(a *member*), finished runs are dropped from both: :mod:`gaugekit.train.factor_stack`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.
@@ -63,23 +55,28 @@ experiment).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from gaugekit.optim.registry import make_optimizer
-from gaugekit.optim.schedules import lr_factor
 from gaugekit.problems.families import (
     HYPERSPECTRAL,
     SENSING,
     TAILS,
     FactorProblemFamily,
 )
-from gaugekit.runs.records import downsample_indices, round_sig
 from gaugekit.runs.spec import RunResult, RunSpec
-from gaugekit.train.batching import transfer_state
+from gaugekit.train.factor_stack import (
+    CURVE_DIGITS,
+    CURVE_POINTS,
+    PER_MATRIX_RULES,
+    Curves,
+    FactorStack,
+    Member,
+    member_key,
+)
 
 __all__ = [
     "CURVE_DIGITS",
@@ -96,17 +93,6 @@ __all__ = [
 #: ``optimizer_metrics(optimizer)`` → per-run values ``(runs of the optimizer,)`` to copy into the
 #: records of the runs that stop well (read after their last update).
 OptimizerMetrics = Callable[[torch.optim.Optimizer], Mapping[str, Tensor]]
-
-CURVE_POINTS = 33
-CURVE_DIGITS = 5
-
-#: Rules whose update treats each matrix on its own (entrywise, or reductions over one matrix):
-#: for them U and V of a run are one ``(2, n, k)`` stack trained with ``batch_dims=2``, which
-#: halves the calls per step and gives the same numbers as ``[U, V]`` with ``batch_dims=1``
-#: (tested). Shared-scale Adam pools over U and V of a run, so it keeps ``[U, V]``.
-PER_MATRIX_RULES: frozenset[str] = frozenset({
-    "gd", "momentum", "adam", "rmsprop", "lion", "signum", "adafactor", "muon", "shampoo", "gram",
-})
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,167 +126,6 @@ def torch_dtype(name: str) -> torch.dtype:
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"Invalid dtype: {name!r}; expected a torch dtype name")
     return dtype
-
-
-# --------------------------------------------------------------------------------------------
-# members: the runs of one optimizer
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Member:
-    """Runs of one optimizer (same method, schedule and non-lr hyperparameters): a contiguous
-    block ``[start, stop)`` of the stack."""
-
-    method: str
-    schedule: str
-    hparams: dict[str, Any]
-    base_lr: Tensor
-    square: bool = True
-    per_matrix: bool = False
-    start: int = 0
-    stop: int = 0
-    params: list[Tensor] = field(default_factory=list)
-    optimizer: torch.optim.Optimizer | None = None
-    make: Callable[..., torch.optim.Optimizer] | None = None  # None: the registry's
-
-    def __post_init__(self) -> None:
-        self.per_matrix = self.square and self.method in PER_MATRIX_RULES
-        self._shaped_lr = self._shape(self.base_lr)
-
-    def _shape(self, lr: Tensor) -> Tensor:
-        return lr[:, None].expand(-1, 2).contiguous() if self.per_matrix else lr
-
-    @property
-    def size(self) -> int:
-        return self.base_lr.numel()
-
-    def lr(self, factor: float = 1.0) -> Tensor:
-        """The per-run learning rate times ``factor``, shaped like the params' batch dims."""
-        return self._shaped_lr * factor if factor != 1.0 else self._shaped_lr
-
-    def place(self, stack: _Stack, start: int) -> None:
-        """Point the member at rows ``[start, start + size)`` of ``stack`` (no optimizer change)."""
-        self.start, self.stop = start, start + self.size
-        self.params = stack.params(self.start, self.stop, self.per_matrix)
-
-    def build(self, stack: _Stack, start: int) -> None:
-        self.place(stack, start)
-        self.optimizer = (self.make or make_optimizer)(
-            self.method, self.params, batch_dims=2 if self.per_matrix else 1,
-            **{**self.hparams, "lr": self.lr()},
-        )
-
-    def set_grads(self, G_U: Tensor, G_V: Tensor, G: Tensor | None) -> None:
-        a, b = self.start, self.stop
-        if self.per_matrix:
-            self.params[0].grad = G[a:b]
-        else:
-            self.params[0].grad, self.params[1].grad = G_U[a:b], G_V[a:b]
-
-    def step(self, t: int, num_steps: int) -> None:
-        if self.schedule != "constant":
-            self.optimizer.param_groups[0]["lr"] = self.lr(lr_factor(self.schedule, t, num_steps))
-        self.optimizer.step()
-
-    def keep(self, stack: _Stack, start: int, local: Tensor) -> None:
-        """Keep the runs ``local`` (indices within the member) after the stack was compacted."""
-        old_opt, old_params, old_size = self.optimizer, self.params, self.size
-        self.base_lr = self.base_lr.index_select(0, local.to(self.base_lr.device))
-        self._shaped_lr = self._shape(self.base_lr)
-        if old_opt is None:
-            self.place(stack, start)
-            return
-        self.build(stack, start)
-        transfer_state(old_opt, self.optimizer, list(zip(old_params, self.params, strict=True)),
-                       local, old_size)
-
-
-def _hparams_key(hparams: Mapping[str, Any]) -> str:
-    return repr(sorted((k, v) for k, v in hparams.items() if k != "lr"))
-
-
-def member_key(config: Mapping[str, Any]) -> tuple[str, str, str]:
-    """Runs with equal keys share one optimizer in a stack: method, schedule, other hparams."""
-    return (config["method"], config["schedule"], _hparams_key(config["hparams"]))
-
-
-class _Stack:
-    """The factors of the runs: ``P`` ``(B, 2, n, k)`` when ``U`` and ``V`` share a shape, else
-    ``PU`` ``(B, n₁, k)`` and ``PV`` ``(B, n₂, k)``."""
-
-    def __init__(self, U: Tensor, V: Tensor) -> None:
-        self.square = U.shape == V.shape
-        if self.square:
-            self.P: Tensor | None = torch.stack([U, V], dim=1)
-        else:
-            self.P, self.PU, self.PV = None, U, V
-
-    @property
-    def U(self) -> Tensor:
-        return self.P[:, 0] if self.square else self.PU
-
-    @property
-    def V(self) -> Tensor:
-        return self.P[:, 1] if self.square else self.PV
-
-    def params(self, a: int, b: int, per_matrix: bool) -> list[Tensor]:
-        if self.square:
-            block = self.P[a:b]
-            return [block] if per_matrix else [block[:, 0], block[:, 1]]
-        return [self.PU[a:b], self.PV[a:b]]
-
-    def grads(self, G_U: Tensor, G_V: Tensor) -> Tensor | None:
-        """The ``(B, 2, n, k)`` gradient of ``P`` (square stacks only)."""
-        return torch.stack([G_U, G_V], dim=1) if self.square else None
-
-    def take(self, rows: Tensor) -> None:
-        if self.square:
-            self.P = self.P.index_select(0, rows)
-        else:
-            self.PU, self.PV = self.PU.index_select(0, rows), self.PV.index_select(0, rows)
-
-    def rows(self, sel: Tensor) -> tuple[Tensor, Tensor]:
-        """``(U, V)`` of the rows ``sel`` (new tensors)."""
-        if self.square:
-            P = self.P.index_select(0, sel)
-            return P[:, 0], P[:, 1]
-        return self.PU.index_select(0, sel), self.PV.index_select(0, sel)
-
-
-# --------------------------------------------------------------------------------------------
-# curves
-# --------------------------------------------------------------------------------------------
-
-
-class _Curves:
-    """Per-run lists of ``step`` and the batch's curve metrics."""
-
-    def __init__(self, num_runs: int, names: Sequence[str]) -> None:
-        self.names = ("step", *names)
-        self.data = [{k: [] for k in self.names} for _ in range(num_runs)]
-
-    def add(self, runs: Sequence[int], step: int | Sequence[int],
-            values: Mapping[str, Tensor]) -> None:
-        """Append a point at ``step`` (the number of updates applied; one for all, or one per
-        run) to each run of ``runs``; a run whose last point already has this step keeps it."""
-        columns = {k: values[k].tolist() for k in self.names[1:]}
-        steps = [step] * len(runs) if isinstance(step, int) else list(step)
-        for i, run in enumerate(runs):
-            entry = self.data[run]
-            if entry["step"] and entry["step"][-1] == steps[i]:
-                continue
-            entry["step"].append(steps[i])
-            for k, col in columns.items():
-                entry[k].append(col[i])
-
-    def finish(self, run: int) -> dict[str, list[Any]]:
-        entry = self.data[run]
-        keep = downsample_indices(len(entry["step"]), CURVE_POINTS)
-        out = {"step": [entry["step"][i] for i in keep]}
-        for k in self.names[1:]:
-            out[k] = [round_sig(float(entry[k][i]), CURVE_DIGITS) for i in keep]
-        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,10 +185,10 @@ class _StackedTraining:
             self.rows.extend(idx)
         inits = [instances.init(i) for i in range(len(seeds))]
         row_seed = [index[specs[i].config["seed"]] for i in self.rows]
-        self.stack = _Stack(torch.stack([inits[s][0] for s in row_seed]),
-                            torch.stack([inits[s][1] for s in row_seed]))
+        self.stack = FactorStack(torch.stack([inits[s][0] for s in row_seed]),
+                                 torch.stack([inits[s][1] for s in row_seed]))
         self.batch = instances.batch(row_seed)
-        self.curves = _Curves(len(specs), self.batch.curve_names)
+        self.curves = Curves(len(specs), self.batch.curve_names)
         self.reached = torch.zeros(len(self.rows), len(self.thresholds), dtype=torch.bool,
                                    device=device)
         # per row, on the device: the first step whose pre-update loss diverged (0: none yet)
@@ -384,16 +209,16 @@ class _StackedTraining:
         self.stopped = torch.zeros(len(self.rows), dtype=torch.bool, device=device)
         self._thr = torch.tensor(self.thresholds, dtype=torch.float64, device=device)
 
-        self.members: list[_Member] = []
+        self.members: list[Member] = []
+        start = 0
         for (method, schedule, _), idx in order:
             hp = {k: tuple(v) if isinstance(v, list) else v
                   for k, v in specs[idx[0]].config["hparams"].items() if k != "lr"}
             lrs = torch.tensor([specs[i].config["hparams"]["lr"] for i in idx], dtype=dtype,
                                device=device)
-            self.members.append(_Member(method, schedule, hp, lrs, square=self.stack.square,
-                                        make=make))
-        start = 0
-        for mem in self.members:
+            mem = Member(method, schedule, hp, lrs, make or make_optimizer,
+                         square=self.stack.square)
+            self.members.append(mem)
             try:
                 mem.build(self.stack, start)
             except Exception as err:  # noqa: BLE001 - recorded per run
@@ -402,7 +227,7 @@ class _StackedTraining:
                 mem.optimizer = None
             start += mem.size
 
-    def _fail(self, mem: _Member, message: str) -> None:
+    def _fail(self, mem: Member, message: str) -> None:
         for run in self.rows[mem.start:mem.stop]:
             if self.results[run] is None:
                 self.results[run] = RunResult("error", message=message)
@@ -499,17 +324,12 @@ class _StackedTraining:
         keep_list = keep.tolist()
         self.stack.take(keep)
         self.rows = [self.rows[i] for i in keep_list]
-        self.reached = self.reached.index_select(0, keep)
-        self.bad_step = self.bad_step.index_select(0, keep)
-        self.bad_loss = self.bad_loss.index_select(0, keep)
-        self.above = self.above.index_select(0, keep)
-        self.stopped = self.stopped.index_select(0, keep)
-        if self.deferred:
-            self.snap_U = self.snap_U.index_select(1, keep)
-            self.snap_V = self.snap_V.index_select(1, keep)
-            self.snap_loss = self.snap_loss.index_select(1, keep)
-            self.snap_step = self.snap_step.index_select(1, keep)
-            self.reported = self.reported.index_select(0, keep)
+        # the per-row tensors: rows first, or (the snapshots) thresholds first
+        deferred = ("reported",) if self.deferred else ()
+        for name in ("reached", "bad_step", "bad_loss", "above", "stopped", *deferred):
+            setattr(self, name, getattr(self, name).index_select(0, keep))
+        for name in ("snap_U", "snap_V", "snap_loss", "snap_step") if self.deferred else ():
+            setattr(self, name, getattr(self, name).index_select(1, keep))
         if keep_list:
             self.batch = self.batch.select(keep_list)
         members, start = [], 0
