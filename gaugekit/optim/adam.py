@@ -73,12 +73,7 @@ class Adam(ZooOptimizer):
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
-            state = self.state[p]
-            if not state:
-                state["step"] = 0
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            state["step"] += 1
+            state = self._state(p, "exp_avg", "exp_avg_sq", step=True)
             beta1, beta2 = self._hyper(group, "betas", p)
             F.adam_(
                 p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"],

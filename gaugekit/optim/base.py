@@ -282,6 +282,19 @@ class ZooOptimizer(Optimizer):
                 raise RuntimeError("gaugekit optimizers do not support sparse gradients")
             yield p, p.grad
 
+    def _state(self, p: Tensor, *buffers: str, step: bool = False) -> dict[str, Any]:
+        """``self.state[p]``, created with ``buffers`` of zeros like ``p`` (and, with ``step``,
+        ``step = 0``); with ``step`` it then counts this update."""
+        state = self.state[p]
+        if not state:
+            if step:
+                state["step"] = 0
+            for key in buffers:
+                state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        if step:
+            state["step"] += 1
+        return state
+
     @staticmethod
     def _hyper(group: dict[str, Any], name: str, like: Tensor) -> Any:
         """``group[name]`` broadcast per run against ``like`` (a tuple is mapped entrywise)."""

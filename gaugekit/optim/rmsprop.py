@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.validation import DECAY, EPS, LR, WEIGHT_DECAY, Hyper, bool_check
@@ -55,11 +53,7 @@ class RMSprop(ZooOptimizer):
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
-            state = self.state[p]
-            if not state:
-                state["step"] = 0
-                state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            state["step"] += 1
+            state = self._state(p, "square_avg", step=True)
             F.rmsprop_(
                 p, g, state["square_avg"], lr=self._hyper(group, "lr", p),
                 alpha=self._hyper(group, "alpha", p), eps=self._hyper(group, "eps", p),

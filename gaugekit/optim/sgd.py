@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.validation import DECAY, LR, WEIGHT_DECAY, Hyper, bool_check
@@ -94,9 +92,7 @@ class Momentum(ZooOptimizer):
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
-            state = self.state[p]
-            if not state:
-                state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state = self._state(p, "momentum_buffer")
             F.momentum_(
                 p, g, state["momentum_buffer"], lr=self._hyper(group, "lr", p),
                 momentum=self._hyper(group, "momentum", p), nesterov=group["nesterov"],
