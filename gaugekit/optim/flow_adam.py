@@ -1,19 +1,12 @@
-r"""FlowAdam: Adam with the anisotropy dial and a clipped gradient-flow path.
+r"""FlowAdam: Adam with the anisotropy dial and a clipped gradient-flow path, and its presets.
 
-Two additions to Adam, from the paper's FlowAdam prototype (arXiv 2608.05136, Section 10;
-``flowadam/optimizer.py`` of ``idevender/loss-basis-adam``): the dial ``p = precond_power``,
-``θ ← θ − lr m̂ / (s^p s̄^{1−p} + ε)`` (Adam at ``p = 1``, shared-scale Adam at ``p = 0``), and
-the flow path: on a plateau or a stiff step ``θ`` follows the clipped gradient flow for time
-``flow_time_scale`` (in units of ``lr``) and its velocity is blended into ``m``. The math, its
-conventions (one ε), stacked runs and the gauge are written once in
-:mod:`gaugekit.optim.flow_functional`, the multi-stage integration in
-:mod:`gaugekit.optim.flow_ode`; here are the class (validation, state, the trigger's running
-averages, the choice of path for each run) and its presets.
+From the paper's FlowAdam prototype (arXiv 2608.05136, Section 10; ``flowadam/optimizer.py`` of
+``idevender/loss-basis-adam``); the class's docstring says what it does. The math is
+:mod:`gaugekit.optim.flow_functional`, the multi-stage integration :mod:`gaugekit.optim.flow_ode`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import warnings
 from collections.abc import Callable, Iterable
@@ -22,24 +15,25 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gaugekit._extras import MissingExtra
 from gaugekit.optim import distributed as D
 from gaugekit.optim import flow_functional as FF
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.flow_functional import (
     CLIP_MODES,
-    GEOMEAN_FLOOR,
     PRECOND_SCALARS,
-    cap_velocity,
     clip_gradients,
     dial_coefficient,
-    global_clip_factor,
     gradient_statistics_,
     shared_scale_statistic,
     velocity_cap_factor,
 )
-from gaugekit.optim.flow_ode import integrate_clipped_flow, take_flow_step_
+from gaugekit.optim.flow_ode import (
+    MULTI_STAGE_METHODS,
+    integrate_clipped_flow,
+    require_torchdiffeq,
+    take_flow_step_,
+)
 from gaugekit.optim.validation import (
     EPS,
     LR,
@@ -59,23 +53,16 @@ __all__ = [
     "CLIP_MODES",
     "FLOW_ADAM_PRESETS",
     "FLOW_METHODS",
-    "GEOMEAN_FLOOR",
     "MULTI_STAGE_METHODS",
     "PRECOND_SCALARS",
     "FlowAdam",
-    "cap_velocity",
     "clip_gradients",
     "dial_coefficient",
-    "global_clip_factor",
     "gradient_statistics_",
     "shared_scale_statistic",
     "velocity_cap_factor",
 ]
 
-#: torchdiffeq methods; each needs a closure (its stages re-evaluate the gradient).
-MULTI_STAGE_METHODS: tuple[str, ...] = (
-    "midpoint", "heun2", "heun3", "rk4", "bosh3", "fehlberg2", "adaptive_heun", "dopri5", "dopri8",
-)
 FLOW_METHODS: tuple[str, ...] = ("euler", *MULTI_STAGE_METHODS)
 
 #: Named configurations. ``'invariant'``: the gauge-invariant FlowAdam-p of the paper (p = 0,
@@ -105,28 +92,9 @@ _OPTIMIZER_WIDE: tuple[str, ...] = (
 )
 
 
-def _paths_taken(fire: Tensor) -> tuple[bool, bool]:
-    """:func:`~gaugekit.optim.flow_functional.paths_taken`, reading ``fire`` on the host only
-    where that read is free (the CPU)."""
-    return FF.paths_taken(fire, _host_reads_are_free(fire.device))
-
-
 def _host_reads_are_free(device: torch.device) -> bool:
     """Whether reading a value of ``device`` on the host costs no stall: the CPU only."""
     return device.type == "cpu"
-
-
-def _odeint() -> Callable[..., Any]:
-    """``torchdiffeq.odeint``, imported on first use (the package is optional)."""
-    from torchdiffeq import odeint
-
-    return odeint
-
-
-def _require_torchdiffeq(method: str) -> None:
-    if importlib.util.find_spec("torchdiffeq") is None:
-        raise MissingExtra(f"FlowAdam(flow_method={method!r})", "experiments", ("torchdiffeq",),
-                           note="flow_method='euler' needs nothing")
 
 
 class FlowAdam(ZooOptimizer):
@@ -239,7 +207,7 @@ class FlowAdam(ZooOptimizer):
                     f"0 with flow_method={flow_method!r} (multi-stage flows integrate one run); "
                     "use flow_method='euler' for stacked runs",
                 )
-            _require_torchdiffeq(flow_method)
+            require_torchdiffeq(flow_method)
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     @classmethod
@@ -296,15 +264,10 @@ class FlowAdam(ZooOptimizer):
     def _update_all(self, closure: Callable[[], Any] | None = None) -> None:
         opts = self.defaults
         entries: list[tuple[dict[str, Any], Tensor, Tensor, dict[str, Any]]] = []
+        keys = ("exp_avg", "exp_avg_sq", "prev_grad")[: 3 if opts["flow"] else 2]
         for group in self.param_groups:
             for p, g in self._with_grad(group["params"]):
-                state = self.state[p]
-                if not state:
-                    keys = ("exp_avg", "exp_avg_sq", "prev_grad")[: 3 if opts["flow"] else 2]
-                    state["step"] = 0
-                    for key in keys:
-                        state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["step"] += 1
+                state = self._state(p, *keys, step=True)
                 entries.append((group, p, F.signed(g, group["maximize"]), state))
         if not entries:
             return
@@ -394,13 +357,8 @@ class FlowAdam(ZooOptimizer):
         )
 
     # ------------------------------------------------------------------------- the trigger
-    def _flow_state(self, like: Tensor) -> dict[str, Any]:
-        """``state["flow"]``, created at the first step (on ``like``'s device, per run)."""
-        if "flow" not in self.state:
-            self.state["flow"] = self._fresh_flow_state(like)
-        return self.state["flow"]
-
     def _fresh_flow_state(self, like: Tensor) -> dict[str, Any]:
+        """A new ``state["flow"]``: zero averages and counters, per run on ``like``'s device."""
         batch_shape = like.shape[: self.defaults["batch_dims"]]
         stats = torch.zeros(batch_shape, dtype=like.dtype, device=like.device)
         count = torch.zeros(batch_shape, dtype=torch.int64, device=like.device)
@@ -416,7 +374,9 @@ class FlowAdam(ZooOptimizer):
         """Update the trigger statistics. Returns the per-run flow mask (``None`` during the
         warm-up), the per-parameter gradient norms and the global gradient norm."""
         opts = self.defaults
-        flow = self._flow_state(entries[0][1])
+        if "flow" not in self.state:  # the first step
+            self.state["flow"] = self._fresh_flow_state(entries[0][1])
+        flow = self.state["flow"]
         if stats is None:
             param_norms, norm, change = gradient_statistics_(
                 [g for _, _, g, _ in entries], [state["prev_grad"] for *_, state in entries],
@@ -446,10 +406,10 @@ class FlowAdam(ZooOptimizer):
         """Per run: one Euler step of the clipped flow where ``fire``, the dial step elsewhere
         (:func:`~gaugekit.optim.flow_functional.euler_flow_`: exact, a zero weight adds
         nothing, for the runs that take the dial step). Terms whose weight is 0 for every run
-        are skipped when the trigger can be read for free (:func:`_paths_taken`)."""
+        are skipped when the trigger can be read for free (the CPU)."""
         opts = self.defaults
         batch_dims = opts["batch_dims"]
-        dial_terms, flow_terms = _paths_taken(fire)
+        dial_terms, flow_terms = FF.paths_taken(fire, _host_reads_are_free(fire.device))
         fired = fire.to(norm.dtype)
         time_scale = opts["flow_time_scale"]
         weight = opts["flow_blend"] * fired
@@ -490,13 +450,13 @@ class FlowAdam(ZooOptimizer):
         lrs = [self._hyper(group, "lr", p) for group, p, _, _ in entries]
         solution = integrate_clipped_flow(
             params, [g for _, _, g, _ in entries], lrs,
-            [group["maximize"] for group, *_ in entries], closure, odeint=_odeint(),
+            [group["maximize"] for group, *_ in entries], closure,
             method=opts["flow_method"], time_scale=opts["flow_time_scale"],
             clip_mode=opts["flow_clip_mode"], clip=opts["flow_clip"], tol=opts["flow_tol"],
         )
+        flow["extra_grad_evals"] += max(solution.calls - 1, 0)
         if solution.error is not None:
             exc = solution.error
-            flow["extra_grad_evals"] += max(solution.calls - 1, 0)
             flow["failures"] += 1
             warnings.warn(
                 f"FlowAdam: flow integration ({opts['flow_method']}) failed at step "
@@ -507,7 +467,6 @@ class FlowAdam(ZooOptimizer):
                 p.copy_(p0)
             self._dial_step(entries, shared)
             return
-        flow["extra_grad_evals"] += solution.calls - 1
         take_flow_step_(
             params, [state["exp_avg"] for *_, state in entries], solution, lrs,
             time_scale=opts["flow_time_scale"], velocity_cap=opts["flow_velocity_cap"],

@@ -72,6 +72,7 @@ import torch
 from torch import Tensor
 
 from gaugekit.optim import distributed as D
+from gaugekit.optim.base import per_run
 from gaugekit.optim.validation import Hyper, invalid
 
 __all__ = [
@@ -123,10 +124,6 @@ def run_view(s: Tensor, like: Tensor, batch_dims: int) -> Tensor:
     return s.reshape(tuple(s.shape) + (1,) * (like.ndim - batch_dims))
 
 
-def _run_view_any(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
-    return run_view(value, like, batch_dims) if isinstance(value, Tensor) else value
-
-
 def run_value(value: Hyper, like: Tensor) -> Hyper:
     """A per-run hyperparameter in run shape (not broadcast), on ``like``'s device and dtype."""
     return value.to(device=like.device, dtype=like.dtype) if isinstance(value, Tensor) else value
@@ -162,7 +159,7 @@ def shared_scale_statistic(
         return (total / count).sqrt()
     if kind == "geomean":
         logs = (
-            (v / _run_view_any(bias2, v, batch_dims)).sqrt_().clamp_min_(GEOMEAN_FLOOR).log_()
+            (v / per_run(bias2, v, batch_dims)).sqrt_().clamp_min_(GEOMEAN_FLOOR).log_()
             for v, bias2 in pairs
         )
         return (sum(run_sum(x, batch_dims) for x in logs) / count).exp()

@@ -1,24 +1,20 @@
 r"""FlowAdam's multi-stage flow step: the clipped gradient flow integrated by an ODE solver.
 
 On a flow step with a multi-stage ``flow_method`` (``'rk4'``, ``'dopri5'``, … of the optional
-package ``torchdiffeq``), :class:`~gaugekit.optim.FlowAdam` integrates, for one run
-(``batch_dims = 0``), the clipped gradient flow of every parameter ``θ_i`` (learning rate
-``lr_i`` of its group)
+package ``torchdiffeq``), :class:`~gaugekit.optim.FlowAdam` integrates the clipped gradient flow
+of one run (``batch_dims = 0``) and blends its velocity into the first moment, as written in
+:mod:`gaugekit.optim.flow_functional`. The first stage uses the gradient already computed; every
+other stage sets ``θ`` to the stage's point and calls the closure (zero the gradients, loss,
+``backward``).
 
-.. math::  \frac{dθ_i}{dτ} = −\mathrm{lr}_i\, \mathrm{clip}(∇L(θ))_i, \qquad τ ∈ [0, T],
-
-sets ``θ`` to the end point and blends the velocity ``u_i = −Δθ_i / lr_i`` (capped,
-:func:`~gaugekit.optim.flow_functional.cap_velocity`) into the first moment,
-``m ← (1 − γ) m + γ u``. The first stage uses the gradient already computed; every other stage
-sets ``θ`` to the stage's point and calls the closure (zero the gradients, loss, ``backward``).
-
-The solver is an argument (``odeint``, with ``torchdiffeq.odeint``'s signature): this module
-imports no optional package; :mod:`gaugekit.optim.flow_adam` checks for torchdiffeq at
-construction and passes its ``odeint``.
+The solver is ``torchdiffeq.odeint``, imported on first use (the package is optional;
+:class:`~gaugekit.optim.FlowAdam` checks for it at construction), or any ``odeint`` of its
+signature.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,14 +22,35 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gaugekit._extras import MissingExtra
 from gaugekit.optim.flow_functional import cap_velocity, clip_gradients
 from gaugekit.optim.functional import signed
 from gaugekit.optim.validation import Hyper
 
-__all__ = ["INTEGRATION_FAILURES", "FlowSolution", "integrate_clipped_flow", "take_flow_step_"]
+__all__ = ["INTEGRATION_FAILURES", "MULTI_STAGE_METHODS", "FlowSolution", "integrate_clipped_flow",
+           "require_torchdiffeq", "take_flow_step_"]
 
+#: torchdiffeq methods; each needs a closure (its stages re-evaluate the gradient).
+MULTI_STAGE_METHODS: tuple[str, ...] = (
+    "midpoint", "heun2", "heun3", "rk4", "bosh3", "fehlberg2", "adaptive_heun", "dopri5", "dopri8",
+)
 #: exceptions of a failed integration (torchdiffeq signals a step-size underflow by an assert)
 INTEGRATION_FAILURES = (RuntimeError, FloatingPointError, AssertionError)
+
+
+def require_torchdiffeq(method: str) -> None:
+    """Raise :class:`~gaugekit._extras.MissingExtra` when torchdiffeq, which ``method`` needs,
+    is not installed."""
+    if importlib.util.find_spec("torchdiffeq") is None:
+        raise MissingExtra(f"FlowAdam(flow_method={method!r})", "experiments", ("torchdiffeq",),
+                           note="flow_method='euler' needs nothing")
+
+
+def _odeint() -> Callable[..., Any]:
+    """``torchdiffeq.odeint``, imported on first use (the package is optional)."""
+    from torchdiffeq import odeint
+
+    return odeint
 
 
 @dataclass
@@ -58,10 +75,11 @@ class FlowSolution:
 
 def integrate_clipped_flow(
     params: Sequence[Tensor], grads: Sequence[Tensor], lrs: Sequence[Hyper],
-    maximizes: Sequence[bool], closure: Callable[[], Any], *, odeint: Callable[..., Any],
-    method: str, time_scale: float, clip_mode: str, clip: float, tol: float,
+    maximizes: Sequence[bool], closure: Callable[[], Any], *, method: str, time_scale: float,
+    clip_mode: str, clip: float, tol: float, odeint: Callable[..., Any] | None = None,
 ) -> FlowSolution:
-    r"""Integrate ``dθ_i/dτ = −lr_i clip(∇L(θ))_i`` on ``[0, T]`` (``rtol = atol = tol``).
+    r"""Integrate ``dθ_i/dτ = −lr_i clip(∇L(θ))_i`` on ``[0, T]`` (``rtol = atol = tol``) with
+    ``odeint`` (default ``torchdiffeq.odeint``).
 
     ``grads`` are the (signed) gradients at ``θ``; a later stage reads ``.grad`` after
     ``closure()`` (``−.grad`` where ``maximizes[i]``, zero where it is ``None``). ``clip`` over
@@ -95,7 +113,8 @@ def integrate_clipped_flow(
 
     horizon = torch.tensor([0.0, time_scale], dtype=params[0].dtype, device=params[0].device)
     try:
-        solution = odeint(field, tuple(start), horizon, method=method, rtol=tol, atol=tol)
+        solution = (odeint or _odeint())(field, tuple(start), horizon, method=method, rtol=tol,
+                                         atol=tol)
         end = [y[-1] for y in solution]
         if not all(bool(torch.isfinite(y).all()) for y in end):
             raise FloatingPointError("the flow's end point is not finite")

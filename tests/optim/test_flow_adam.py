@@ -16,6 +16,7 @@ from torch.testing import assert_close
 from zoo_support import NUM_RUNS, leaves, stacked_factors, stacked_sensing
 
 import gaugekit.optim.flow_adam as flow_adam_module
+import gaugekit.optim.flow_ode as flow_ode_module
 from gaugekit.audit.factors import audit_equivariance
 from gaugekit.optim import Adam, SharedScaleAdam, get_spec
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS, FlowAdam
@@ -606,8 +607,8 @@ def test_multi_stage_without_closure_names_the_option():
 
 
 def test_missing_torchdiffeq_is_a_clear_error(monkeypatch):
-    real = flow_adam_module.importlib.util.find_spec
-    monkeypatch.setattr(flow_adam_module.importlib.util, "find_spec",
+    real = flow_ode_module.importlib.util.find_spec
+    monkeypatch.setattr(flow_ode_module.importlib.util, "find_spec",
                         lambda name, *a: None if name == "torchdiffeq" else real(name, *a))
     U, V = leaves(*random_factors(5, 4, 2, seed=0))
     with pytest.raises(ImportError, match=r"flow_method='rk4'.*torchdiffeq"):
@@ -679,7 +680,7 @@ def test_raising_integrator_falls_back_and_loses_no_state(monkeypatch):
 
         return odeint
 
-    monkeypatch.setattr(flow_adam_module, "_odeint", broken_odeint)
+    monkeypatch.setattr(flow_ode_module, "_odeint", broken_odeint)
     opt, twin, params, twin_params = _fallback_run(_closure)
     _assert_no_state_lost(opt, twin, params, twin_params)
 
