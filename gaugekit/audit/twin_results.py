@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from gaugekit.audit.factors import (
-    FLOAT32_THRESHOLD,
     FLOAT64_THRESHOLD,
     GaugeVerdict,
     decide_verdict,
+    default_threshold,
 )
 from gaugekit.audit.sites import QKSite
 
@@ -29,10 +29,8 @@ __all__ = ["TwinAuditResult", "TwinCheckpoint", "TwinTrace", "verdict_threshold"
 def verdict_threshold(dtype: torch.dtype) -> float:
     """The largest gauge drift that is round-off: the factor audit's threshold for float64
     (1e-8) and float32 (1e-3), ``√ε`` for other dtypes (bfloat16: 0.088)."""
-    if dtype == torch.float64:
-        return FLOAT64_THRESHOLD
-    if dtype == torch.float32:
-        return FLOAT32_THRESHOLD
+    if dtype in (torch.float64, torch.float32):
+        return default_threshold(dtype)
     return math.sqrt(torch.finfo(dtype).eps)
 
 

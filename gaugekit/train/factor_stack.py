@@ -9,9 +9,7 @@ U``, ``P[:, 1] = V``) when ``U`` and ``V`` have one shape, else two stacks ``(B,
 otherwise (shared-scale Adam pools over both factors of a run). Finished runs are removed from
 the stack and from every optimizer state (:mod:`gaugekit.train.batching`), so a diverged
 run never touches the others, and a batched run equals the same run done alone (tested per
-experiment).
-
-The training loop over them is :mod:`gaugekit.train.factors`.
+experiment). The training loop over them is :mod:`gaugekit.train.factors`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.
@@ -118,13 +116,10 @@ class Member:
                        local, old_size)
 
 
-def _hparams_key(hparams: Mapping[str, Any]) -> str:
-    return repr(sorted((k, v) for k, v in hparams.items() if k != "lr"))
-
-
 def member_key(config: Mapping[str, Any]) -> tuple[str, str, str]:
     """Runs with equal keys share one optimizer in a stack: method, schedule, other hparams."""
-    return (config["method"], config["schedule"], _hparams_key(config["hparams"]))
+    hparams = repr(sorted((k, v) for k, v in config["hparams"].items() if k != "lr"))
+    return (config["method"], config["schedule"], hparams)
 
 
 class FactorStack:
