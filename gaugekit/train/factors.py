@@ -1,19 +1,17 @@
 r"""The one training loop of every factor experiment: many runs of ``W = U Vᵀ``, stacked.
 
 Every factor experiment of the book (matrix sensing, spectral tails, hyperspectral completion)
-trains its runs here. A run is a semantic config (a :class:`~gaugekit.runs.spec.RunSpec`)::
+trains its runs here, as one stack (:mod:`gaugekit.train.factor_stack`); the loop, its stops and
+its records share the stack's per-row state, hence one module of a little over 500 lines. A run
+is a semantic config (a :class:`~gaugekit.runs.spec.RunSpec`)::
 
     {"kind": "factored", "problem": {...}, "method": str, "hparams": {..., "lr": float},
      "schedule": str, "budget": {...}, "seed": int, "dtype": "float32" | "float64"}
 
 ``config["problem"]["kind"]`` names the *problem family* (absent: ``"sensing"``, so the records
 of the sensing experiment keep their run ids), one of :data:`FACTOR_PROBLEMS`, the plain objects
-of :mod:`gaugekit.problems.families` (or a family of one's own, ``family=``). A family turns a
-problem config and a list of seeds into
-:class:`~gaugekit.problems.families.FactorInstances`; those give the initial factors of each
-seed and a :class:`~gaugekit.problems.families.FactorBatch` for any assignment of stack rows to
-seeds. The batch is all the loop knows of the problem: per-run loss and gradients, metrics, and
-how to keep a subset of its rows.
+of :mod:`gaugekit.problems.families` (or a family of one's own, ``family=``), whose batch of the
+stack's rows is all the loop knows of the problem.
 
 Protocol of a run. At step ``t = 1, 2, …`` the loss is evaluated first (the *pre-update* loss);
 a non-finite loss or one above ``budget["diverge_above"]`` ends the run as *diverged* at step
@@ -45,9 +43,6 @@ threshold is recorded from its copy there, whatever it did after. The steps, sta
 crossing steps are then the same as with a read every step, the values equal to round-off
 (tested). On the CPU the copies cost more than the reads they save, one more reason for the
 CPU default.
-
-Stacking. The factors of the runs are one stack, the runs of one optimizer a block of its rows
-(a *member*), finished runs are dropped from both: :mod:`gaugekit.train.factor_stack`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.
