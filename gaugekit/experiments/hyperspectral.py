@@ -59,6 +59,7 @@ from gaugekit.experiments.hyperspectral_parts import (
     ScenePlan,
 )
 from gaugekit.runs import collection
+from gaugekit.runs.collection import Collected
 from gaugekit.runs.matched_loss import THRESHOLDS
 from gaugekit.runs.records import canonical_json
 from gaugekit.runs.spec import RunResult, RunSpec
@@ -81,6 +82,7 @@ __all__ = [
     "SELECTION_SEEDS",
     "THRESHOLDS",
     "Budget",
+    "Collected",
     "HyperspectralCompletion",
     "MatrixProtocol",
     "Part",
@@ -285,7 +287,7 @@ def records_dir(scale: str | None = None, root: str | Path | None = None) -> Pat
     return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
-def collector(experiment: HyperspectralCompletion) -> Callable[..., collection.Collected]:
+def collector(experiment: HyperspectralCompletion) -> Callable[..., Collected]:
     """The ``collect`` of ``experiment`` (:func:`gaugekit.runs.collection.collector`): every
     part of its config, those of scenes whose file is not here read as far as their records go
     (their runs still missing in :attr:`~gaugekit.runs.collection.Collected.missing`)."""
@@ -310,7 +312,7 @@ def run_scene(
     device: str | torch.device | None = None,
     progress: bool = False,
     workers: int = 1,
-) -> collection.Collected:
+) -> Collected:
     """The whole protocol on a user's own ``.mat`` scene (both densities, leak arm), at the
     sizes, grids, seeds and budget of ``scale``; records go to ``out_dir`` (resumable; default
     a temporary folder)."""

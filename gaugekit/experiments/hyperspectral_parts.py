@@ -208,10 +208,9 @@ class ScaleConfig:
     def scene_parts(self, scene: SceneRef) -> tuple[Part, ...]:
         """The parts of one scene, arm by arm within each density."""
         plan = self.plans.get(scene.name)
-        matrix = (plan.matrix if plan and plan.matrix else None) or self.matrices.get(
-            scene.name, self.matrix)
-        grids = (plan.lr_grids if plan and plan.lr_grids else None) or self.lr_grids
-        budget = (plan.budget if plan and plan.budget else None) or self.budget
+        matrix = (plan and plan.matrix) or self.matrices.get(scene.name, self.matrix)
+        grids = (plan and plan.lr_grids) or self.lr_grids
+        budget = (plan and plan.budget) or self.budget
         seeds = tuple(dict.fromkeys((*self.selection_seeds, *self.eval_seeds)))
         n = matrix.rows_for(scene)
         out: list[Part] = []

@@ -200,9 +200,7 @@ def arm_rows(c: Collected, scene: str) -> list[dict[str, Any]]:
     """The headline of every complete arm of ``scene`` (dtype and centring) per density: what
     the float32 arithmetic and the observed-only centring change."""
     rows = []
-    for part in shown_parts(c):
-        if part.scene.name != scene:
-            continue
+    for part in (p for p in shown_parts(c) if p.scene.name == scene):
         h = summary(c, part)["headline"]
         rows.append({
             "density": part.density, "dtype": part.dtype,
