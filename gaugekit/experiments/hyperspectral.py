@@ -14,11 +14,9 @@ held-out RMSE over all unobserved entries, the effective rank of ``W`` and the s
 correction: bands are centred with the *observed* entries only (the paper used all entries, a
 leak; the ``…_leak`` parts repeat the runs with the paper's centring to measure it).
 
-Selection on training data only (:func:`~gaugekit.runs.matched_loss.select_lr`): for each
-method, the learning rate whose runs on seeds 42 and 123 all reach the deepest threshold (ties:
-fewest mean steps to it; then the smaller rate). Evaluation
-(:func:`~gaugekit.runs.matched_loss.matched_comparison`): the selected rates on seeds
-42/123/456/789, compared at the deepest threshold *every* method reaches on every seed.
+Selection on training data only, seeds 42 and 123 (:func:`~gaugekit.runs.matched_loss.select_lr`);
+evaluation of the selected rates on seeds 42/123/456/789 at the deepest threshold *every*
+method reaches on every seed (:func:`~gaugekit.runs.matched_loss.matched_comparison`).
 
 Parts, per scene present and per density (``low``/``high``: ``m/dof₂₄`` ≈ 1.15 and ≈ 1.9,
 :func:`gaugekit.problems.hyperspectral.density_for_ratio`): ``{scene}_{low|high}`` every method
@@ -33,46 +31,38 @@ Salinas-A, Samson), 2,000 rows, rank 48, both densities, 30,000-step budget. Qui
 synthetic scene (600 rows, both densities) and, when its file is present, Salinas-A (500 rows, low
 density), a 3,000-step budget, seeds 42/123 for selection and evaluation. A user's own scene:
 :func:`run_scene` (Python) or ``python -m gaugekit hyperspectral FILE --key K --layout L``.
+The part and config classes live in :mod:`gaugekit.experiments.hyperspectral_parts`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from gaugekit.config import get_scale
-from gaugekit.data.scene_refs import (
-    DENSITY_LABELS,
-    SceneRef,
-    registered_scene,
-    synthetic_scene,
-    user_scene,
-)
-from gaugekit.data.scenes import SCENES, available_scenes, get_scene_info
-from gaugekit.problems.hyperspectral import (
-    DENSITY_RATIOS,
-    DOF_RANK,
-    FACTOR_RANK,
-    INIT_SCALE,
-    INIT_SEED_OFFSET,
-    MASK_SEED_OFFSET,
-    MATRIX_SEED,
-    NUM_ROWS,
-    density_for_ratio,
-    sample_ratio,
+from gaugekit.data.scene_refs import registered_scene, synthetic_scene, user_scene
+from gaugekit.data.scenes import SCENES
+from gaugekit.experiments.hyperspectral_parts import (
+    NAME,
+    PAPER_HPARAMS,
+    Arm,
+    Budget,
+    MatrixProtocol,
+    Part,
+    ScaleConfig,
+    ScenePlan,
 )
 from gaugekit.runs import collection
-from gaugekit.runs.collection import load_part
-from gaugekit.runs.matched_loss import THRESHOLDS, summarize
-from gaugekit.runs.records import canonical_json, finished_run_ids, read_records_dir
+from gaugekit.runs.collection import Collected
+from gaugekit.runs.matched_loss import THRESHOLDS
+from gaugekit.runs.records import canonical_json
 from gaugekit.runs.spec import RunResult, RunSpec
-from gaugekit.runs.sweep import SweepReport
 from gaugekit.train.factors import train_factored_batch
 
 __all__ = [
@@ -98,24 +88,16 @@ __all__ = [
     "Part",
     "ScaleConfig",
     "collect",
+    "collector",
     "get_config",
     "records_dir",
     "run_scene",
 ]
 
-NAME = "hyperspectral"
-
 #: The methods of Table 5, through the optimizer registry: GD, Adam, shared-scale Adam, Muon.
 METHODS: tuple[str, ...] = ("gd", "adam", "scalar_adam", "muon")
 SELECTION_SEEDS: tuple[int, ...] = (42, 123)
 EVAL_SEEDS: tuple[int, ...] = (42, 123, 456, 789)
-#: Hyperparameters besides ``lr`` (pinned, so that a registry default cannot change run ids).
-PAPER_HPARAMS: dict[str, dict[str, Any]] = {
-    "gd": {},
-    "adam": {"betas": (0.9, 0.999), "eps": 1e-8},
-    "scalar_adam": {"betas": (0.9, 0.999), "eps": 1e-8},
-    "muon": {"momentum": 0.9, "nesterov": False, "ns_steps": 5, "eps": 1e-7},
-}
 #: Learning-rate grids (half decades). The paper's grids are not part of the material this
 #: book has; its records put every selection at the top of its grid, so these grids go at least
 #: one point beyond the fastest rate that still reaches 1e-5, to make the edge visible.
@@ -181,227 +163,6 @@ PUBLISHED_FIXED_LR_GAPS: dict[tuple[str, float], dict[float, float]] = {
     ("indian_pines", 0.15): {1e-3: 0.134, 3e-3: 0.252, 1e-2: 0.430},
     ("indian_pines", 0.25): {1e-3: 0.084, 3e-3: 0.141, 1e-2: 0.276},
 }
-
-# --------------------------------------------------------------------------------------------
-# configuration
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MatrixProtocol:
-    """Rows kept (``None``: all), their generator seed, factor rank, initial scale, the rank
-    whose degrees of freedom set the densities (24 in the paper), and the arithmetic of the
-    data steps (``data_dtype``: ``"float32"`` is the paper's script, see
-    :mod:`gaugekit.problems.hyperspectral`)."""
-
-    num_rows: int | None = NUM_ROWS
-    row_seed: int = MATRIX_SEED
-    rank: int = FACTOR_RANK
-    init_scale: float = INIT_SCALE
-    dof_rank: int = DOF_RANK
-    data_dtype: str = "float64"
-
-    def rows_for(self, scene: SceneRef) -> int:
-        return scene.pixels if self.num_rows is None else min(self.num_rows, scene.pixels)
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Step budget, matched-loss thresholds (descending), check period, divergence bar."""
-
-    num_steps: int = 30_000  # the paper's budget
-    thresholds: tuple[float, ...] = THRESHOLDS
-    check_every: int = 100
-    diverge_above: float = 1e6
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "num_steps": self.num_steps, "tol": self.thresholds[-1],
-            "check_every": self.check_every, "diverge_above": self.diverge_above,
-            "record_at": list(self.thresholds), "stop_at_last_threshold": True,
-        }
-
-
-@dataclass(frozen=True)
-class Part:
-    """One sweep: methods × lr grid × seeds on one scene, density and centring."""
-
-    name: str
-    description: str
-    scene: SceneRef
-    density_label: str
-    density: float
-    centring: str
-    methods: tuple[str, ...]
-    lr_grids: Mapping[str, tuple[float, ...]]
-    seeds: tuple[int, ...]
-    matrix: MatrixProtocol
-    budget: Budget
-    dtype: str = "float32"
-    #: how records are read for selection and comparison (:mod:`~gaugekit.runs.matched_loss`)
-    rule: str = "ours"
-    #: the rates a selection may choose per method (``None``: every rate run)
-    selection_grids: Mapping[str, tuple[float, ...]] | None = None
-
-    @property
-    def num_rows(self) -> int:
-        return self.matrix.rows_for(self.scene)
-
-    @property
-    def ratio(self) -> float:
-        """``m / dof₂₄`` of this density (expected observed entries over degrees of freedom)."""
-        return sample_ratio(self.density, self.num_rows, self.scene.bands, self.matrix.dof_rank)
-
-    @property
-    def paper_protocol(self) -> bool:
-        """Whether the part follows the paper's script step by step (leaky centring, float64
-        dynamics, float32 data steps): the part compared with the published table."""
-        return (self.centring == "all" and self.dtype == "float64"
-                and self.matrix.data_dtype == "float32")
-
-    def problem(self) -> dict[str, Any]:
-        out = {
-            "kind": "hyperspectral", "scene": dict(self.scene.config),
-            "num_rows": self.num_rows, "row_seed": self.matrix.row_seed,
-            "density": self.density, "centring": self.centring, "rank": self.matrix.rank,
-            "init_scale": self.matrix.init_scale,
-        }
-        if self.matrix.data_dtype != "float64":  # absent in the records made before the key
-            out["data_dtype"] = self.matrix.data_dtype
-        return out
-
-    def specs(self) -> list[RunSpec]:
-        """The runs of the part, ordered method, lr, seed."""
-        problem, budget = self.problem(), self.budget.to_config()
-        out = []
-        for method in self.methods:
-            for lr in self.lr_grids[method]:
-                hparams = {**PAPER_HPARAMS[method], "lr": float(lr)}
-                for seed in self.seeds:
-                    config = {
-                        "kind": "factored", "problem": problem, "method": method,
-                        "hparams": hparams, "schedule": "constant", "budget": budget,
-                        "seed": seed, "dtype": self.dtype,
-                    }
-                    seeds = {"mask": seed + MASK_SEED_OFFSET, "init": seed + INIT_SEED_OFFSET,
-                             "rows": self.matrix.row_seed}
-                    out.append(RunSpec(NAME, self.name, config, seeds))
-        return out
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One family of parts of a scene: the part-name ``suffix`` (``""``: the main part), band
-    centring, run dtype, and the methods, seeds and density labels it runs (``None``: all of
-    the config's)."""
-
-    suffix: str
-    centring: str = "observed"
-    dtype: str = "float32"
-    methods: tuple[str, ...] | None = None
-    seeds: tuple[int, ...] | None = None
-    densities: tuple[str, ...] | None = None
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class ScenePlan:
-    """A scene's own protocol where it differs from the config's: its arms, lr grids, step
-    budget and matrix protocol (``None``: the config's), and how its records are read: the
-    reading ``rule`` and the rates a selection may choose (``selection_grids``)."""
-
-    arms: tuple[Arm, ...]
-    lr_grids: Mapping[str, tuple[float, ...]] | None = None
-    budget: Budget | None = None
-    matrix: MatrixProtocol | None = None
-    rule: str = "ours"
-    selection_grids: Mapping[str, tuple[float, ...]] | None = None
-
-
-@dataclass(frozen=True)
-class ScaleConfig:
-    """The experiment at one scale. ``scenes``: the candidates (registered ones count only when
-    their file is present); ``matrices``: a :class:`MatrixProtocol` per scene name (default
-    ``matrix``); ``plans``: a :class:`ScenePlan` per scene name whose protocol differs;
-    ``f64_scene``/``f64_seeds``: the float64 spot check on that scene's low density (default
-    scene: the first of ``scenes``; ``f64_seeds=()``: none); ``persist_records``: keep records
-    under ``results/`` (paper) or recompute them in a temporary folder (quick)."""
-
-    scale: str
-    scenes: tuple[SceneRef, ...]
-    matrix: MatrixProtocol
-    budget: Budget
-    methods: tuple[str, ...]
-    lr_grids: Mapping[str, tuple[float, ...]]
-    selection_seeds: tuple[int, ...]
-    eval_seeds: tuple[int, ...]
-    leak_methods: tuple[str, ...]
-    persist_records: bool
-    matrices: Mapping[str, MatrixProtocol] = field(default_factory=dict)
-    f64_seeds: tuple[int, ...] = ()
-    only_present: bool = True
-    plans: Mapping[str, ScenePlan] = field(default_factory=dict)
-    f64_scene: str | None = None
-
-    def present_scenes(self) -> tuple[SceneRef, ...]:
-        """The scenes that can run here: synthetic and file scenes, and registered scenes
-        whose file is in the data folder (when ``only_present``)."""
-        if not self.only_present:
-            return self.scenes
-        have = set(available_scenes())
-        return tuple(s for s in self.scenes
-                     if s.config.get("source") != "registry" or s.name in have)
-
-    def _arms(self, scene: SceneRef) -> tuple[Arm, ...]:
-        if scene.name in self.plans:
-            return self.plans[scene.name].arms
-        arms = [Arm("")]
-        if self.leak_methods:
-            arms.append(Arm("_leak", centring="all", methods=self.leak_methods,
-                            label="leaky centring"))
-        f64_scene = self.f64_scene or (self.scenes[0].name if self.scenes else None)
-        if scene.name == f64_scene and self.f64_seeds:
-            arms.append(Arm("_f64", dtype="float64", seeds=self.f64_seeds,
-                            densities=DENSITY_LABELS[:1], label="float64 spot check"))
-        return tuple(arms)
-
-    def scene_parts(self, scene: SceneRef) -> tuple[Part, ...]:
-        """The parts of one scene, arm by arm within each density."""
-        plan = self.plans.get(scene.name)
-        matrix = (plan.matrix if plan and plan.matrix else None) or self.matrices.get(
-            scene.name, self.matrix)
-        grids = (plan.lr_grids if plan and plan.lr_grids else None) or self.lr_grids
-        budget = (plan.budget if plan and plan.budget else None) or self.budget
-        seeds = tuple(dict.fromkeys((*self.selection_seeds, *self.eval_seeds)))
-        n = matrix.rows_for(scene)
-        out: list[Part] = []
-        for label in scene.densities:
-            ratio = DENSITY_RATIOS[DENSITY_LABELS.index(label)]
-            rho = density_for_ratio(ratio, n, scene.bands, matrix.dof_rank)
-            base = f"{scene.label}, density {rho:g} (m/dof ≈ {ratio:g})"
-            for arm in self._arms(scene):
-                if arm.densities is not None and label not in arm.densities:
-                    continue
-                out.append(Part(
-                    f"{scene.name}_{label}{arm.suffix}",
-                    base + (f", {arm.label}" if arm.label else ""), scene, label, rho,
-                    arm.centring, arm.methods or self.methods, grids, arm.seeds or seeds,
-                    matrix, budget, arm.dtype, plan.rule if plan else "ours",
-                    plan.selection_grids if plan else None))
-        return tuple(out)
-
-    def parts(self, present_only: bool = True) -> tuple[Part, ...]:
-        """The parts of the scenes that can run here (``present_only``) or of every scene."""
-        scenes = self.present_scenes() if present_only else self.scenes
-        return tuple(p for scene in scenes for p in self.scene_parts(scene))
-
-    def part(self, name: str) -> Part:
-        """The part called ``name``, whether or not its scene's file is here."""
-        for part in self.parts(present_only=False):
-            if part.name == name:
-                return part
-        names = [p.name for p in self.parts(present_only=False)]
-        raise ValueError(f"Invalid part: {name!r}; expected one of {names}")
 
 
 #: The scenes of the paper's Table 5.
@@ -521,137 +282,21 @@ EXPERIMENT = HyperspectralCompletion()
 
 
 def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """``<root>/results/hyperspectral/<scale>`` when the scale persists its records (paper),
-    else a fresh temporary folder (quick)."""
+    """Where the records of ``scale`` go (:func:`gaugekit.runs.collection.scale_records_dir`)."""
     config = get_config(scale)
     return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
-@dataclass
-class Collected:
-    """What :func:`collect` returns: the config and the sweep engine's
-    :class:`~gaugekit.runs.collection.Collected` (records per part, their source, the runs
-    still missing), with the views a page needs."""
-
-    config: ScaleConfig
-    collected: collection.Collected
-
-    @property
-    def records(self) -> dict[str, list[dict[str, Any]]]:
-        return self.collected.records
-
-    @property
-    def report(self) -> SweepReport:
-        return self.collected.report
-
-    def parts(self) -> list[Part]:
-        """The parts whose records are complete, in the config's order (a page shows these)."""
-        missing = self.collected.missing
-        return [p for p in self.config.parts(present_only=False)
-                if self.records.get(p.name) and p.name not in missing]
-
-    def waiting(self) -> list[tuple[Part, int, int]]:
-        """The parts whose scene file is here but whose records are not complete: ``(part,
-        runs recorded, runs planned)``; their runs are made by :meth:`command`."""
-        present = {p.name for p in self.config.parts()}
-        out = []
-        for part in self.config.parts(present_only=False):
-            left = self.collected.missing.get(part.name, 0)
-            if part.name in present and left:
-                planned = len({s.run_id for s in part.specs()})
-                out.append((part, planned - left, planned))
-        return out
-
-    def command(self, parts: Sequence[Part] = ()) -> str:
-        """The command that makes (or resumes) the records of ``parts`` (default: every part
-        of :meth:`waiting`)."""
-        names = [p.name for p in parts] or [p.name for p, _, _ in self.waiting()]
-        command = collection.run_command(NAME, self.config.scale, names, workers=2)
-        return collection.wrap_command(
-            command + (" --max-batch-size 1" if self.config.scale == "paper" else ""))
-
-    def main_parts(self) -> list[Part]:
-        """The observed-centring float32 parts (one per scene and density) shown complete."""
-        return [p for p in self.parts() if p.centring == "observed" and p.dtype == "float32"]
-
-    def paper_parts(self) -> list[Part]:
-        """The parts that follow the paper's protocol step by step, shown complete."""
-        return [p for p in self.parts() if p.paper_protocol]
-
-    def summary(self, part: Part, *, grid: Mapping[str, Sequence[float]] | None = None,
-                rule: str | None = None) -> dict[str, Any]:
-        """:func:`~gaugekit.runs.matched_loss.summarize` of one part, with the part's
-        selection grid and reading rule unless given (and its leak arm when recorded)."""
-        leak = self.records.get(f"{part.name}_leak", []) if part.centring == "observed" else []
-        return summarize(self.records[part.name], leak, methods=part.methods,
-                         selection_seeds=self.config.selection_seeds,
-                         eval_seeds=self.config.eval_seeds, thresholds=part.budget.thresholds,
-                         grid=part.selection_grids if grid is None else grid,
-                         rule=rule or part.rule)
-
-    def absent(self, scene: str) -> str:
-        """Why a page has no complete records of ``scene``: records still to be made (its file
-        is here), or its file is not in the data folder."""
-        if any(p.scene.name == scene for p, _, _ in self.waiting()):
-            return (f"The {get_scene_info(scene).label} records are not complete yet: the note "
-                    "above gives the command that makes them.")
-        return (f"No {get_scene_info(scene).label} records at this scale: the scene's file is "
-                "not in the data folder.")
-
-    def note(self) -> str:
-        """Which records the page shows and what made them (the runs still missing are listed
-        by :meth:`waiting`)."""
-        return replace(self.collected, missing={}).note()
-
-    def note_markdown(self) -> str:
-        """The records note as Markdown, commands in code blocks (for a page); the runs still
-        missing are listed by :meth:`waiting`."""
-        return replace(self.collected, missing={}).note_markdown()
+def collector(experiment: HyperspectralCompletion) -> Callable[..., Collected]:
+    """The ``collect`` of ``experiment`` (:func:`gaugekit.runs.collection.collector`): every
+    part of its config, those of scenes whose file is not here read as far as their records go
+    (their runs still missing in :attr:`~gaugekit.runs.collection.Collected.missing`)."""
+    return collection.collector(
+        experiment, experiment.config, allow_missing=True,
+        every_part=lambda config: [p.name for p in config.parts(present_only=False)])
 
 
-def collect(
-    scale: str | None = None,
-    out_dir: str | Path | None = None,
-    *,
-    experiment: HyperspectralCompletion | None = None,
-    parts: Sequence[str] | None = None,
-    device: str | torch.device | None = None,
-    progress: bool = False,
-    workers: int = 1,
-    mode: str | None = None,
-) -> Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.runs.collection.collect`).
-
-    At paper scale the committed records of every part are read, whether or not its scene's
-    file is here, and nothing is computed: a part with missing runs is left out of
-    :meth:`Collected.parts` and, when its scene's file is here, listed by
-    :meth:`Collected.waiting` with the command that makes it (records mode ``make`` computes
-    the missing runs of the scenes present instead). At quick scale everything is computed
-    afresh in a temporary folder, for the scenes present.
-    """
-    from gaugekit.config import get_records_mode
-
-    exp = experiment or EXPERIMENT
-    config = exp.config(scale)
-    persist = config.persist_records or out_dir is not None
-    reading = persist and out_dir is None and get_records_mode(mode) == "read"
-    every_part = parts is None
-    if parts is None:
-        parts = [p.name for p in config.parts(present_only=not reading)]
-    got = collection.collect(exp, config.scale, parts=parts, out_dir=out_dir, device=device,
-                        progress=progress, workers=workers, mode=mode, persist=persist,
-                        allow_missing=reading)
-    if every_part:
-        got.command = collection.run_command(NAME, config.scale, workers=workers)
-    if got.folder is not None:  # records of scenes not here that the folder holds: read them
-        done = finished_run_ids(read_records_dir(got.folder))
-        for p in config.parts(present_only=False):
-            if p.name not in got.records and (got.folder / f"{p.name}.jsonl").is_file():
-                got.records[p.name] = load_part(exp, p.name, got.folder, scale=config.scale)
-                left = len({s.run_id for s in p.specs()} - done)
-                if left:
-                    got.missing[p.name] = left
-    return Collected(config, got)
+collect = collector(EXPERIMENT)
 
 
 def run_scene(
@@ -676,6 +321,5 @@ def run_scene(
     matrix = base.matrix if base.scale == "paper" else MatrixProtocol(num_rows=600)
     cfg = replace(base, scenes=(scene,), matrix=matrix, matrices={}, f64_seeds=(),
                   persist_records=out_dir is not None)
-    exp = HyperspectralCompletion({base.scale: cfg})
-    return collect(base.scale, out_dir, experiment=exp, device=device, progress=progress,
-                   workers=workers)
+    return collector(HyperspectralCompletion({base.scale: cfg}))(
+        base.scale, out_dir, device=device, progress=progress, workers=workers)

@@ -1,28 +1,29 @@
 r"""What the hyperspectral chapter shows, computed from the records of
-:func:`gaugekit.experiments.hyperspectral.collect`: tables as rows for
+:func:`gaugekit.experiments.hyperspectral.collect`: the parts a page shows (:func:`shown_parts`,
+:func:`waiting`) and their summaries (:func:`summary`), tables as rows for
 :func:`gaugekit.report.viz.table_html`, verdicts, and figures; and the same numbers for the
-command line (:func:`report_lines`) and the README (:func:`readme_headline`).
+command line (:func:`report_lines`) and the README (:func:`readme_headline`). The chapter's
+sections are :mod:`gaugekit.report.hyperspectral_page`.
 
 Nothing here is typed in: our numbers come from the records through the matched-loss protocol
 (:mod:`gaugekit.runs.matched_loss`), the published ones from the constants of
 :mod:`gaugekit.experiments.hyperspectral` (``PUBLISHED_TABLE5``, ``PUBLISHED_HEADLINE``,
 ``PUBLISHED_FIXED_LR_GAPS``), each in its own column.
-
-The three grids of a paper-protocol part (:func:`grid_variants`): the paper's GPU grid (its
-Table 5), its CPU grid (GD only up to 10) and the GPU grid with one more rate above the top of
-each method's (``EXTENDED_LR``), to see whether a selection at the top of the paper's grid is an
-edge of the grid.
 """
+
+# Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gaugekit.data.scenes import get_scene_info
 from gaugekit.experiments import hyperspectral as hs
 from gaugekit.runs import matched_loss as ml
+from gaugekit.runs.collection import Collected
 from gaugekit.runs.verdicts import HeadlineRow
 
 __all__ = [
@@ -45,9 +46,59 @@ __all__ = [
     "label",
     "level_curves",
     "lr_sensitivity_rows",
+    "main_parts",
+    "paper_parts",
+    "seeds_won",
+    "shown_parts",
+    "summary",
     "table5_rows",
     "table5_verdict",
+    "waiting",
 ]
+
+
+def shown_parts(c: Collected) -> list[hs.Part]:
+    """The parts whose records are complete, in the config's order (a page shows these)."""
+    return [p for p in c.config.parts(present_only=False)
+            if c.records.get(p.name) and p.name not in c.missing]
+
+
+def main_parts(c: Collected) -> list[hs.Part]:
+    """The observed-centring float32 parts (one per scene and density) shown complete."""
+    return [p for p in shown_parts(c) if p.centring == "observed" and p.dtype == "float32"]
+
+
+def paper_parts(c: Collected) -> list[hs.Part]:
+    """The parts that follow the paper's protocol step by step, shown complete."""
+    return [p for p in shown_parts(c) if p.paper_protocol]
+
+
+def waiting(c: Collected) -> list[tuple[hs.Part, int, int]]:
+    """The parts whose scene file is here but whose records are not complete: ``(part, runs
+    recorded, runs planned)``."""
+    out = []
+    for part in c.config.parts():
+        if c.missing.get(part.name):
+            planned = len({s.run_id for s in part.specs()})
+            out.append((part, planned - c.missing[part.name], planned))
+    return out
+
+
+def summary(c: Collected, part: hs.Part,
+            grid: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
+    """:func:`~gaugekit.runs.matched_loss.summarize` of one part, with the part's selection
+    grid unless given, its reading rule (and its leak arm when recorded)."""
+    leak = c.records.get(f"{part.name}_leak", []) if part.centring == "observed" else []
+    return ml.summarize(c.records[part.name], leak, methods=part.methods,
+                        selection_seeds=c.config.selection_seeds,
+                        eval_seeds=c.config.eval_seeds, thresholds=part.budget.thresholds,
+                        grid=part.selection_grids if grid is None else grid, rule=part.rule)
+
+
+def seeds_won(headline: Mapping[str, Any]) -> str | None:
+    """``"k/n"``: the seeds of a summary's ``headline`` on which GD is below Adam."""
+    return f"{headline['wins']}/{len(headline['seeds'])}" if headline["seeds"] else None
+
 
 _LABELS = {"gd": "GD", "adam": "Adam", "scalar_adam": "Shared-scale Adam", "muon": "Muon"}
 
@@ -58,18 +109,19 @@ def label(method: str) -> str:
 
 
 def grid_variants(part: hs.Part) -> dict[str, Mapping[str, Sequence[float]] | None]:
-    """Name → selection grid per method: the paper's GPU grid, its CPU grid and the extended
-    grid (every rate the part ran)."""
+    """Name → selection grid per method: the paper's GPU grid (its Table 5), its CPU grid (GD
+    only up to 10) and the extended grid (every rate the part ran: one more above the top of
+    each, ``EXTENDED_LR``, to see whether a selection at the top of the paper's is an edge)."""
     return {"GPU grid (the paper's Table 5)": hs.PAPER_LR_GRIDS,
             "CPU grid (the paper's CPU script)": hs.PAPER_CPU_LR_GRIDS,
             "extended grid (one rate above each)": part.lr_grids}
 
 
-def table5_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
+def table5_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     """The paper's Table 5 for ``part``, cell by cell beside the published one: per method and
     level, our held-out RMSE and effective rank (means over the seeds that reached the level,
     ``n`` of them) and the published ones, at the selected rates of each."""
-    s = c.summary(part)
+    s = summary(c, part)
     published = hs.PUBLISHED_TABLE5.get((part.scene.name, part.density), {})
     rows = []
     for m in part.methods:
@@ -88,42 +140,35 @@ def table5_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
     return rows
 
 
-def _headline(c: hs.Collected, part: hs.Part,
-              grid: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
-    return c.summary(part, grid=grid)["headline"]
-
-
-def headline_rows(c: hs.Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
+def headline_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
     """GD against Adam at the deepest level every seed of both reached, per part, with the
     paper's number for the same scene and density beside ours (``—`` when it did not run it)."""
     rows = []
     for part in parts:
-        h = _headline(c, part)
+        h = summary(c, part)["headline"]
         pub = published_headline(part) or {}
         rows.append({
             "setting": f"{part.scene.label}, ρ = {part.density:g}", "level": h["level"],
-            "gd": h["gd"], "adam": h["adam"], "gap": h["gap"],
-            "wins": f"{h['wins']}/{len(h['seeds'])}" if h["seeds"] else None,
+            "gd": h["gd"], "adam": h["adam"], "gap": h["gap"], "wins": seeds_won(h),
             "gd_pub": pub.get("gd"), "adam_pub": pub.get("adam"), "gap_pub": pub.get("gap"),
             "wins_pub": None if pub.get("wins") is None else f"{pub['wins']}/4",
         })
     return rows
 
 
-def grid_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
+def grid_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     """The selected rate of every method under each grid of :func:`grid_variants` (a star: at
     the top of that grid), the published selection, and the headline each grid gives."""
     published = hs.PUBLISHED_TABLE5.get((part.scene.name, part.density), {})
     rows = []
     for name, grid in grid_variants(part).items():
-        s = c.summary(part, grid=grid)
+        s = summary(c, part, grid)
         row: dict[str, Any] = {"grid": name}
         for m in part.methods:
             sel = s["selections"][m]
             row[m] = None if sel.lr is None else f"{sel.lr:g}" + ("*" if sel.at_top else "")
         h = s["headline"]
-        row.update(level=h["level"], gap=h["gap"],
-                   wins=f"{h['wins']}/{len(h['seeds'])}" if h["seeds"] else None)
+        row.update(level=h["level"], gap=h["gap"], wins=seeds_won(h))
         rows.append(row)
     if published:
         row = {"grid": "published (GPU grid)", "level": 1e-5}
@@ -136,12 +181,12 @@ def grid_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
     return rows
 
 
-def lr_sensitivity_rows(c: hs.Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
+def lr_sensitivity_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
     """GD at its selected rate against Adam at every fixed rate Adam ran, per part (one column
     per part, ours and the published gap for the same scene and density)."""
     by_lr: dict[float, dict[str, Any]] = {}
     for part in parts:
-        s = c.summary(part)
+        s = summary(c, part)
         pub = hs.PUBLISHED_FIXED_LR_GAPS.get((part.scene.name, part.density), {})
         for r in s.get("fixed_lr", []):
             row = by_lr.setdefault(r["lr"], {"lr": r["lr"]})
@@ -151,29 +196,27 @@ def lr_sensitivity_rows(c: hs.Collected, parts: Sequence[hs.Part]) -> list[dict[
     return [by_lr[k] for k in sorted(by_lr)]
 
 
-def arm_rows(c: hs.Collected, scene: str) -> list[dict[str, Any]]:
+def arm_rows(c: Collected, scene: str) -> list[dict[str, Any]]:
     """The headline of every complete arm of ``scene`` (dtype and centring) per density: what
     the float32 arithmetic and the observed-only centring change."""
     rows = []
-    for part in c.parts():
-        if part.scene.name != scene:
-            continue
-        h = _headline(c, part)
+    for part in (p for p in shown_parts(c) if p.scene.name == scene):
+        h = summary(c, part)["headline"]
         rows.append({
             "density": part.density, "dtype": part.dtype,
             "centring": "observed only" if part.centring == "observed" else "all entries",
             "level": h["level"], "gd": h["gd"], "adam": h["adam"], "gap": h["gap"],
-            "wins": f"{h['wins']}/{len(h['seeds'])}" if h["seeds"] else None,
+            "wins": seeds_won(h),
         })
     return sorted(rows, key=lambda r: (r["density"], r["dtype"] == "float32",
                                        r["centring"] != "all entries"))
 
 
-def gd_rate_rows(c: hs.Collected, part: hs.Part) -> list[dict[str, Any]]:
+def gd_rate_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     """Every GD rate of ``part``: runs that diverged, and at the part's matched level (the
     level of its Table 5 comparison) the mean held-out RMSE and effective rank of the rates
     whose four seeds reached it; ``selected`` marks the train-only choice."""
-    s = c.summary(part)
+    s = summary(c, part)
     level = s["comparison"]["level"]
     chosen = s["selections"]["gd"].lr
     rows = []
@@ -212,7 +255,7 @@ def gd_edge_text(rows: Sequence[Mapping[str, Any]], seeds: int = 4) -> str:
     return text
 
 
-def level_curves(c: hs.Collected, parts: Sequence[hs.Part]) -> Any:
+def level_curves(c: Collected, parts: Sequence[hs.Part]) -> Any:
     """Held-out RMSE against the matched training-MSE level, one panel per part, one line per
     method at its selected rate (mean over the seeds that reached the level); the published
     Table 5 values as open markers where the paper has them."""
@@ -375,213 +418,15 @@ def fmt_pct(x: float | None) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# the chapter's sections: each returns its glue items (name → text; names with "_tab_" are
-# HTML tables)
-# --------------------------------------------------------------------------------------------
-
-_TAB_HEADERS = {"level": "train MSE", "gd": "GD", "adam": "Adam", "gap": "GD below Adam",
-                "wins": "seeds"}
-
-
-def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], **kw: Any) -> str:
-    """The page's one table helper: :func:`gaugekit.report.viz.table_html`, one line when empty."""
-    from gaugekit.report import viz
-
-    if not rows:
-        return viz.table_html([{columns[0]: "no records at this scale"}], columns,
-                              headers=kw.get("headers"))
-    return viz.table_html(rows, columns, **kw)
-
-
-def _ip_parts(c: hs.Collected) -> list[hs.Part]:
-    return [p for p in c.paper_parts() if p.scene.name == "indian_pines"]
-
-
-def _other_parts(c: hs.Collected) -> list[hs.Part]:
-    return [p for p in c.main_parts() if published_headline(p) is None
-            and p.scene.name not in hs.PAPER_SCENES]
-
-
-def claim_items() -> dict[str, str]:
-    """The paper's claims quoted in the chapter, from the published constants."""
-    pub5 = hs.PUBLISHED_TABLE5[("indian_pines", 0.15)]
-    deep = hs.THRESHOLDS[-1]
-    t5 = ("At density 0.15 the paper selects "
-          + ", ".join(f"{label(m)} at {v['lr']:g}" for m, v in pub5.items())
-          + f"; at the deepest level, {deep:g}, its held-out RMSE and effective rank are "
-          + ", ".join(f"{v['levels'][deep][0]:.5f} and {v['levels'][deep][1]} for {label(m)}"
-                      for m, v in pub5.items()) + ".")
-    sens = "; ".join(
-        f"at ρ = {rho:g} " + ", ".join(f"{fmt_pct(g)} against Adam at {lr:g}"
-                                      for lr, g in v.items())
-        for (scene, rho), v in hs.PUBLISHED_FIXED_LR_GAPS.items() if scene == "indian_pines")
-    pavia = [(rho, v) for (scene, rho), v in hs.PUBLISHED_HEADLINE.items() if scene == "pavia_u"]
-    return {"hsi_claim_t5": t5, "hsi_claim_sens": sens,
-            "hsi_pavia_pub": " and ".join(f"{fmt_pct(v['gap'])} at ρ = {rho:g}"
-                                          for rho, v in pavia)}
-
-
-def waiting_markdown(c: hs.Collected) -> str:
-    """A note (MyST) naming the parts whose data is here but whose records are not."""
-    waiting = "\n".join(f"- {p.description}: {done} of {total} runs recorded"
-                        for p, done, total in c.waiting())
-    if not waiting:
-        return "Every part whose data file is here has its records."
-    command = "\n".join("    " + line for line in c.command().splitlines())
-    return ("```{note}\nThese parts have their data here but not all their records, so this "
-            f"page leaves them out:\n\n{waiting}\n\nMake (or resume) them with\n\n"
-            f"{command}\n```")
-
-
-def protocol_items() -> dict[str, str]:
-    """The table of the paper's protocol as the ``_paper`` parts run it."""
-    grids = "; ".join(f"{label(m)} {', '.join(f'{v:g}' for v in hs.PAPER_LR_GRIDS[m])}"
-                      for m in hs.METHODS)
-    extra = ", ".join(f"{label(m)} {hs.EXTENDED_LR[m]:g}" for m in hs.METHODS)
-    steps = [
-        ("matrix", "2,000 × 200, float32 steps, leaky band centring"),
-        ("mask", "i.i.d. Bernoulli(ρ), float32 uniforms, seed s + 7"),
-        ("densities", "0.15 and 0.25 (m / dof₂₄ = 1.149 and 1.915)"),
-        ("model", "W = U Vᵀ, rank 48, N(0, 1)·1e-2 from seed s + 1000"),
-        ("dynamics", "float64, full batch, constant rate, ≤ 30,000 steps"),
-        ("levels", "3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5 (pre-update MSE)"),
-        ("grids", grids),
-        ("one rate more", extra + " (ours, above each grid's top)"),
-        ("selection", "seeds 42, 123: most levels, then fewest steps"),
-        ("evaluation", "seeds 42, 123, 456, 789 at the selected rates"),
-    ]
-    return {"hsi_tab_protocol": _table([{"step": a, "what": b} for a, b in steps],
-                                       ["step", "what"])}
-
-
-def table5_items(c: hs.Collected) -> dict[str, str]:
-    """Table 5 cell by cell, its verdict, and the sentences that read it."""
-    low = next((p for p in _ip_parts(c) if p.density_label == "low"), None)
-    t5 = table5_rows(c, low) if low else []
-    shown = [{**r, "method": f"{r['method']} ({r['lr']:g}"
-              + (f" · {r['lr_pub']:g})" if r["lr_pub"] else ")")
-              if i == 0 or t5[i - 1]["method"] != r["method"] else ""}
-             for i, r in enumerate(t5)]
-    table = _table(
-        shown, ["method", "level", "n", "rmse", "rmse_pub", "diff", "erank", "erank_pub"],
-        headers={"method": "method (lr: ours · paper)", "level": "train MSE", "n": "seeds",
-                 "rmse": "RMSE", "rmse_pub": "RMSE, paper", "diff": "difference",
-                 "erank": "erank", "erank_pub": "erank, paper"},
-        formats={"level": "g", "rmse": ".5f", "rmse_pub": ".5f", "diff": "+.1e",
-                 "erank": ".1f", "erank_pub": "g"})
-    return {"hsi_tab_table5": table, "hsi_t5_saw": table5_verdict(t5),
-            "hsi_levels_text": levels_text(t5), "hsi_order_text": equivariant_text(t5)}
-
-
-def headline_items(c: hs.Collected) -> dict[str, str]:
-    """The headline table of the paper-protocol parts and the sentences that read it."""
-    head = headline_rows(c, c.paper_parts())
-    table = _table(head, ["setting", "level", "gd", "adam", "gap", "wins", "gap_pub", "wins_pub"],
-                   headers={**_TAB_HEADERS, "gap_pub": "paper", "wins_pub": "seeds, paper"},
-                   formats={"level": "g", "gd": ".5f", "adam": ".5f", "gap": fmt_pct,
-                            "gap_pub": fmt_pct})
-
-    def sentence(r: Mapping[str, Any]) -> str:
-        paper = (f" (paper: {fmt_pct(r['gap_pub'])} on {r['wins_pub']})"
-                 if r["gap_pub"] is not None else " (the paper has no value for this density)")
-        return f"{r['setting']}: {fmt_pct(r['gap'])} on {r['wins']} seeds" + paper
-
-    def holds(density: float) -> str:
-        r = next((r for r in head if r["setting"] == f"Indian Pines, ρ = {density:g}"), None)
-        if r is None:
-            return "— (no records at this scale)"
-        return (f"{fmt_pct(r['gap'])} on {r['wins']} seeds, against the paper's "
-                f"{fmt_pct(r['gap_pub'])} on {r['wins_pub']}")
-
-    return {"hsi_tab_headline": table,
-            "hsi_head_text": "; ".join(sentence(r) for r in head)
-            or "no paper-protocol records at this scale",
-            "hsi_hold_015": holds(0.15), "hsi_hold_025": holds(0.25)}
-
-
-def grid_items(c: hs.Collected) -> dict[str, str]:
-    """The lr-sensitivity and the grid tables of Indian Pines, and their sentences."""
-    parts = _ip_parts(c)
-    sens = lr_sensitivity_rows(c, parts)
-    cols, heads, fmts = ["lr"], {"lr": "Adam lr (fixed)"}, {"lr": "g"}
-    for p in parts:
-        for key, name in (("gap", f"ρ = {p.density:g}"), ("pub", f"ρ = {p.density:g}, paper")):
-            cols.append(f"{p.name}:{key}")
-            heads[f"{p.name}:{key}"] = name
-            fmts[f"{p.name}:{key}"] = fmt_pct
-    grids = {p.density: grid_rows(c, p) for p in parts}
-    rows = [{"density": d, **r} for d, rs in grids.items() for r in rs]
-
-    def gap_of(name: str) -> str:
-        out = []
-        for d, rs in grids.items():
-            r = next((r for r in rs if r["grid"].startswith(name)), None)
-            out.append(f"ρ = {d:g}: —" if r is None or r["level"] is None else
-                       f"ρ = {d:g}: {fmt_pct(r['gap'])} at {r['level']:g} ({r['wins']} seeds)")
-        return "; ".join(out) or "—"
-
-    return {
-        "hsi_tab_sens": _table(sens, cols, headers=heads, formats=fmts),
-        "hsi_sens_text": sensitivity_text(sens, parts),
-        "hsi_tab_grids": _table(rows, ["density", "grid", *hs.METHODS, "level", "gap", "wins"],
-                                headers={**{m: label(m) for m in hs.METHODS}, **_TAB_HEADERS},
-                                formats={"density": "g", "level": "g", "gap": fmt_pct}),
-        "hsi_cpu_text": gap_of("CPU"), "hsi_ext_text": gap_of("extended"),
-    }
-
-
-def arm_items(c: hs.Collected) -> dict[str, str]:
-    """The arms of Indian Pines (dtype, centring) and their sentence."""
-    arms = arm_rows(c, "indian_pines")
-    return {"hsi_tab_arms": _table(
-        arms, ["density", "dtype", "centring", "level", "gd", "adam", "gap", "wins"],
-        headers=_TAB_HEADERS, formats={"density": "g", "level": "g", "gd": ".5f",
-                                       "adam": ".5f", "gap": fmt_pct}),
-        "hsi_arms_text": arms_text(arms), "hsi_arms_verdict": arms_verdict(arms)}
-
-
-def beyond_items(c: hs.Collected) -> dict[str, str]:
-    """The scenes beyond the paper: selections and headline, Samson's GD rates."""
-    beyond = []
-    for p in _other_parts(c):
-        s = c.summary(p)
-        h, comp = s["headline"], s["comparison"]["methods"]
-        beyond.append({"setting": f"{p.scene.label}, ρ = {p.density:g}", "level": h["level"],
-                       "gap": h["gap"],
-                       "wins": f"{h['wins']}/{len(h['seeds'])}" if h["seeds"] else None,
-                       **{m: comp[m]["lr"] for m in hs.METHODS}})
-    samson = [p for p in _other_parts(c) if p.scene.name == "samson"]
-    gd = [{"density": p.density, **r} for p in samson for r in gd_rate_rows(c, p)]
-    return {
-        "hsi_tab_beyond": _table(beyond, ["setting", *hs.METHODS, "level", "gap", "wins"],
-                                 headers={**{m: f"{label(m)} lr" for m in hs.METHODS},
-                                          **_TAB_HEADERS},
-                                 formats={**dict.fromkeys(hs.METHODS, "g"), "level": "g",
-                                          "gap": fmt_pct}),
-        "hsi_tab_samson_gd": _table(gd, ["density", "lr", "selected", "diverged", "rmse",
-                                         "erank"],
-                                    headers={"lr": "GD lr", "diverged": "seeds diverged",
-                                             "rmse": "held-out RMSE", "erank": "erank"},
-                                    formats={"density": "g", "lr": "g", "rmse": ".5f",
-                                             "erank": ".1f"}),
-        "hsi_beyond_text": "; ".join(f"{r['setting']}: {fmt_pct(r['gap'])} ({r['wins']} seeds)"
-                                     for r in beyond) or "—",
-        "hsi_samson_edge": "; ".join(f"at ρ = {p.density:g}, "
-                                     + gd_edge_text(gd_rate_rows(c, p)) for p in samson)
-        or "no Samson records at this scale",
-    }
-
-
-# --------------------------------------------------------------------------------------------
 # the CLI's report and the README's rows (gaugekit.report.headline)
 # --------------------------------------------------------------------------------------------
 
 
-def report_lines(collected: hs.Collected) -> list[str]:
+def report_lines(collected: Collected) -> list[str]:
     """Plain-text Table 5 rows of every scene and density of ``collected`` (for the CLI)."""
-    lines = [collected.note()]
-    for part in collected.main_parts():
-        s = collected.summary(part)
+    lines = [replace(collected, missing={}).note()]  # the runs still missing: waiting()
+    for part in main_parts(collected):
+        s = summary(collected, part)
         comp = s["comparison"]
         level = comp["level"]
         lines.append(f"{part.name}: density {part.density:g} (m/dof = {part.ratio:.3f}), "
@@ -626,17 +471,14 @@ def readme_headline() -> list[HeadlineRow]:
     density (a scene of the paper without records: "not run here"), then the other scenes,
     marked as beyond the paper."""
     got = hs.collect("paper")
-    rows = []
-    shown = {(p.scene.name, p.density) for p in got.paper_parts()}
-    for part in [*got.paper_parts(), *(p for p in got.main_parts()
-                                       if published_headline(p) is None)]:
-        h = got.summary(part)["headline"]
+    rows, paper = [], paper_parts(got)
+    for part in [*paper, *(p for p in main_parts(got) if published_headline(p) is None)]:
+        h = summary(got, part)["headline"]
         ours = "—" if not math.isfinite(h["gap"]) else (
             f"{h['gap']:+.1%} ({h['wins']}/{len(h['seeds'])} seeds)")
         pub = published_headline(part)
         if pub is not None:
-            wins = "" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)"
-            published, verdict = f"{pub['gap']:+.1%}{wins}", gap_verdict(h, pub)
+            published, verdict = _published_gap(pub), gap_verdict(h, pub)
             setting = "the paper's protocol"
         else:
             published, verdict = "not in the paper", "beyond the paper"
@@ -646,11 +488,16 @@ def readme_headline() -> list[HeadlineRow]:
             hs.NAME, f"hyperspectral {part.scene.label}, density {part.density:g} ({setting}): "
             f"GD's held-out error below Adam's at training MSE {level}", ours, published, "7",
             verdict))
+    shown = {(p.scene.name, p.density) for p in paper}
     for (scene, density), pub in hs.PUBLISHED_HEADLINE.items():
         if (scene, density) not in shown:
-            wins = "" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)"
             rows.append(HeadlineRow(
                 hs.NAME, f"hyperspectral {get_scene_info(scene).label}, density {density:g}: GD's "
-                "held-out error below Adam's (no committed records)", "—",
-                f"{pub['gap']:+.1%}{wins}", "7", "not run here"))
+                "held-out error below Adam's (no committed records)", "—", _published_gap(pub),
+                "7", "not run here"))
     return rows
+
+
+def _published_gap(pub: Mapping[str, Any]) -> str:
+    """A published headline gap, with its seeds when the paper states them."""
+    return f"{pub['gap']:+.1%}" + ("" if pub["wins"] is None else f" ({pub['wins']}/4 seeds)")

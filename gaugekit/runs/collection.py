@@ -115,8 +115,10 @@ class Collected:
     seconds: float
     command: str
     persisted: bool
-    #: part → runs without a record (only with ``collect(..., allow_missing=True)``)
+    #: part → runs without a record (with ``allow_missing``, or of a part that cannot run here)
     missing: dict[str, int] = field(default_factory=dict)
+    #: the scale's configuration the parts were planned from (:func:`collector` keeps it)
+    config: Any = None
 
     def code_versions(self) -> list[str]:
         """The distinct short git shas (``+dirty`` when so) that made the records shown."""
@@ -249,6 +251,8 @@ def collect(
     mode: str | None = None,
     persist: bool | None = None,
     allow_missing: bool = False,
+    every_part: Sequence[str] | None = None,
+    config: Any = None,
 ) -> Collected:
     """The records a page shows (:class:`Collected`), per part of ``experiment``.
 
@@ -261,9 +265,17 @@ def collect(
     ``out_dir`` overrides the folder (and then always runs what is missing). With
     ``allow_missing`` a page that can show part of its records gets them instead of the error,
     and :meth:`Collected.note` names the missing runs and the command that makes them.
+
+    ``every_part``: the parts to collect when ``parts`` is not given, in order, also those the
+    experiment cannot run here (not among ``experiment.parts(scale)``); with it, such a part is
+    read as far as the folder holds it, never computed, and its runs without a record are
+    counted in :attr:`Collected.missing`. ``config`` is kept as :attr:`Collected.config`.
     """
     scale = get_scale(scale)
-    names = list(parts) if parts is not None else list(experiment.parts(scale))
+    names = list(parts if parts is not None else
+                 every_part if every_part is not None else experiment.parts(scale))
+    runnable = names if every_part is None else experiment.parts(scale)
+    read_only = [p for p in names if p not in runnable]
     persist = (scale == "paper") if persist is None else persist
     command = run_command(experiment.name, scale, None if parts is None else names, workers)
 
@@ -271,11 +283,14 @@ def collect(
         t0 = time.perf_counter()
         report = SweepReport()
         if compute:
-            report = run_sweep(experiment, folder, scale=scale, parts=names, device=device,
+            report = run_sweep(experiment, folder, scale=scale, device=device,
+                               parts=[p for p in names if p not in read_only],
                                progress=progress, workers=workers)
         records = {p: load_part(experiment, p, folder, scale=scale) for p in names}
+        left = _missing(experiment, scale, read_only, folder) if compute and read_only else {}
         return Collected(experiment.name, scale, records, folder, report,
-                         time.perf_counter() - t0, command, persist and out_dir is None)
+                         time.perf_counter() - t0, command, persist and out_dir is None, left,
+                         config)
 
     if out_dir is not None:
         return gather(Path(out_dir), True)
@@ -310,9 +325,11 @@ def collector(
     *,
     allow_missing: bool = False,
     default_parts: Callable[[Any], Sequence[str]] | None = None,
+    every_part: Callable[[Any], Sequence[str]] | None = None,
 ) -> Callable[..., Collected]:
     """The ``collect`` function of an experiment module: :func:`collect` with the scale's
-    settings filled in from ``get_config(scale)`` (its ``scale`` name and ``persist_records``).
+    settings filled in from ``get_config(scale)`` (its ``scale`` name and ``persist_records``,
+    ``every_part(config)`` when given; the config is kept as :attr:`Collected.config`).
 
     The function returned takes ``(scale=None, out_dir=None, *, parts=None, device=None,
     progress=False, workers=1, mode=None)``: at a scale that persists its records (paper) they
@@ -337,7 +354,8 @@ def collector(
             parts = list(default_parts(config))
         return collect(experiment, config.scale, parts=parts, out_dir=out_dir, device=device,
                        progress=progress, workers=workers, mode=mode,
-                       persist=config.persist_records, allow_missing=allow_missing)
+                       persist=config.persist_records, allow_missing=allow_missing,
+                       every_part=every_part(config) if every_part else None, config=config)
 
     missing = ("a part with missing runs is returned as far as it is recorded, and "
                ":meth:`~gaugekit.runs.collection.Collected.note` names the missing runs and "
@@ -351,5 +369,6 @@ def collector(
         "(:func:`gaugekit.runs.collection.collect`).\n\n"
         "At a scale that keeps committed records (paper) they are read and nothing is "
         f"trained; {missing}. At quick scale everything is computed afresh in a temporary "
-        "folder. ``out_dir`` reads and completes the records of that folder instead.")
+        "folder. ``out_dir`` reads and completes the records of that folder instead."
+        + (" A part that cannot run here is read as far as its records go." if every_part else ""))
     return collect_records

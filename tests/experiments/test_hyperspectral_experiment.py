@@ -243,7 +243,8 @@ def test_cli_refuses_a_missing_scene_file(tmp_path, capsys):
 
 def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
     from gaugekit.data.scene_refs import registered_scene
-    from gaugekit.experiments.hyperspectral import collect
+    from gaugekit.experiments.hyperspectral import collector
+    from gaugekit.report.hyperspectral import shown_parts, waiting
     from gaugekit.runs.records import append_records, make_record
 
     monkeypatch.setenv("GAUGEKIT_DATA", str(tmp_path / "empty"))
@@ -263,17 +264,17 @@ def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
             device="cpu", status="ok", metrics={"steps": 1, "at_loss": []})
 
     append_records(folder / "salinas_a_low.jsonl", [record(specs[0])])
-    got = collect("quick", folder, experiment=exp)
+    got = collector(exp)("quick", folder)
     assert len(got.records["salinas_a_low"]) == 1
     assert got.report.ran == 8 + 4                           # synthetic runs only
     # an incomplete part of a scene that is not here is neither shown nor announced
-    assert "salinas_a_low" not in [p.name for p in got.parts()]
-    assert got.collected.missing["salinas_a_low"] == len(specs) - 1
-    assert got.waiting() == []
+    assert "salinas_a_low" not in [p.name for p in shown_parts(got)]
+    assert got.missing["salinas_a_low"] == len(specs) - 1
+    assert waiting(got) == []
     append_records(folder / "salinas_a_low.jsonl", [record(s) for s in specs[1:]])
-    got = collect("quick", folder, experiment=exp)
+    got = collector(exp)("quick", folder)
     assert got.report.ran == 0
-    assert [p.name for p in got.parts()][-1] == "salinas_a_low"
+    assert [p.name for p in shown_parts(got)][-1] == "salinas_a_low"
 
 
 def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypatch):
@@ -282,8 +283,10 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
     the command that makes it, and nothing raises."""
     import shutil
 
+    from gaugekit.data.scenes import available_scenes
     from gaugekit.experiments import hyperspectral as hs
     from gaugekit.report import hyperspectral as hs_report
+    from gaugekit.report.hyperspectral_page import absent, waiting_markdown
     from gaugekit.runs import collection
     ROOT = Path(__file__).resolve().parents[2]
     src = ROOT / "results" / "hyperspectral" / "paper"
@@ -298,16 +301,16 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
         folder = tmp_path / "empty" if data == "empty" else ROOT.parent / "shared" / "data"
         monkeypatch.setenv("GAUGEKIT_DATA", str(folder))
         got = hs.collect("paper")
-        shown[data] = [p.name for p in got.parts()]
+        shown[data] = [p.name for p in hs_report.shown_parts(got)]
         assert "indian_pines_low_paper" not in shown[data]
-        waiting = [p.name for p, _, _ in got.waiting()]
-        if data == "real" and "indian_pines" in hs.available_scenes():
+        waiting = [p.name for p, _, _ in hs_report.waiting(got)]
+        if data == "real" and "indian_pines" in available_scenes():
             assert "indian_pines_low_paper" in waiting
-            assert "--part indian_pines_low_paper" in got.command()
-            assert "not complete yet" in got.absent("indian_pines")
+            assert "--part indian_pines_low_paper" in waiting_markdown(got)
+            assert "not complete yet" in absent(got, "indian_pines")
         if data == "empty":
             assert waiting == []
-            assert "not in the data folder" in got.absent("indian_pines")
+            assert "not in the data folder" in absent(got, "indian_pines")
         rows = hs_report.readme_headline()
         claims[data] = [(r.claim, r.ours, r.verdict) for r in rows]
         assert "Salinas-A, density 0.15" in rows[0].claim
