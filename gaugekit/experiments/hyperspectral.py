@@ -28,8 +28,9 @@ Runs of one part and seed share a mask: they are one stack.
 
 Paper scale: every registered scene whose file is in the data folder (Indian Pines, Pavia U,
 Salinas-A, Samson), 2,000 rows, rank 48, both densities, 30,000-step budget. Quick scale: the
-synthetic scene (600 rows, both densities) and, when its file is present, Salinas-A (500 rows, low
-density), a 3,000-step budget, seeds 42/123 for selection and evaluation. A user's own scene:
+synthetic scene (600 rows, both densities) and, when their files are present, Salinas-A and Indian
+Pines (500 rows, low density; Indian Pines with the paper's protocol and the float32 arm), a
+1,500-step budget, seeds 42/123 for selection and evaluation. A user's own scene:
 :func:`run_scene` (Python) or ``python -m gaugekit hyperspectral FILE --key K --layout L``.
 The part and config classes live in :mod:`gaugekit.experiments.hyperspectral_parts`.
 """
