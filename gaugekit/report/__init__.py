@@ -1,6 +1,7 @@
 """What the book and the README show: figures, tables, glued values, the headline.
 
-``viz``         the shared figures and tables (colours, ``table_html``, ``glue_page``)
+``viz``         the shared figures (colours, legends, axes) and, from ``tables``, the rest
+``tables``      the shared tables, number formats and words (``table_html``, ``glue_page``)
 ``headline``    the README's results at a glance
 one module per experiment (``matrix_sensing``, ``spectral_tails``, ``hyperspectral``,
 ``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``): each turns records into
