@@ -14,6 +14,12 @@ and numbers; ``flow_adam_demos``: its live demonstrations).
 Gram form, the registry's tables) run the theory chapters' small live checks instead and draw
 their figures.
 
+The chapter modules keep three rules. Nothing is typed in: our numbers come from the records
+(through the experiment's summaries and the selection protocols of :mod:`gaugekit.runs.selection`),
+the published ones from the experiment's constants, each in its own column. A table is HTML from
+:func:`~gaugekit.report.tables.table_html`. An optimizer has its colour of the book
+(:func:`~gaugekit.report.viz.method_color`) in every figure.
+
 Needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``).
 """
 

@@ -1,12 +1,9 @@
 r"""What the attention chapter shows, computed from the records of
-:func:`gaugekit.experiments.attention.collect`: its tables (HTML through
-:func:`gaugekit.report.viz.table_html`) and its figures, so that the chapter's cells stay short.
-
-Nothing here is typed in: our numbers come from the records
-(:func:`~gaugekit.report.attention_summary.run_rows`,
-:func:`~gaugekit.report.attention_summary.headline`), the published ones from
-:data:`gaugekit.experiments.attention.PUBLISHED`, each in its own column. Optimizers have the
-book's colours (:func:`gaugekit.report.viz.method_color`; Muon + Adam takes Muon's); twins are told
+:func:`gaugekit.experiments.attention.collect`: its tables and its figures, so that the
+chapter's cells stay short. Our numbers come from
+:func:`~gaugekit.report.attention_summary.run_rows` and
+:func:`~gaugekit.report.attention_summary.headline`, the published ones from
+:data:`gaugekit.experiments.attention.PUBLISHED`. Muon + Adam takes Muon's colour; twins are told
 apart by line style and grey level, never by an optimizer's colour.
 """
 

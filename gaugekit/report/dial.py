@@ -8,8 +8,7 @@ draws on a given ``ax`` (or a new figure) and returns the figure. Filled markers
 reached the interpolation bar; hollow: some did not (the value is measured at a larger training
 loss). Published values are drawn as black crosses. The dial's ends are optimizers of the
 book: ``p = 1`` is Adam and ``p = 0`` (RMS) shared-scale Adam, so a value of ``p`` gets the
-colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables
-through :func:`gaugekit.report.viz.table_html`.
+colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

@@ -1,8 +1,6 @@
 r"""What the ecosystem appendix shows, computed from the rows of
-:func:`gaugekit.experiments.ecosystem.table_rows`: tables as rows for
-:func:`gaugekit.report.tables.table_html`, and the lists the text names.
-
-Nothing here is typed in: verdicts, residuals and reasons come from the committed records
+:func:`gaugekit.experiments.ecosystem.table_rows`: tables, their rows, and the lists the text
+names. Verdicts, residuals and reasons come from the committed records
 (``results/ecosystem/paper``; for the EigenAdam comparison, those of the sensing zoo, the
 attention twins and the eigenbasis experiment), the one-line reasons of the kept verdicts from
 :data:`gaugekit.experiments.ecosystem.REASONS`, and what each follow-up changed from

@@ -1,13 +1,9 @@
 r"""What the scaling chapter shows, computed from the ladder's records
-(:func:`gaugekit.experiments.ladder.collect`): tables as HTML through
-:func:`gaugekit.report.viz.table_html`, sentences computed from the records, figures, and the
-values the page glues (``*_values``). The comparison at ``n = 40`` with the matrix-sensing zoo
-is :mod:`gaugekit.report.ladder_n40`.
-
-Nothing here is typed in: our numbers come from the selections of
+(:func:`gaugekit.experiments.ladder.collect`): tables, sentences computed from the records,
+figures, and the values the page glues (``*_values``). Our numbers come from the selections of
 :func:`~gaugekit.experiments.ladder.size_rows`, the published ones from the constants of
-:mod:`gaugekit.experiments.ladder`, each in its own column or panel. Optimizers have the book's
-colours (:func:`gaugekit.report.viz.method_color`).
+:mod:`gaugekit.experiments.ladder`, each in its own column or panel. The comparison at
+``n = 40`` with the matrix-sensing zoo is :mod:`gaugekit.report.ladder_n40`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

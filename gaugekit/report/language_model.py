@@ -1,10 +1,7 @@
 r"""What the language-model chapter shows, computed from the records of
-:func:`gaugekit.experiments.language_model.collect`: tables (HTML through
-:func:`gaugekit.report.viz.table_html`) and figures, so that the chapter's cells stay short.
-
-Nothing here is typed in: every number comes from the records through the summaries of
-:mod:`gaugekit.experiments.language_model`. Optimizers have the book's colours
-(:func:`gaugekit.report.viz.method_color`; AdamW takes Adam's, dashed; Muon + Adam Muon's).
+:func:`gaugekit.experiments.language_model.collect` through the summaries of
+:mod:`gaugekit.experiments.language_model`: tables and figures, so that the chapter's cells stay
+short. AdamW takes Adam's colour, dashed; Muon + Adam Muon's.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

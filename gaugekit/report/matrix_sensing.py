@@ -1,15 +1,13 @@
 r"""What the matrix-sensing chapter shows, computed from the records of
-:func:`gaugekit.experiments.matrix_sensing.collect`: tables (HTML through
-:func:`gaugekit.report.viz.table_html`), the rows behind them, sentences and figures, and the
-README's rows (:func:`headline`, :func:`paper_zoo_rows` for its figure).
+:func:`gaugekit.experiments.matrix_sensing.collect`: tables, the rows behind them, sentences and
+figures, and the README's rows (:func:`headline`, :func:`paper_zoo_rows` for its figure). The
+published values are the constants ``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC`` and
+``PUBLISHED_NUCLEAR_NORMS`` of :mod:`gaugekit.experiments.matrix_sensing`.
 
-Nothing here is typed in: our numbers come from the records through the selection protocols of
-:mod:`gaugekit.runs.selection`, the published ones from the constants of
-:mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC``,
-``PUBLISHED_NUCLEAR_NORMS``), each in its own column. The chapter keeps the computations a
-reader should see; this module keeps the bookkeeping (columns, headers, formats, the words of
-a verdict). The controls and the survival table are :mod:`gaugekit.report.sensing_controls`,
-the weight-decay section :mod:`gaugekit.report.sensing_decay`.
+The chapter keeps the computations a reader should see; this module keeps the bookkeeping
+(columns, headers, formats, the words of a verdict). The controls and the survival table are
+:mod:`gaugekit.report.sensing_controls`, the weight-decay section
+:mod:`gaugekit.report.sensing_decay`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

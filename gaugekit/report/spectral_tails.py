@@ -1,14 +1,11 @@
 r"""What the spectral-tails chapter shows, computed from the records of
-:func:`gaugekit.experiments.spectral_tails.collect` and from :mod:`gaugekit.tail_theory`:
-tables (HTML through :func:`gaugekit.report.viz.table_html`), the numbers and sentences of its text
-(glue names as keys) and its figures, and the README's row (:func:`headline`).
-
-Nothing here is typed in: our numbers come from the records and the closed forms, the
-published ones from the constants of :mod:`gaugekit.experiments.spectral_tails`
-(``PUBLISHED_TAU_STAR``, ``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``)
-and :mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``), each in its own column.
-Optimizers are drawn in the book's colour (:func:`gaugekit.report.viz.method_color`). The
-crossing τ* is :mod:`gaugekit.report.tails_crossing`.
+:func:`gaugekit.experiments.spectral_tails.collect` and from the closed forms of
+:mod:`gaugekit.tail_theory`: tables, the numbers and sentences of its text (glue names as keys)
+and its figures, and the README's row (:func:`headline`). The published values are the
+constants of :mod:`gaugekit.experiments.spectral_tails` (``PUBLISHED_TAU_STAR``,
+``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``) and
+:mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``). The crossing τ* is
+:mod:`gaugekit.report.tails_crossing`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

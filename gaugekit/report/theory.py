@@ -5,9 +5,8 @@ Each ``*_check`` function runs one small float64 experiment of a chapter on the 
 has drawn and returns its :class:`Findings`: the numbers the text cites (glued under the names
 the prose uses), the lines the page prints and the inputs of the figure that follows. Each
 figure function draws one figure of the book and returns it; the chapter cell is then one call.
-Optimizers are coloured with :func:`gaugekit.report.viz.method_color` (one colour per registry
-name across the book); lines that are not optimizers (gradient flow, a path, a formula) are
-black or grey. Legends sit outside the axes, below the figure, so that they never cover a curve.
+Lines that are not optimizers (gradient flow, a path, a formula) are black or grey. Legends sit
+outside the axes, beside them or below the figure, so that they never cover a curve.
 Those that sort update rules (chapter 2, chapter 3's Gram form and transfer functions) are in
 :mod:`gaugekit.report.taxonomy`.
 """
