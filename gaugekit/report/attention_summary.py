@@ -101,7 +101,7 @@ def pick(rows: Sequence[Mapping[str, Any]], method: str, twin: str,
     """The first row of ``method``'s ``twin`` started from ``init_seed`` (any seed for
     ``None``), or ``None``."""
     return next((r for r in rows if r["method"] == method and r["twin"] == twin
-                 and init_seed in (None, r["init_seed"])), None)
+                 and (init_seed is None or r["init_seed"] == init_seed)), None)
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

@@ -23,7 +23,7 @@ from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments import spectral_tails as st
 from gaugekit.problems.matrix_sensing import make_instance
 from gaugekit.problems.spectral_tails import make_tail_instance
-from gaugekit.report.tables import NBSP, Record, Row, label, table_html, yes_no
+from gaugekit.report.tables import NBSP, Record, Row, fmt, label, table_html, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
@@ -482,7 +482,6 @@ def headline() -> list[HeadlineRow]:
     got = st.collect("paper", parts=["phase"])
     tau = st.crossings(got.records["phase"], num_boot=1)["paper"].tau_star
     pub = st.PUBLISHED_TAU_STAR["cpu"]["tau_star"]
-    ours = "—" if tau is None or not math.isfinite(tau) else f"{tau:g}"
     return [HeadlineRow(
         st.NAME, "spectral tails: τ* where Muon cedes to GD (the paper's estimator, CPU grid)",
-        ours, f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]
+        fmt(tau, "g"), f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]
