@@ -93,7 +93,7 @@ def _power(record: Mapping[str, Any]) -> float:
 
 def _row(s: Selection) -> dict[str, Any]:
     recs = [r["metrics"]["rec"] for r in s.runs]
-    mean, sd = seed_stats(recs) if s.runs else (math.nan, math.nan)
+    mean, sd = seed_stats(recs)
     return {
         "lr": s.value, "gated": s.gated, "at_grid_edge": s.at_grid_edge,
         "at_lowest_lr": bool(s.grid) and s.value == s.grid[0],
@@ -178,8 +178,7 @@ def lr_edge_rows(records: Sequence[Mapping[str, Any]], ddof: int = 1) -> list[di
     rows = []
     for (p, lr), runs in sorted(cells.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
         done = [r for r in runs if r["status"] == "ok"]
-        mean, sd = (seed_stats([r["metrics"]["rec"] for r in done], ddof) if done
-                    else (math.nan,) * 2)
+        mean, sd = seed_stats([r["metrics"]["rec"] for r in done], ddof)
         rows.append({
             "p": p, "lr": lr, "seeds": len(runs), "ok": len(done),
             "interpolated": sum(bool(r["metrics"]["interpolated"]) for r in done),

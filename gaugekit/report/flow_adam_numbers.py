@@ -237,10 +237,8 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
              if flow_row_name(x) == "globalnorm_p0_rms"
              and x["config"]["hparams"]["lr"] == short_cfg["lr"] and x["status"] == "ok"]
     out.update({
-        "short_rec": seed_stats([x["metrics"]["rec"] for x in short])[0] if short
-        else math.nan,
-        "short_loss_max": max((x["metrics"]["train_loss"] for x in short),
-                              default=math.nan),
+        "short_rec": seed_stats([x["metrics"]["rec"] for x in short])[0],
+        "short_loss_max": max((x["metrics"]["train_loss"] for x in short), default=math.nan),
         "short_interp": sum(bool(x["metrics"]["interpolated"]) for x in short),
         "short_seeds": len(short),
         # the quoted figure, as the table shows it (its invariant row)
@@ -254,8 +252,7 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
                             "there every seed interpolates" if below else
                             "that number is not an interpolating run's")
     long_runs = [x for x in records["flow_long"] if x["status"] == "ok"]
-    mean, sd = (seed_stats([x["metrics"]["rec"] for x in long_runs]) if long_runs
-                else (math.nan, math.nan))
+    mean, sd = seed_stats([x["metrics"]["rec"] for x in long_runs])
     steps = [x["metrics"]["steps"] for x in long_runs]
     pub = PUBLISHED_FLOW_LONG
     out.update({
