@@ -1,4 +1,4 @@
-"""The book's HTML tables (:func:`gaugekit.report.viz.table_html`)."""
+"""The book's HTML tables, words and formats (:mod:`gaugekit.report.tables`, shown by viz)."""
 
 import re
 
@@ -59,3 +59,43 @@ def test_records_note_breaks_a_long_command_before_its_options():
     assert len(block) > 1 and all(len(line) <= 72 for line in block)
     assert all(line.endswith(" \\") for line in block[:-1])
     assert " ".join(line.rstrip(" \\").strip() for line in block) == command
+
+
+def test_viz_shows_the_tables_helpers_it_does_not_define():
+    from gaugekit.report import tables
+
+    for name in ("table_html", "records_note", "glue_page", "as_markdown"):
+        assert getattr(viz, name) is getattr(tables, name)
+
+
+def test_the_words_and_formats_of_a_page():
+    from gaugekit.report import tables
+
+    assert [tables.fmt(x, ".2f") for x in (None, float("nan"), float("inf"), 1.5)] == [
+        "—", "—", "—", "1.50"]
+    assert [tables.yes_no(x) for x in (True, False, None, 0)] == ["yes", "no", "—", "no"]
+    assert [tables.join_words(x) for x in ([], ["a"], ["a", "b"], ["a", "b", "c"])] == [
+        "", "a", "a and b", "a, b and c"]
+    assert tables.rec_lr(0.12345, 0.01, "*") == "0.1235*\u00a0(0.01)"
+    assert tables.rec_lr(None, 0.01) is None and tables.rec_lr(float("nan"), None) is None
+    assert [tables.value_text(x) for x in (True, None, (0.9, 0.999), 1e-8, 1.0, 3, "x")] == [
+        "yes", "none", "0.9 / 0.999", "1e-08", "1", "3", "x"]
+    assert tables.label("adam") == "Adam" and tables.label("no_such_rule") == "no_such_rule"
+    assert tables.gauge_class(True) == "equivariant"
+    assert tables.wrapped("short\n" + "word " * 30, width=40).splitlines()[2].startswith("    ")
+
+
+def test_a_figure_legend_below_takes_each_label_once():
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    fig, (a, b) = plt.subplots(1, 2)
+    a.plot([0, 1], label="one")
+    b.plot([0, 1], label="one")
+    b.plot([1, 0], label="two")
+    viz.legend_below(fig, a, b, handles=[Line2D([], [], label="three")], ncol=3)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["one", "two", "three"]
+    viz.log_ticks(a, [1e-3, 1e-2])
+    assert a.get_xscale() == "log" and [t.get_text() for t in a.get_xticklabels()] == [
+        "0.001", "0.01"]
+    plt.close(fig)

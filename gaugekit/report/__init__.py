@@ -1,6 +1,7 @@
 """What the book and the README show: figures, tables, glued values, the headline.
 
-``viz``         the shared figures and tables (colours, ``table_html``, ``glue_page``)
+``viz``         the shared figures (colours, legends, axes) and, from ``tables``, the rest
+``tables``      the shared tables, number formats and words (``table_html``, ``glue_page``)
 ``headline``    the README's results at a glance
 one module per experiment (``matrix_sensing``, ``spectral_tails``, ``hyperspectral``,
 ``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``): each turns records into
@@ -12,6 +13,12 @@ and numbers; ``flow_adam_demos``: its live demonstrations).
 ``theory`` (the gauge, chapter 3's dynamics) and ``taxonomy`` (which rules keep the gauge, their
 Gram form, the registry's tables) run the theory chapters' small live checks instead and draw
 their figures.
+
+The chapter modules keep three rules. Nothing is typed in: our numbers come from the records
+(through the experiment's summaries and the selection protocols of :mod:`gaugekit.runs.selection`),
+the published ones from the experiment's constants, each in its own column. A table is HTML from
+:func:`~gaugekit.report.tables.table_html`. An optimizer has its colour of the book
+(:func:`~gaugekit.report.viz.method_color`) in every figure.
 
 Needs the ``experiments`` extra (``pip install 'gaugekit[experiments]'``).
 """

@@ -1,12 +1,9 @@
 r"""What the attention chapter shows, computed from the records of
-:func:`gaugekit.experiments.attention.collect`: its tables (HTML through
-:func:`gaugekit.report.viz.table_html`) and its figures, so that the chapter's cells stay short.
-
-Nothing here is typed in: our numbers come from the records
-(:func:`~gaugekit.report.attention_summary.run_rows`,
-:func:`~gaugekit.report.attention_summary.headline`), the published ones from
-:data:`gaugekit.experiments.attention.PUBLISHED`, each in its own column. Optimizers have the
-book's colours (:func:`gaugekit.report.viz.method_color`; Muon + Adam takes Muon's); twins are told
+:func:`gaugekit.experiments.attention.collect`: its tables and its figures, so that the
+chapter's cells stay short. Our numbers come from
+:func:`~gaugekit.report.attention_summary.run_rows` and
+:func:`~gaugekit.report.attention_summary.headline`, the published ones from
+:data:`gaugekit.experiments.attention.PUBLISHED`. Muon + Adam takes Muon's colour; twins are told
 apart by line style and grey level, never by an optimizer's colour.
 """
 
@@ -14,7 +11,6 @@ apart by line style and grey level, never by an optimizer's colour.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,7 +26,16 @@ from matplotlib.lines import Line2D
 
 from gaugekit.experiments import attention as att
 from gaugekit.report import viz
-from gaugekit.report.attention_summary import run_rows, twin_label, usable
+from gaugekit.report.attention_summary import (
+    RUN_HEADERS,
+    pick,
+    ratio,
+    run_rows,
+    twin_label,
+    unique_runs,
+    usable,
+)
+from gaugekit.report.tables import NBSP, fmt, gauge_class, yes_no
 
 __all__ = [
     "TWIN_STYLES",
@@ -64,16 +69,12 @@ TWIN_STYLES: dict[str, dict[str, Any]] = {
 }
 
 
-def fmt(x: Any, spec: str = ".2e") -> str:
-    """``x`` formatted with ``spec``; an em dash for ``None`` or a non-finite number."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "—"
-    return format(x, spec)
-
-
-def yes_no(flag: Any) -> str:
-    """``"yes"`` / ``"no"`` for a flag (a dash for ``None``)."""
-    return "—" if flag is None else ("yes" if flag else "no")
+#: The headers and formats of the twin columns of :func:`step1_table` and :func:`final_tables`.
+_TWIN_HEADERS = {"gauge": "gauge twin", "pub_gauge": "published", "pub": "published",
+                 "noise7": "noise 10⁻⁷", "pub_noise7": "published", "noise5": "noise 10⁻⁵",
+                 "ratio": "gauge / noise", "identity": "A = I, largest"}
+_TWIN_FORMATS = {**dict.fromkeys(("gauge", "pub_gauge", "pub", "noise7", "pub_noise7", "noise5"),
+                                 ".2e"), "ratio": ".3g", "identity": "g"}
 
 
 def color(method: str) -> str:
@@ -94,11 +95,14 @@ def twin_text(twin: str) -> str:
     if twin.startswith("noise "):
         exponent = int(twin.split("e")[-1])
         twin = "noise 10" + str(exponent).translate(_SUPERSCRIPT)
-    return twin.replace(" ", "\u00a0")
+    return twin.replace(" ", NBSP)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if not a or not b else a / b
+def _twin_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` of :func:`~gaugekit.report.attention_summary.run_rows` with the cells every
+    table of runs shows: the optimizer's label, the twin in words, the collapse flag."""
+    return [{**r, "optimizer": r["label"], "twin": twin_text(r["twin"]),
+             "collapsed": yes_no(r["collapsed"])} for r in rows]
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,15 +119,12 @@ def step1_table(head: Mapping[str, Any]) -> str:
         h = head[method]
         rows.append({"optimizer": _label(method), "gauge": h["gauge_step1_logit"],
                      "noise7": h["noise7_step1_logit"],
-                     "ratio": _ratio(h["gauge_step1_logit"], h["noise7_step1_logit"])})
+                     "ratio": ratio(h["gauge_step1_logit"], h["noise7_step1_logit"])})
     rows[0]["pub_gauge"] = pub["adam_step1_gauge_logit_drift"]
     rows[0]["pub_noise7"] = pub["adam_step1_noise1e-7_logit_drift"]
-    e = ".2e"
     return viz.table_html(
         rows, ["optimizer", "gauge", "pub_gauge", "noise7", "pub_noise7", "ratio"],
-        headers={"gauge": "gauge twin", "pub_gauge": "published", "noise7": "noise 10⁻⁷",
-                 "pub_noise7": "published", "ratio": "gauge / noise"},
-        formats={"gauge": e, "pub_gauge": e, "noise7": e, "pub_noise7": e, "ratio": ".3g"})
+        headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
 
 
 def final_tables(head: Mapping[str, Any]) -> tuple[str, str]:
@@ -143,24 +144,19 @@ def final_tables(head: Mapping[str, Any]) -> tuple[str, str]:
         name = _label(method)
         m_rows.append({
             "optimizer": name,
-            "class": "equivariant" if method in att.EQUIVARIANT else "coordinate-wise",
+            "class": gauge_class(method in att.EQUIVARIANT),
             "gauge": h["gauge_final_m"], "pub": pub_m[method], "noise7": h["noise7_final_m"],
             "noise5": h["noise5_final_m"], "identity": h["identity_max"]})
         logit_rows.append({
             "optimizer": name, "gauge": h["gauge_final_logit"], "pub": pub_logit.get(method),
             "noise7": h["noise7_final_logit"], "pub_noise7": pub_noise.get(method),
-            "ratio": _ratio(h["gauge_final_logit"], h["noise7_final_logit"])})
-    e = ".2e"
+            "ratio": ratio(h["gauge_final_logit"], h["noise7_final_logit"])})
     m_html = viz.table_html(
         m_rows, ["optimizer", "class", "gauge", "pub", "noise7", "noise5", "identity"],
-        headers={"gauge": "gauge twin", "pub": "published", "noise7": "noise 10⁻⁷",
-                 "noise5": "noise 10⁻⁵", "identity": "A = I, largest"},
-        formats={"gauge": e, "pub": e, "noise7": e, "noise5": e, "identity": "g"})
+        headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
     logit_html = viz.table_html(
         logit_rows, ["optimizer", "gauge", "pub", "noise7", "pub_noise7", "ratio"],
-        headers={"gauge": "gauge twin", "pub": "published", "noise7": "noise 10⁻⁷",
-                 "pub_noise7": "published", "ratio": "gauge / noise"},
-        formats={"gauge": e, "pub": e, "noise7": e, "pub_noise7": e, "ratio": ".3g"})
+        headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
     return m_html, logit_html
 
 
@@ -215,27 +211,16 @@ def ratio_verdicts(head: Mapping[str, Any]) -> dict[str, str]:
 
 def multiseed_rows(records: Records) -> list[dict[str, Any]]:
     """Every twin of the multiseed parts (Adam and the controls), once, base models left out."""
-    table = run_rows([*records.get("multiseed", []),
-                          *records.get("multiseed_controls", [])])
-    seen, out = set(), []
-    for r in table:
-        key = (r["method"], r["init_seed"], r["twin"])
-        if key not in seen and r["kind"] != "base":
-            seen.add(key)
-            out.append(r)
-    return out
+    rows = run_rows([*records.get("multiseed", []), *records.get("multiseed_controls", [])])
+    return [r for r in unique_runs(rows) if r["kind"] != "base"]
 
 
 def multiseed_table(records: Records) -> str:
     """:func:`multiseed_rows` as a table: final and step-1 drifts, accuracy, collapse flag."""
-    rows = [{**r, "optimizer": r["label"], "twin": twin_text(r["twin"]),
-             "collapsed": yes_no(r["collapsed"])} for r in multiseed_rows(records)]
     return viz.table_html(
-        rows, ["optimizer", "init_seed", "twin", "final_logit_drift", "final_m_drift",
-               "step1_logit_drift", "val_acc", "collapsed"],
-        headers={"init_seed": "init seed", "final_logit_drift": "final logit drift",
-                 "final_m_drift": "final M_h drift", "step1_logit_drift": "step-1 logit drift",
-                 "val_acc": "val acc"},
+        _twin_cells(multiseed_rows(records)),
+        ["optimizer", "init_seed", "twin", "final_logit_drift", "final_m_drift",
+         "step1_logit_drift", "val_acc", "collapsed"], headers=RUN_HEADERS,
         formats={"final_logit_drift": ".3e", "final_m_drift": ".3e",
                  "step1_logit_drift": ".2e", "val_acc": ".4f"})
 
@@ -243,44 +228,30 @@ def multiseed_table(records: Records) -> str:
 def accuracy_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Final losses and accuracies of every run of ``rows`` (:func:`~gaugekit.experiments.
     attention.run_rows`), the gap to the base's validation accuracy and the collapse flag."""
-    out = [{**r, "optimizer": r["label"], "twin": twin_text(r["twin"]),
-            "collapsed": yes_no(r["collapsed"])} for r in rows]
-    f = ".4f"
+    numbers = ["train_loss", "val_loss", "train_acc", "val_acc", "acc_gap"]
     return viz.table_html(
-        out, ["optimizer", "twin", "train_loss", "val_loss", "train_acc", "val_acc", "acc_gap",
-              "collapsed"],
-        headers={"train_loss": "train loss", "val_loss": "val loss", "train_acc": "train acc",
-                 "val_acc": "val acc", "acc_gap": "|val acc − base|"},
-        formats={"train_loss": f, "val_loss": f, "train_acc": f, "val_acc": f, "acc_gap": f})
+        _twin_cells(rows), ["optimizer", "twin", *numbers, "collapsed"],
+        headers={**RUN_HEADERS, "acc_gap": "|val acc − base|"},
+        formats=dict.fromkeys(numbers, ".4f"))
 
 
 def float64_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The float64 twins (base models left out): drifts after one step and at the end."""
-    out = [{**r, "optimizer": r["label"], "twin": twin_text(r["twin"]),
-            "collapsed": yes_no(r["collapsed"])} for r in rows if r["kind"] != "base"]
-    e = ".2e"
+    drifts = ["step1_logit_drift", "step1_m_drift", "final_logit_drift", "final_m_drift"]
     return viz.table_html(
-        out, ["optimizer", "twin", "step1_logit_drift", "step1_m_drift", "final_logit_drift",
-              "final_m_drift", "collapsed"],
-        headers={"step1_logit_drift": "step-1 logit drift", "step1_m_drift": "step-1 M_h drift",
-                 "final_logit_drift": "final logit drift", "final_m_drift": "final M_h drift"},
-        formats={"step1_logit_drift": e, "step1_m_drift": e, "final_logit_drift": e,
-                 "final_m_drift": e})
+        _twin_cells([r for r in rows if r["kind"] != "base"]),
+        ["optimizer", "twin", *drifts, "collapsed"], headers=RUN_HEADERS,
+        formats=dict.fromkeys(drifts, ".2e"))
 
 
 def lm_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The character-level LM's runs: drifts, losses, accuracy, collapse flag (the text the
     runs used is the same for all and named in the chapter's caption)."""
-    out = [{**r, "optimizer": r["label"], "twin": twin_text(r["twin"]),
-            "collapsed": yes_no(r["collapsed"])} for r in rows]
     f = ".3f"
     return viz.table_html(
-        out, ["optimizer", "twin", "step1_logit_drift", "final_logit_drift", "final_m_drift",
-              "train_loss", "val_loss", "val_acc", "collapsed"],
-        headers={"step1_logit_drift": "step-1 logit drift",
-                 "final_logit_drift": "final logit drift", "final_m_drift": "final M_h drift",
-                 "train_loss": "train loss", "val_loss": "val loss", "val_acc": "val acc"},
-        formats={"step1_logit_drift": ".2e", "final_logit_drift": ".3e",
+        _twin_cells(rows), ["optimizer", "twin", "step1_logit_drift", "final_logit_drift",
+                            "final_m_drift", "train_loss", "val_loss", "val_acc", "collapsed"],
+        headers=RUN_HEADERS, formats={"step1_logit_drift": ".2e", "final_logit_drift": ".3e",
                  "final_m_drift": ".3e", "train_loss": f, "val_loss": f, "val_acc": f})
 
 
@@ -293,13 +264,13 @@ def lm_comparison_table(family: Any, records: Sequence[Mapping[str, Any]]) -> st
     ok = usable(run_rows(records))
 
     def adam(twin: str, key: str) -> float | None:
-        return next((r[key] for r in ok if r["method"] == "adam" and r["twin"] == twin), None)
+        return (pick(ok, "adam", twin, None) or {}).get(key)
 
     shape = family.model
     devices = ", ".join(sorted({r["device"] for r in records if r.get("device")})) or "—"
     gauge, noise = adam("gauge 777", "final_logit_drift"), adam("noise 1e-07",
                                                                 "final_logit_drift")
-    step1 = _ratio(adam("gauge 777", "step1_logit_drift"),
+    step1 = ratio(adam("gauge 777", "step1_logit_drift"),
                    adam("noise 1e-07", "step1_logit_drift"))
     rows = [
         {"item": "model", "ours": f"{shape.num_layers} layers of width {shape.d_model}, "

@@ -24,9 +24,8 @@ from gaugekit.audit import LossFn
 from gaugekit.experiments import attention as att
 from gaugekit.gauge import relative_distance
 from gaugekit.problems import attention as A
-from gaugekit.report.attention import fmt
-from gaugekit.report.attention_summary import machine_throughput, usable
-from gaugekit.report.viz import as_markdown
+from gaugekit.report.attention_summary import machine_throughput, pick, ratio, usable
+from gaugekit.report.tables import as_markdown, fmt
 
 __all__ = [
     "accuracy_numbers",
@@ -43,10 +42,6 @@ __all__ = [
 
 PUB = att.PUBLISHED
 Values = dict[str, Any]
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if not a or not b else a / b
 
 
 def setup_numbers(config: Any, records: Sequence[Mapping[str, Any]]) -> Values:
@@ -119,9 +114,9 @@ def final_numbers(head: Mapping[str, Any]) -> Values:
            for m in ("momentum", "scalar_adam")]
     out["cmp_equivariant"] = as_markdown(
         f"both {cmp[0]}" if cmp[0] == cmp[1] else f"respectively {cmp[0]} and {cmp[1]}")
-    out["adam_vs_noise"] = fmt(_ratio(adam["gauge_final_m"], farther), ".3g")
-    out["muon_ratio"] = fmt(_ratio(mu["gauge_final_m"], mu["noise7_final_m"]), ".3g")
-    out["muon_logit_ratio"] = fmt(_ratio(mu["gauge_final_logit"], mu["noise7_final_logit"]),
+    out["adam_vs_noise"] = fmt(ratio(adam["gauge_final_m"], farther), ".3g")
+    out["muon_ratio"] = fmt(ratio(mu["gauge_final_m"], mu["noise7_final_m"]), ".3g")
+    out["muon_logit_ratio"] = fmt(ratio(mu["gauge_final_logit"], mu["noise7_final_logit"]),
                                   ".3g")
     identity = [head[m]["identity_max"] for m in att.METHODS]
     out["identity_all"] = fmt(max([x for x in identity if x is not None], default=None), "g")
@@ -169,22 +164,22 @@ def lm_numbers(rows: Sequence[Mapping[str, Any]], family: Any) -> Values:
     collapsed runs (non-collapsed runs only enter the numbers)."""
     ok = usable(rows)
 
-    def pick(method: str, twin: str, key: str = "final_m_drift") -> float | None:
-        return next((r[key] for r in ok if r["method"] == method and r["twin"] == twin), None)
+    def drift(method: str, twin: str, key: str = "final_m_drift") -> float | None:
+        return (pick(ok, method, twin, None) or {}).get(key)
 
     texts = sorted({r["text_used"] for r in rows if r["text_used"]})
-    logits = [pick("adam", t, "final_logit_drift") for t in ("gauge 777", "noise 1e-07")]
+    logits = [drift("adam", t, "final_logit_drift") for t in ("gauge 777", "noise 1e-07")]
     collapsed = sorted({r["label"] for r in rows if r["collapsed"]})
     return {
         "lm_text": ", ".join(texts) or "—",
         "lm_steps": fmt(family.num_steps, "d"),
         "lm_T": fmt(family.model.seq_len, "d"),
         "lm_batch": fmt(family.task["batch_size"], "d"),
-        "lm_adam_gauge": fmt(pick("adam", "gauge 777"), ".3g"),
-        "lm_adam_noise": fmt(pick("adam", "noise 1e-07"), ".3g"),
-        "lm_logit_ratio": fmt(None if not all(logits) else logits[0] / logits[1], ".3g"),
-        "lm_scalar_gauge": fmt(pick("scalar_adam", "gauge 777"), ".3g"),
-        "lm_momentum_gauge": fmt(pick("momentum", "gauge 777"), ".3g"),
+        "lm_adam_gauge": fmt(drift("adam", "gauge 777"), ".3g"),
+        "lm_adam_noise": fmt(drift("adam", "noise 1e-07"), ".3g"),
+        "lm_logit_ratio": fmt(ratio(*logits), ".3g"),
+        "lm_scalar_gauge": fmt(drift("scalar_adam", "gauge 777"), ".3g"),
+        "lm_momentum_gauge": fmt(drift("momentum", "gauge 777"), ".3g"),
         "lm_collapsed": as_markdown(", ".join(collapsed) or "none"),
     }
 

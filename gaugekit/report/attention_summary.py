@@ -19,14 +19,26 @@ from gaugekit.experiments import attention as att
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
 __all__ = [
+    "RUN_HEADERS",
     "headline",
     "machine_throughput",
+    "pick",
+    "ratio",
     "readme_headline",
     "run_rows",
     "structural_ratio",
     "twin_label",
+    "unique_runs",
     "usable",
 ]
+
+#: The headers of the columns of :func:`run_rows` in the chapters' tables.
+RUN_HEADERS: dict[str, str] = {
+    "init_seed": "init seed", "step1_logit_drift": "step-1 logit drift",
+    "step1_m_drift": "step-1 M_h drift", "final_logit_drift": "final logit drift",
+    "final_m_drift": "final M_h drift", "train_loss": "train loss", "val_loss": "val loss",
+    "train_acc": "train acc", "val_acc": "val acc",
+}
 
 
 def twin_label(config: Mapping[str, Any]) -> str:
@@ -73,12 +85,28 @@ def usable(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in rows if r["status"] == "ok" and not r["collapsed"]]
 
 
-def _pick(rows: Sequence[Mapping[str, Any]], method: str, twin: str,
-          init_seed: int = 42) -> Mapping[str, Any] | None:
+def unique_runs(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``rows`` without repeats: the first row of each (method, init seed, twin), in order."""
+    seen, out = set(), []
     for r in rows:
-        if r["method"] == method and r["twin"] == twin and r["init_seed"] == init_seed:
-            return r
-    return None
+        key = (r["method"], r["init_seed"], r["twin"])
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def pick(rows: Sequence[Mapping[str, Any]], method: str, twin: str,
+         init_seed: int | None = 42) -> Mapping[str, Any] | None:
+    """The first row of ``method``'s ``twin`` started from ``init_seed`` (any seed for
+    ``None``), or ``None``."""
+    return next((r for r in rows if r["method"] == method and r["twin"] == twin
+                 and (init_seed is None or r["init_seed"] == init_seed)), None)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``, or ``None`` when either is missing or zero."""
+    return None if not a or not b else a / b
 
 
 def structural_ratio(rows: Sequence[Mapping[str, Any]], method: str = "adam") -> dict[str, Any]:
@@ -145,10 +173,10 @@ def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
     ok = usable(single)
     out: dict[str, Any] = {}
     for method in att.METHODS:
-        g = _pick(ok, method, "gauge 777")
-        n7 = _pick(ok, method, "noise 1e-07")
-        n5 = _pick(ok, method, "noise 1e-05")
-        ident = _pick(single, method, "A = I")
+        g = pick(ok, method, "gauge 777")
+        n7 = pick(ok, method, "noise 1e-07")
+        n5 = pick(ok, method, "noise 1e-05")
+        ident = pick(single, method, "A = I")
         out[method] = {
             "gauge_final_m": g and g["final_m_drift"],
             "gauge_final_logit": g and g["final_logit_drift"],
@@ -161,20 +189,14 @@ def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
             "identity_max": None if ident is None else ident["max_curve_drift"],
         }
     a = out["adam"]
-    out["step1_ratio"] = (None if not a["gauge_step1_logit"] or not a["noise7_step1_logit"]
-                          else a["gauge_step1_logit"] / a["noise7_step1_logit"])
+    out["step1_ratio"] = ratio(a["gauge_step1_logit"], a["noise7_step1_logit"])
     f64 = usable(run_rows(records.get("float64", [])))
     out["float64_step1"] = {r["method"]: r["step1_logit_drift"] for r in f64
                             if r["kind"] == "gauge"}
     out["float64_final_m"] = {r["method"]: r["final_m_drift"] for r in f64 if r["kind"] == "gauge"}
-    table = run_rows([*records.get("multiseed", []), *records.get("multiseed_controls", []),
-                      *records.get("single", [])])
-    seen, uniq = set(), []
-    for r in table:
-        key = (r["method"], r["init_seed"], r["twin"])
-        if key not in seen:
-            seen.add(key)
-            uniq.append(r)
+    uniq = unique_runs(run_rows([*records.get("multiseed", []),
+                                 *records.get("multiseed_controls", []),
+                                 *records.get("single", [])]))
     out["structural"] = {m: structural_ratio(uniq, m) for m in att.METHODS}
     everything = [r for part in records.values() for r in run_rows(part)]
     out["collapsed"] = sorted({(r["label"], r["dtype"], r["init_seed"], r["twin"])

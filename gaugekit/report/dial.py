@@ -8,8 +8,7 @@ draws on a given ``ax`` (or a new figure) and returns the figure. Filled markers
 reached the interpolation bar; hollow: some did not (the value is measured at a larger training
 loss). Published values are drawn as black crosses. The dial's ends are optimizers of the
 book: ``p = 1`` is Adam and ``p = 0`` (RMS) shared-scale Adam, so a value of ``p`` gets the
-colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables
-through :func:`gaugekit.report.viz.table_html`.
+colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -28,13 +27,15 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 
+from gaugekit.report.tables import Row, finite, table_html
 from gaugekit.report.viz import (
     COORDINATEWISE_COLOR,
     EQUIVARIANT_COLOR,
     _axes,
-    _finite,
+    legend_below,
+    legend_beside,
+    log_ticks,
     method_color,
-    table_html,
 )
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
 
 #: ``'rms'`` (gauge-invariant at p = 0) in the equivariant blue, ``'geomean'`` in orange.
 SCALAR_COLORS: dict[str, str] = {"rms": EQUIVARIANT_COLOR, "geomean": COORDINATEWISE_COLOR}
-Row = Mapping[str, Any]
 
 
 def dial_curve(
@@ -67,22 +67,22 @@ def dial_curve(
     fig, ax = _axes(ax, (7.0, 3.6))
     for scalar, rows in rows_by_scalar.items():
         color = SCALAR_COLORS.get(scalar, "0.4")
-        xs = [r["p"] for r in rows if _finite(r.get(metric))]
-        ys = [r[metric] for r in rows if _finite(r.get(metric))]
+        xs = [r["p"] for r in rows if finite(r.get(metric))]
+        ys = [r[metric] for r in rows if finite(r.get(metric))]
         ax.plot(xs, ys, "-", color=color, lw=1.3, label=f"'{scalar}' (ours)")
         for r in rows:
-            if not _finite(r.get(metric)):
+            if not finite(r.get(metric)):
                 continue
             filled = bool(r.get("all_interpolated"))
             sd = r.get("rec_sd") if metric == "rec" else None
-            ax.errorbar(r["p"], r[metric], yerr=sd if _finite(sd) else None, fmt="o",
+            ax.errorbar(r["p"], r[metric], yerr=sd if finite(sd) else None, fmt="o",
                         color=color, mfc=color if filled else "white", ms=6, capsize=3)
         if published and metric == "rec":
-            pub = [(r["p"], r["published"]) for r in rows if _finite(r.get("published"))]
+            pub = [(r["p"], r["published"]) for r in rows if finite(r.get("published"))]
             if pub:
                 ax.plot(*zip(*pub, strict=True), "x", color=color, mec="k", ms=7, mew=1.5,
                         label=f"'{scalar}' (published)")
-    if reference is not None and _finite(reference):
+    if reference is not None and finite(reference):
         ax.axhline(reference, color="0.3", ls="--", lw=1, label=reference_label)
     if planted is not None:
         ax.axhline(planted, color="0.3", ls=":", lw=1, label="planted rank")
@@ -103,13 +103,13 @@ def fixed_lr_heatmap(table: Mapping[str, Any], *, key: str = "rec",
     fig, ax = _axes(ax, (7.0, 3.6))
     values = table[key]
     lrs, powers = table["lrs"], table["powers"]
-    finite = [v for row in values for v in row if _finite(v)]
-    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    shown = [v for row in values for v in row if finite(v)]
+    lo, hi = (min(shown), max(shown)) if shown else (0.0, 1.0)
     im = ax.imshow(values, cmap=cmap, aspect="auto", vmin=lo, vmax=hi)
     for i in range(len(lrs)):
         for j in range(len(powers)):
             v = values[i][j]
-            if not _finite(v):
+            if not finite(v):
                 continue
             light = (v - lo) / (hi - lo + 1e-300) < 0.5
             ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=8,
@@ -138,26 +138,23 @@ def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None
     powers = sorted({r["p"] for r in rows}, reverse=True)
     for index, p in enumerate(powers):
         color = power_color(p) if p in (0.0, 1.0) else palette[index % len(palette)]
-        mine = [r for r in rows if r["p"] == p and _finite(r["rec"])]
+        mine = [r for r in rows if r["p"] == p and finite(r["rec"])]
         ax.plot([r["lr"] for r in mine], [r["rec"] for r in mine], "-", color=color, lw=1.2,
                 label=f"$p = {p:g}$")
         for r in mine:
             full = r["interpolated"] == r["seeds"]
-            ax.errorbar(r["lr"], r["rec"], yerr=r["rec_sd"] if _finite(r["rec_sd"]) else None,
+            ax.errorbar(r["lr"], r["rec"], yerr=r["rec_sd"] if finite(r["rec_sd"]) else None,
                         fmt="o", color=color, mfc=color if full else "white", ms=6, capsize=3)
     if published:
         ax.errorbar(published["lr"], published["rec"], yerr=published.get("rec_sd"), fmt="x",
                     color="k", ms=8, mew=1.5, capsize=3,
                     label=f"published, $p = {published['p']:g}$")
-    if reference is not None and _finite(reference):
+    if reference is not None and finite(reference):
         ax.axhline(reference, color="0.3", ls="--", lw=1, label="GD")
-    ax.set_xscale("log")
-    lrs = sorted({r["lr"] for r in rows})
-    ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])
-    ax.minorticks_off()
+    log_ticks(ax, sorted({r["lr"] for r in rows}))
     ax.set_xlabel("learning rate")
     ax.set_ylabel("mean rec over seeds (± sd)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(ax)
     return fig
 
 
@@ -188,7 +185,7 @@ def spread_cdf(log_steps: Mapping[float, Any], *, ax: Axes | None = None) -> Fig
                 lw=2.2 if p in (0.0, 1.0) else 1.3)
     ax.set_xlabel(r"$\log_{10}$ per-entry learning rate")
     ax.set_ylabel("fraction of entries")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(ax)
     return fig
 
 
@@ -209,7 +206,7 @@ def gauge_residuals(powers: Sequence[float], residuals: Mapping[str, Sequence[fl
     ax.minorticks_off()
     ax.set_xlabel("dial $p$")
     ax.set_ylabel("gauge residual")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(ax)
     return fig
 
 
@@ -231,9 +228,7 @@ def trigger_figure(results: Mapping[str, Any], lrs: Sequence[float],
         ax0.plot([lr * shift for lr in inv["base_lr"].tolist()], rates[label].tolist(),
                  marker, color=color, mfc="none" if marker == "s" else color, ls="",
                  label=label.split("(")[1][:-1])
-    ax0.set_xscale("log")
-    ax0.set_xticks(list(lrs), [f"{lr:g}" for lr in lrs])
-    ax0.minorticks_off()
+    log_ticks(ax0, lrs)
     ax0.set_ylim(0, 1.08)
     ax0.set_xlabel("learning rate (one marker per seed)")
     ax0.set_ylabel("flow steps / eligible steps")
@@ -244,9 +239,7 @@ def trigger_figure(results: Mapping[str, Any], lrs: Sequence[float],
         mask = inv["base_lr"] == lr
         ax1.plot(axis, [rates[lab][mask].mean().item() for lab in labels], "o-",
                  label=f"lr {lr:g}")
-    ax1.set_xscale("log")
-    ax1.set_xticks(list(axis), [f"{k:g}" for k in axis])
-    ax1.minorticks_off()
+    log_ticks(ax1, axis)
     ax1.set_xlabel(r"stiffness threshold $\kappa$")
     ax1.set_ylabel("mean over seeds")
     ax1.set_ylim(-0.03, 1.08)
@@ -281,12 +274,10 @@ def ablation_figure(results: Mapping[str, Any], labels: Sequence[str],
         for lr, rec, ok in zip(lrs, recs, oks, strict=True):
             if not ok:
                 ax.plot(lr, rec, marker, color=color, mfc="none", ms=7)
-    ax.set_xscale("log")
-    ax.set_xticks(list(lrs), [f"{lr:g}" for lr in lrs])
-    ax.minorticks_off()
+    log_ticks(ax, lrs)
     ax.set_xlabel("nominal learning rate")
     ax.set_ylabel("recovery error rec")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(ax)
     return fig
 
 
@@ -298,12 +289,7 @@ def dial_figure(dial: Mapping[str, Sequence[Row]], gd_rec: float, gd_erank: floa
     dial_curve(dial, metric="rec", reference=gd_rec, ax=ax0, legend=False)
     dial_curve(dial, metric="effective_rank", reference=gd_erank, planted=planted, ax=ax1,
                legend=False)
-    handles, labels = ax0.get_legend_handles_labels()
-    extra = [(h, lab) for h, lab in zip(*ax1.get_legend_handles_labels(), strict=True)
-             if lab not in labels]
-    handles += [h for h, _ in extra]
-    labels += [lab for _, lab in extra]
-    fig.legend(handles, labels, loc="outside lower center", ncol=3)
+    legend_below(fig, ax0, ax1, ncol=3)
     return fig
 
 

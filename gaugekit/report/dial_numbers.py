@@ -35,6 +35,7 @@ from gaugekit.experiments.dial import (
     flow_hparams,
     get_config,
 )
+from gaugekit.report.tables import NBSP, rec_lr
 from gaugekit.runs.selection import ORACLE, Protocol, Selection, mean_metric, select
 
 __all__ = [
@@ -55,12 +56,17 @@ __all__ = [
     "seed_stats",
 ]
 
-_NBSP = "\u00a0"
-
-
 def _fmt(x: Any, spec: str = ".4f") -> str | None:
     """``x`` formatted, or ``None`` (a table's dash) when it is missing or not finite."""
     return None if x is None or not math.isfinite(x) else format(x, spec)
+
+
+def _rec_sd(row: Mapping[str, Any]) -> str | None:
+    """``"0.1234 ± 0.0012"`` of a row's ``rec`` and ``rec_sd`` (no-break spaces), or ``None``
+    (a table's dash) without a rec."""
+    if _fmt(row["rec"]) is None:
+        return None
+    return f"{row['rec']:.4f}{NBSP}±{NBSP}{_fmt(row['rec_sd']) or '—'}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,7 +93,7 @@ def _power(record: Mapping[str, Any]) -> float:
 
 def _row(s: Selection) -> dict[str, Any]:
     recs = [r["metrics"]["rec"] for r in s.runs]
-    mean, sd = seed_stats(recs) if s.runs else (math.nan, math.nan)
+    mean, sd = seed_stats(recs)
     return {
         "lr": s.value, "gated": s.gated, "at_grid_edge": s.at_grid_edge,
         "at_lowest_lr": bool(s.grid) and s.value == s.grid[0],
@@ -172,8 +178,7 @@ def lr_edge_rows(records: Sequence[Mapping[str, Any]], ddof: int = 1) -> list[di
     rows = []
     for (p, lr), runs in sorted(cells.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
         done = [r for r in runs if r["status"] == "ok"]
-        mean, sd = (seed_stats([r["metrics"]["rec"] for r in done], ddof) if done
-                    else (math.nan,) * 2)
+        mean, sd = seed_stats([r["metrics"]["rec"] for r in done], ddof)
         rows.append({
             "p": p, "lr": lr, "seeds": len(runs), "ok": len(done),
             "interpolated": sum(bool(r["metrics"]["interpolated"]) for r in done),
@@ -261,10 +266,7 @@ def dial_table(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[
             rows.append({
                 **r, "lr_text": (None if r["lr"] is None else
                                  f"{r['lr']:g}" + ("*" if r["at_lowest_lr"] else "")),
-                "rec_text": (None if _fmt(r["rec"]) is None else
-                             f"{r['rec']:.4f}{_NBSP}±{_NBSP}{_fmt(r['rec_sd']) or '—'}"),
-                "strict_text": (None if _fmt(other.get("rec")) is None else
-                                f"{other['rec']:.4f}{_NBSP}({other['lr']:g})"),
+                "rec_text": _rec_sd(r), "strict_text": rec_lr(other.get("rec"), other.get("lr")),
             })
     return rows
 
@@ -336,9 +338,7 @@ def fixed_lr_numbers(fixed: Mapping[str, Any]) -> dict[str, Any]:
 def lr_edge_table(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The ``lr_edge`` grid as table rows: p, lr, ``rec ± sd`` (sample sd), seeds below the
     bar out of seeds run, mean steps."""
-    return [{**r, "rec_text": (None if _fmt(r["rec"]) is None else
-                               f"{r['rec']:.4f}{_NBSP}±{_NBSP}{_fmt(r['rec_sd']) or '—'}"),
-             "below": f"{r['interpolated']} of {r['seeds']}"}
+    return [{**r, "rec_text": _rec_sd(r), "below": f"{r['interpolated']} of {r['seeds']}"}
             for r in lr_edge_rows(records)]
 
 

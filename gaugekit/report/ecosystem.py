@@ -1,8 +1,6 @@
 r"""What the ecosystem appendix shows, computed from the rows of
-:func:`gaugekit.experiments.ecosystem.table_rows`: tables as rows for
-:func:`gaugekit.report.viz.table_html`, and the lists the text names.
-
-Nothing here is typed in: verdicts, residuals and reasons come from the committed records
+:func:`gaugekit.experiments.ecosystem.table_rows`: tables, their rows, and the lists the text
+names. Verdicts, residuals and reasons come from the committed records
 (``results/ecosystem/paper``; for the EigenAdam comparison, those of the sensing zoo, the
 attention twins and the eigenbasis experiment), the one-line reasons of the kept verdicts from
 :data:`gaugekit.experiments.ecosystem.REASONS`, and what each follow-up changed from
@@ -24,7 +22,14 @@ from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD, audit_e
 from gaugekit.experiments import ecosystem as eco
 from gaugekit.gauge import haar_orthogonal
 from gaugekit.optim import get_spec
-from gaugekit.report import viz
+from gaugekit.report.tables import (
+    Row,
+    as_markdown,
+    join_words,
+    records_note,
+    table_html,
+    value_text,
+)
 
 __all__ = [
     "COLLISION_GAPS",
@@ -53,8 +58,6 @@ __all__ = [
     "verdict_values",
 ]
 
-Row = Mapping[str, Any]
-
 #: The verdicts that keep the gauge (exactly, or to a small residual).
 KEPT: tuple[str, ...] = ("equivariant", "approximately")
 #: What a kept verdict without a line in :data:`~gaugekit.experiments.ecosystem.REASONS` shows.
@@ -75,13 +78,6 @@ def library_label(library: str, *, version: bool = False) -> str:
     """``pytorch-optimizer`` (``pytorch-optimizer 4.1.0`` with ``version``)."""
     lib = eco.LIBRARIES[library]
     return f"{lib.distribution} {lib.version}" if version else lib.distribution
-
-
-def value_text(value: Any) -> str:
-    """A setting as a reader writes it: ``yes``/``no`` for booleans, ``none``, else ``str``."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return "none" if value is None else str(value)
 
 
 def residual_text(row: Row) -> str | None:
@@ -177,10 +173,6 @@ def _residual(row: Row) -> float:
     return math.nan if row["residual"] is None else row["residual"]
 
 
-def _table(rows: Sequence[Row], columns: Sequence[str], **kwargs: Any) -> str:
-    return viz.table_html(rows, columns, **kwargs)
-
-
 def counts_sentence(both: Mapping[str, int]) -> str:
     """The verdict counts of ``both`` (the last row of :func:`count_rows`) in tenths, in
     words: "Three in ten exported classes break the gauge, ..."."""
@@ -204,17 +196,17 @@ def verdict_values(records: Mapping[str, Sequence[Row]], rows: Sequence[Row]
         "eco_steps": eco.NUM_STEPS, "eco_t64": FLOAT64_THRESHOLD,
         "eco_t32": FLOAT32_THRESHOLD, "eco_approx": eco.APPROXIMATE_BOUND,
         "eco_timeout": records["heavyball"][0]["config"]["timeout_s"], "n_total": len(rows),
-        "count_table": _table(counts, ["library", "classes", *eco.VERDICTS]),
-        "eco_counts_sentence": viz.as_markdown(counts_sentence(counts[-1])),
+        "count_table": table_html(counts, ["library", "classes", *eco.VERDICTS]),
+        "eco_counts_sentence": as_markdown(counts_sentence(counts[-1])),
     }
     for lib in eco.LIBRARIES:
-        values[f"kept_table_{lib}"] = _table(kept_rows(rows, lib),
-                                             ["class", "verdict", "residual", "why"])
-    values["failed_table"] = _table(failed_rows(rows), ["library", "class", "why"],
-                                    headers={"why": "why it could not run"})
+        values[f"kept_table_{lib}"] = table_html(kept_rows(rows, lib),
+                                                 ["class", "verdict", "residual", "why"])
+    values["failed_table"] = table_html(failed_rows(rows), ["library", "class", "why"],
+                                        headers={"why": "why it could not run"})
     for lib in ("pytorch_optimizer", "heavyball"):
         names = names_with_verdict(rows, lib, "not")
-        values[f"not_{_TAG[lib]}"] = viz.as_markdown(", ".join(f"`{name}`" for name in names))
+        values[f"not_{_TAG[lib]}"] = as_markdown(", ".join(f"`{name}`" for name in names))
     broken = sorted(r["residual"] for r in rows if r["verdict"] == "not")
     values["min_not_residual"] = broken[0]
     values["median_not_residual"] = broken[len(broken) // 2]
@@ -225,7 +217,7 @@ def followup_values(rows: Sequence[Row], followups: Sequence[Row]) -> dict[str, 
     """The follow-ups' table and, per follow-up ``key``, ``inv_<key>`` (its residual, NaN
     without one), ``inv_<key>_verdict`` and ``inv_<key>_reason``; then the residual and verdict
     of each main audit of :data:`NAMED_MAIN` (``main_hb_sgd``, ``main_hb_sgd_verdict``, ...)."""
-    values: dict[str, Any] = {"followup_table": _table(
+    values: dict[str, Any] = {"followup_table": table_html(
         investigation_rows(followups), ["class", "change", "verdict", "residual", "dtype"],
         headers={"class": "class (library)", "change": "changed setting"})}
     for r in followups:
@@ -273,8 +265,8 @@ def live_text(live: Sequence[tuple[str, float | None, float]]) -> str:
 def live_note(live: Sequence[tuple[str, float, float]]) -> Any:
     """The live re-run in a sentence (``live_note``), or that it did not run."""
     checks = [f"`{k}` live {a:.1e} against recorded {b:.1e}" for k, a, b in live]
-    return viz.as_markdown("; ".join(checks) or "not run in this build "
-                    "(the `ecosystem` extra is not installed)")
+    return as_markdown("; ".join(checks) or "not run in this build "
+                       "(the `ecosystem` extra is not installed)")
 
 
 #: The gaps δ of the collision audit: the first refresh sees the spectrum (1, (1+δ)², 4).
@@ -383,7 +375,6 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
     from gaugekit.experiments import attention as att
     from gaugekit.experiments import eigenbasis as eb
     from gaugekit.experiments import matrix_sensing as ms
-    from gaugekit.optim import get_spec
     from gaugekit.report.attention_summary import run_rows
 
     ebc = eb.collect(scale, mode="read")
@@ -417,11 +408,6 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
     return Comparison(rows, ebc, sensing, zoo, f64)
 
 
-def _names(names: Sequence[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-
-
 def comparison_values(comparison: Comparison) -> dict[str, Any]:
     """What the page says of the :class:`Comparison`: its records note (``eb_note``), the
     table, how EigenAdam's recovery error ranks, the float64 twins (EigenAdam's, the pooled
@@ -439,17 +425,17 @@ def comparison_values(comparison: Comparison) -> dict[str, Any]:
     g1 = comparison.float64_twin("eigen_adam")
     g1s = comparison.float64_twin("scalar_adam")
     return {
-        "eb_note": viz.records_note(comparison.collected),
-        "compare_table": _table(
+        "eb_note": records_note(comparison.collected),
+        "compare_table": table_html(
             compare, ["method", "rec", "lr", "gauge", "noise", "gauge64"],
             headers={"rec": "rec, n = 40", "lr": "selected lr", "gauge": "gauge twin",
                      "noise": "noise twin", "gauge64": "gauge twin, float64"},
             formats={"rec": ".4g", "lr": "g", "gauge": ".2g", "noise": ".2g",
                      "gauge64": ".1e"}),
-        "eigen_rec_sentence": viz.as_markdown(f"larger than that of {_names(beaten)}" if beaten
-                                       else "not larger than that of the other rules"),
+        "eigen_rec_sentence": as_markdown(f"larger than that of {join_words(beaten)}" if beaten
+                                          else "not larger than that of the other rules"),
         "cmp_eigen_adam_gauge64": eigen_row["gauge64"],
-        "pooled_f64_sentence": viz.as_markdown(
+        "pooled_f64_sentence": as_markdown(
             "down to round-off" if compare[-1]["gauge64"] <= FLOAT64_THRESHOLD
             else "down, but not to round-off"),
         "eigen_lr_edge": "yes" if sensing and sensing["at_grid_edge"] else "no",

@@ -14,7 +14,6 @@ Adam at :math:`p = 1`, shared-scale Adam at :math:`p = 0`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -24,6 +23,7 @@ from gaugekit.experiments import flow_adam as fx
 from gaugekit.experiments.flow_adam import INVARIANT, FlowAdamConfig, RunColumns
 from gaugekit.optim import GD, FlowAdam, SharedScaleAdam
 from gaugekit.report.flow_adam_numbers import hand_numbers, spread_ratios
+from gaugekit.report.tables import fmt
 
 __all__ = ["POWERS_SHOWN", "TEXT_FORMS", "Demo", "anisotropy_demo", "text_forms", "warmup_demo"]
 
@@ -119,9 +119,4 @@ def text_forms(values: Mapping[str, Any],
                forms: tuple[tuple[str, str], ...] = TEXT_FORMS) -> dict[str, str]:
     """``name_txt → format(values[name], spec)`` for each ``(name, spec)`` of ``forms``; an em
     dash where the value is ``None`` or a non-finite float."""
-    out = {}
-    for name, spec in forms:
-        value = values[name]
-        missing = value is None or (isinstance(value, float) and not math.isfinite(value))
-        out[f"{name}_txt"] = "—" if missing else format(value, spec)
-    return out
+    return {f"{name}_txt": fmt(values[name], spec) for name, spec in forms}

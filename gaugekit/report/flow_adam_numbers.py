@@ -42,13 +42,14 @@ from gaugekit.experiments.flow_adam import (
     stiffness_label,
 )
 from gaugekit.report.dial_numbers import (
-    _NBSP,
     _fmt,
+    _rec_sd,
     flow_row_name,
     flow_rows,
     is_paper_setting,
     seed_stats,
 )
+from gaugekit.report.tables import NBSP, rec_lr, yes_no
 from gaugekit.runs.selection import ORACLE, select
 
 __all__ = [
@@ -192,14 +193,12 @@ def flow_table(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         s = loose.get(r["row"], {})
         rows.append({
             **r, "lr_text": _fmt(r["lr"], "g") if r["lr"] is not None else None,
-            "rec_text": (None if _fmt(r["rec"]) is None else
-                         f"{r['rec']:.4f}{_NBSP}±{_NBSP}{_fmt(r['rec_sd']) or '—'}"),
+            "rec_text": _rec_sd(r),
             "published_text": (f"{value:g}{mark}" if mark else _fmt(value)) if paper else None,
             "published_quoted": value,
-            "interp": "yes" if r["all_interpolated"] else "no",
-            "loose_text": (None if _fmt(s.get("rec")) is None else
-                           f"{s['rec']:.4f}" + ("" if s["all_interpolated"] else "*")
-                           + f"{_NBSP}({s['lr']:g})"),
+            "interp": yes_no(r["all_interpolated"]),
+            "loose_text": rec_lr(s.get("rec"), s.get("lr"),
+                                 "" if s.get("all_interpolated") else "*"),
             "loose_rec": s.get("rec", math.nan), "loose_lr": s.get("lr"),
         })
     return rows
@@ -220,7 +219,7 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
         out[f"flowrow_{name}_rec"] = r.get("rec", math.nan)
         out[f"flowrow_{name}_lr"] = r.get("lr") or math.nan
         out[f"flowrow_{name}_pub"] = flow_published(name)[0]
-        out[f"flowrow_{name}_interp"] = "yes" if r.get("all_interpolated") else "no"
+        out[f"flowrow_{name}_interp"] = yes_no(bool(r.get("all_interpolated")))
         out[f"flowrow_{name}_loose_rec"] = r.get("loose_rec", math.nan)
         out[f"flowrow_{name}_loose_lr"] = r.get("loose_lr") or math.nan
     paper = is_paper_setting(records["flow_rows"])  # published rows describe only that
@@ -238,10 +237,8 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
              if flow_row_name(x) == "globalnorm_p0_rms"
              and x["config"]["hparams"]["lr"] == short_cfg["lr"] and x["status"] == "ok"]
     out.update({
-        "short_rec": seed_stats([x["metrics"]["rec"] for x in short])[0] if short
-        else math.nan,
-        "short_loss_max": max((x["metrics"]["train_loss"] for x in short),
-                              default=math.nan),
+        "short_rec": seed_stats([x["metrics"]["rec"] for x in short])[0],
+        "short_loss_max": max((x["metrics"]["train_loss"] for x in short), default=math.nan),
         "short_interp": sum(bool(x["metrics"]["interpolated"]) for x in short),
         "short_seeds": len(short),
         # the quoted figure, as the table shows it (its invariant row)
@@ -255,8 +252,7 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
                             "there every seed interpolates" if below else
                             "that number is not an interpolating run's")
     long_runs = [x for x in records["flow_long"] if x["status"] == "ok"]
-    mean, sd = (seed_stats([x["metrics"]["rec"] for x in long_runs]) if long_runs
-                else (math.nan, math.nan))
+    mean, sd = seed_stats([x["metrics"]["rec"] for x in long_runs])
     steps = [x["metrics"]["steps"] for x in long_runs]
     pub = PUBLISHED_FLOW_LONG
     out.update({
@@ -300,7 +296,7 @@ def spread_ratios(log_steps: Mapping[float, Tensor]) -> dict[float, float]:
 def audit_rows(audits: Mapping[str, FlowAudit]) -> list[dict[str, Any]]:
     """One table row per audit: residual, verdict, flow steps of the plain and rotated run."""
     return [{"name": name, "residual": a.result.residual,
-             "verdict": a.result.verdict.replace(" ", "\u00a0"),
+             "verdict": a.result.verdict.replace(" ", NBSP),
              "flow_steps": f"{a.flow_steps[0]} / {a.flow_steps[1]}"}
             for name, a in audits.items()]
 
@@ -433,8 +429,7 @@ def ablation_rows(results: Mapping[str, RunColumns],
         recs = mean_by_lr(results[label], config.lrs)
         oks = interpolated_by_lr(results[label], config.lrs)
         rec, lr = select_lr(results[label])
-        row: dict[str, Any] = {"variant": label, "selected": (
-            f"{rec:.4f}\u00a0({lr:g})" if math.isfinite(rec) else None)}
+        row: dict[str, Any] = {"variant": label, "selected": rec_lr(rec, lr)}
         for i, (value, ok) in enumerate(zip(recs, oks, strict=True)):
             row[f"lr{i}"] = f"{value:.4f}" + ("" if ok else "*")
         rows.append(row)

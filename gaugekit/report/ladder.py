@@ -1,13 +1,9 @@
 r"""What the scaling chapter shows, computed from the ladder's records
-(:func:`gaugekit.experiments.ladder.collect`): tables as HTML through
-:func:`gaugekit.report.viz.table_html`, sentences computed from the records, figures, and the
-values the page glues (``*_values``). The comparison at ``n = 40`` with the matrix-sensing zoo
-is :mod:`gaugekit.report.ladder_n40`.
-
-Nothing here is typed in: our numbers come from the selections of
+(:func:`gaugekit.experiments.ladder.collect`): tables, sentences computed from the records,
+figures, and the values the page glues (``*_values``). Our numbers come from the selections of
 :func:`~gaugekit.experiments.ladder.size_rows`, the published ones from the constants of
-:mod:`gaugekit.experiments.ladder`, each in its own column or panel. Optimizers have the book's
-colours (:func:`gaugekit.report.viz.method_color`).
+:mod:`gaugekit.experiments.ladder`, each in its own column or panel. The comparison at
+``n = 40`` with the matrix-sensing zoo is :mod:`gaugekit.report.ladder_n40`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -28,6 +24,8 @@ from matplotlib.figure import Figure
 from gaugekit.experiments import ladder
 from gaugekit.optim.registry import get_spec
 from gaugekit.report import viz
+from gaugekit.report.tables import as_markdown as md
+from gaugekit.report.tables import gauge_class, label, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.collection import run_command
 
@@ -67,11 +65,6 @@ CLAIM_TEXT: dict[str, str] = {
     "adam_worst_of_three": "Adam worse than GD and shared-scale Adam",
 }
 _POINT = {"size": "n = {:g}", "rank": "r = {:g}", "mdof": "m/dof = {:g}"}
-
-
-def label(method: str) -> str:
-    """The registry's label of ``method``."""
-    return get_spec(method).label
 
 
 def fmt_rec(x: float | None) -> str:
@@ -133,8 +126,7 @@ def rec_table(info: Info, arm: str, methods: Sequence[str] = ladder.LADDER_METHO
     points = [row for row in info if row["runs"]]
     rows = []
     for m in methods:
-        out = {"optimizer": label(m),
-               "class": "equivariant" if get_spec(m).equivariant else "coordinate-wise"}
+        out = {"optimizer": label(m), "class": gauge_class(get_spec(m).equivariant)}
         for row in points:
             sel = row["rows"].get(m)
             out[row["part"]] = ("incomplete" if m in row["incomplete"] else "—" if sel is None
@@ -170,13 +162,7 @@ def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS)
     paper.axhline(5e-5, color="0.6", lw=0.8, ls=":")
     paper.text(0.98, 5e-5 * 1.5, "printed 0.0000", ha="right", va="bottom", fontsize=8,
                color="0.4", transform=paper.get_yaxis_transform())
-    handles, labels = {}, []
-    for ax in (ours, paper):
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in handles:
-                handles[lab] = h
-                labels.append(lab)
-    fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center", ncol=5)
+    viz.legend_below(fig, ours, paper, ncol=5)
     return fig
 
 
@@ -297,8 +283,7 @@ def record_text(rec96: Sequence[Mapping[str, Any]], ours_seeds: int) -> str:
 
 
 def _verdict(value: bool | None, detail: str = "") -> str:
-    word = "—" if value is None else ("yes" if value else "no")
-    return f"{word} ({detail})" if detail and value is not None else word
+    return f"{yes_no(value)} ({detail})" if detail and value is not None else yes_no(value)
 
 
 def claims_table(config: ladder.LadderConfig, ran: Info
@@ -362,7 +347,6 @@ def published_values(config: ladder.LadderConfig, gate: str) -> dict[str, Any]:
     """The largest size and its free fraction ``(n² − m)/n²``, the paper's Table 11 means
     (``pub_<method>_<n>``), the gate and the claims in words, the paper's seeds and printed
     digits."""
-    md = viz.as_markdown
     big = config.arm("size")[-1].problem
     values: dict[str, Any] = {"ladder_big_n": big.n,
                               "ladder_big_free": (big.n ** 2 - big.m) / big.n ** 2}
@@ -379,7 +363,6 @@ def settings_values(config: ladder.LadderConfig, records: Records, info: Info
     """The settings table of every part of ``info`` (``tab_ladder_settings``), the parts
     recorded with every seed, with some and with none, and the runs planned."""
     rows = settings_rows(records, info)
-    md = viz.as_markdown
     done = [r["part"] for r in rows if r["complete"]]
     partial = [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
                if r["runs"] and not r["complete"]]
@@ -416,7 +399,7 @@ def recovery_values(config: ladder.LadderConfig, sizes: Info, arms: Mapping[str,
         "tab_ladder_published_arms": published_table([*compared["rank"], *compared["mdof"]]),
         "ladder_pub_compared": len(everything),
         "ladder_pub_total": sum(len(v) for table in tables for v in table.values()),
-        "ladder_agreement": viz.as_markdown(agreement_text(everything)),
+        "ladder_agreement": md(agreement_text(everything)),
     }
 
 
@@ -440,7 +423,6 @@ def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, ga
                     ) -> dict[str, Any]:
     """The protocols table, the selections Table 2's gate would change, and seed 42 at
     ``n = 96`` run for run (the table, its sentence, RMSProp's decayed against constant)."""
-    md = viz.as_markdown
     changed = gate_changes(config, records, ran)
     k = len(changed)
     rec96 = ladder.record_comparison(records.get("n96", []))
@@ -461,7 +443,6 @@ def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, ga
 def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
     """The claims table, where each claim survives (``surv_<claim>``), the sizes with records
     and their seeds, and the note on what is counted."""
-    md = viz.as_markdown
     html, survival = claims_table(config, ran)
     values: dict[str, Any] = {"tab_ladder_claims": html}
     values |= {f"surv_{claim}": md(survival_text(agree, disagree))

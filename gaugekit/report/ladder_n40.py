@@ -13,8 +13,9 @@ from typing import Any
 
 from gaugekit.experiments import ladder
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.report import viz
-from gaugekit.report.ladder import Records, _rec4, label
+from gaugekit.report.ladder import Records, _rec4
+from gaugekit.report.matrix_sensing import split_text
+from gaugekit.report.tables import as_markdown, join_words, label, table_html
 from gaugekit.runs import selection
 
 __all__ = ["n40_protocols", "n40_values"]
@@ -29,10 +30,7 @@ def _split_text(rows: Mapping[str, Mapping[str, Any]]) -> str:
     split = ms.split_summary(list(rows.values()))
     if not math.isfinite(split["gap"]):
         return "—"
-    word = "holds" if split["clean"] else "fails"
-    return (f"{word}: worst equivariant {label(split['worst_equivariant'])} "
-            f"{_rec4(split['worst_equivariant_rec'])}, best coordinate-wise "
-            f"{label(split['best_coordinatewise'])} {_rec4(split['best_coordinatewise_rec'])}")
+    return split_text(split, "holds" if split["clean"] else "fails", _rec4)
 
 
 def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
@@ -90,15 +88,10 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
         {"item": "the split, all optimizers", "ch4": _split_text(ch4), "ch9": _split_text(ch9)},
         {"item": "the split, Table 2's nine", "ch4": _split_text(ch4), "ch9": _split_text(nine)},
     ]
-    html = viz.table_html(rows, ["item", "ch4", "ch9"],
-                          headers={"ch4": "Table 2's protocol (matrix sensing)",
-                                   "ch9": "the ladder's (this chapter)"})
+    html = table_html(rows, ["item", "ch4", "ch9"],
+                      headers={"ch4": "Table 2's protocol (matrix sensing)",
+                               "ch9": "the ladder's (this chapter)"})
     return html, _n40_text(zoo, part, gate, ch4, info, nine)
-
-
-def _join(items: Sequence[str]) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _n40_text(zoo: ms.Part, part: ladder.LadderPart, gate: str,
@@ -119,8 +112,8 @@ def _n40_text(zoo: ms.Part, part: ladder.LadderPart, gate: str,
     }
     differ = [k for k, (x, y) in items.items() if x != y]
     same = [k for k, (x, y) in items.items() if x == y]
-    text = {"differ": (_join(differ) + " differ" if differ else "nothing differs")
-            + (f"; {_join(same)} do not" if same else "")}
+    text = {"differ": (join_words(differ) + " differ" if differ else "nothing differs")
+            + (f"; {join_words(same)} do not" if same else "")}
     lo = min(zoo.lr_grids["gd"])
     lrs = {p: (info[p].get("gd") or {}).get("lr") for p in (gate, "oracle")}
     lr4 = (ch4.get("gd") or {}).get("lr")
@@ -148,7 +141,7 @@ def _n40_text(zoo: ms.Part, part: ladder.LadderPart, gate: str,
                 f"against {_rec4(s9['rec'])}) comes from the budget (the cosine runs over "
                 "the longer one) or the precision; our records cannot tell which")
         else:
-            text["signum"] = ("For signum the " + _join([k for k, v in same_signum.items()
+            text["signum"] = ("For signum the " + join_words([k for k, v in same_signum.items()
                                                           if not v]) + " differ too")
 
     def split(rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool | None, str]:
@@ -173,4 +166,4 @@ def n40_values(table2: Sequence[Mapping[str, Any]], ladder_records: Records) -> 
     """The page's values of :func:`n40_protocols`: the table (``tab_ladder_n40``) and its
     sentences as ``n40_<key>`` (Markdown, pasted as ordinary text)."""
     html, text = n40_protocols(table2, ladder_records)
-    return {"tab_ladder_n40": html} | {f"n40_{k}": viz.as_markdown(v) for k, v in text.items()}
+    return {"tab_ladder_n40": html} | {f"n40_{k}": as_markdown(v) for k, v in text.items()}

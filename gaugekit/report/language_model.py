@@ -1,10 +1,7 @@
 r"""What the language-model chapter shows, computed from the records of
-:func:`gaugekit.experiments.language_model.collect`: tables (HTML through
-:func:`gaugekit.report.viz.table_html`) and figures, so that the chapter's cells stay short.
-
-Nothing here is typed in: every number comes from the records through the summaries of
-:mod:`gaugekit.experiments.language_model`. Optimizers have the book's colours
-(:func:`gaugekit.report.viz.method_color`; AdamW takes Adam's, dashed; Muon + Adam Muon's).
+:func:`gaugekit.experiments.language_model.collect` through the summaries of
+:mod:`gaugekit.experiments.language_model`: tables and figures, so that the chapter's cells stay
+short. AdamW takes Adam's colour, dashed; Muon + Adam Muon's.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -27,7 +24,8 @@ from matplotlib.lines import Line2D
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
 from gaugekit.report import viz
-from gaugekit.report.attention_summary import run_rows, usable
+from gaugekit.report.attention_summary import RUN_HEADERS, run_rows, usable
+from gaugekit.report.tables import NBSP, yes_no
 
 __all__ = ["cost_table", "drift_figure", "fresh_table", "loss_figure", "selection_table",
            "split_table", "style", "suite_summary", "suite_table", "suite_text_table",
@@ -47,7 +45,7 @@ def style(method: str) -> dict[str, Any]:
 def _pm(mean: float | None, sd: float | None, spec: str = ".3f") -> str:
     if mean is None:
         return "—"
-    return f"{mean:{spec}}" + ("" if sd is None else f"\u00a0±\u00a0{sd:{spec}}")
+    return f"{mean:{spec}}" + ("" if sd is None else f"{NBSP}±{NBSP}{sd:{spec}}")
 
 
 def selection_table(records: Records) -> str:
@@ -56,14 +54,13 @@ def selection_table(records: Records) -> str:
     rows = lm.selection_rows(records)
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
-        row = by.setdefault(r["method"], {"optimizer": r["label"],
-                                          "edge": "yes" if r["at_edge"] else "no"})
+        row = by.setdefault(r["method"], {"optimizer": r["label"], "edge": yes_no(r["at_edge"])})
         text = "diverged" if not math.isfinite(r["mean_val_loss"]) else f"{r['mean_val_loss']:.3f}"
         row[f"{r['lr']:g}"] = f"[{text}]" if r["chosen"] else text
         row.setdefault("rates", []).append(r["lr"])
     out = []
     for row in by.values():
-        cells = [f"{lr:g}:\u00a0{row[f'{lr:g}']}" for lr in row.pop("rates")]
+        cells = [f"{lr:g}:{NBSP}{row[f'{lr:g}']}" for lr in row.pop("rates")]
         out.append({**row, "grid": "  ".join(cells)})
     return viz.table_html(out, ["optimizer", "grid", "edge"],
                           headers={"grid": "rate: mean final validation loss ([chosen])",
@@ -97,9 +94,7 @@ def twin_table(records: Records) -> str:
     return viz.table_html(
         out, ["optimizer", "twin", "step1_logit_drift", "final_logit_drift", "final_m_drift",
               "val_loss", "val_loss_gap"],
-        headers={"step1_logit_drift": "step-1 logit drift",
-                 "final_logit_drift": "final logit drift", "final_m_drift": "final M_h drift",
-                 "val_loss": "val loss", "val_loss_gap": "|Δ val loss| to base"},
+        headers={**RUN_HEADERS, "val_loss_gap": "|Δ val loss| to base"},
         formats={"step1_logit_drift": ".1e", "final_logit_drift": ".2e",
                  "final_m_drift": ".2e", "val_loss": ".4f", "val_loss_gap": ".1e"})
 
@@ -109,8 +104,7 @@ def split_table(records: Records) -> str:
     ratio, final logit and ``M_h`` drifts."""
     rows = lm.split_rows(records)
     out = [{**r, "optimizer": r["label"], "class": "keeps" if r["keeps_gauge"] else "breaks",
-            "split": None if r["split"] is None else ("yes" if r["split"] else "no")}
-           for r in rows]
+            "split": yes_no(r["split"])} for r in rows]
     e = ".1e"
     return viz.table_html(
         out, ["optimizer", "class", "gauge_step1", "noise_step1", "step1_ratio", "split",

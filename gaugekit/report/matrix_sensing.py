@@ -1,15 +1,13 @@
 r"""What the matrix-sensing chapter shows, computed from the records of
-:func:`gaugekit.experiments.matrix_sensing.collect`: tables (HTML through
-:func:`gaugekit.report.viz.table_html`), the rows behind them, sentences and figures, and the
-README's rows (:func:`headline`, :func:`paper_zoo_rows` for its figure).
+:func:`gaugekit.experiments.matrix_sensing.collect`: tables, the rows behind them, sentences and
+figures, and the README's rows (:func:`headline`, :func:`paper_zoo_rows` for its figure). The
+published values are the constants ``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC`` and
+``PUBLISHED_NUCLEAR_NORMS`` of :mod:`gaugekit.experiments.matrix_sensing`.
 
-Nothing here is typed in: our numbers come from the records through the selection protocols of
-:mod:`gaugekit.runs.selection`, the published ones from the constants of
-:mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC``,
-``PUBLISHED_NUCLEAR_NORMS``), each in its own column. The chapter keeps the computations a
-reader should see; this module keeps the bookkeeping (columns, headers, formats, the words of
-a verdict). The controls and the survival table are :mod:`gaugekit.report.sensing_controls`,
-the weight-decay section :mod:`gaugekit.report.sensing_decay`.
+The chapter keeps the computations a reader should see; this module keeps the bookkeeping
+(columns, headers, formats, the words of a verdict). The controls and the survival table are
+:mod:`gaugekit.report.sensing_controls`, the weight-decay section
+:mod:`gaugekit.report.sensing_decay`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -17,11 +15,12 @@ the weight-decay section :mod:`gaugekit.report.sensing_decay`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.optim.registry import get_spec
+from gaugekit.report.tables import Record, Row, gauge_class, join_words, label, table_html, yes_no
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "convex_values",
     "edge_word",
     "extremes",
-    "fmt_lr",
     "fmt_seeds",
     "headline",
     "instance_check_rows",
@@ -47,6 +45,7 @@ __all__ = [
     "settings_html",
     "spearman",
     "split_numbers",
+    "split_text",
     "table2_diagnostics_html",
     "table2_html",
     "training_figure",
@@ -56,36 +55,9 @@ __all__ = [
     "zoo_numbers",
 ]
 
-Row = Mapping[str, Any]
-Record = Mapping[str, Any]
-#: joins the words of a table cell that should not wrap (:func:`gaugekit.report.viz.table_html`)
-NBSP = "\u00a0"
-
-
-def _table_html(*args: Any, **kwargs: Any) -> str:
-    from gaugekit.report.viz import table_html
-
-    return table_html(*args, **kwargs)
-
-
-def label(method: str) -> str:
-    """The display name of an optimizer (the registry's)."""
-    return get_spec(method).label
-
-
-def fmt_lr(x: float | None) -> str:
-    """A learning rate, or a dash."""
-    return "—" if x is None else f"{x:g}"
-
-
 def fmt_seeds(values: Sequence[float | None], spec: str = ".3f") -> str:
     """Per-seed values, comma separated (a dash for a missing one)."""
     return ", ".join("—" if v is None else format(v, spec) for v in values)
-
-
-def yes_no(value: Any) -> str:
-    """``'yes'`` or ``'no'`` for a table cell (never ``True``/``False``)."""
-    return "yes" if value else "no"
 
 
 def edge_word(row: Row) -> str:
@@ -121,7 +93,7 @@ def instance_check_rows(problem: Any) -> list[dict[str, Any]]:
 
 def instances_html(check_rows: Sequence[Row]) -> str:
     """The nuclear-norm check of the paper's instances (rows: seed, ours, published, diff)."""
-    return _table_html(
+    return table_html(
         check_rows, ["seed", "ours", "published", "diff"],
         headers={"ours": "‖X⋆‖* (ours)", "published": "‖X⋆‖* (paper)",
                  "diff": "|difference|"},
@@ -135,7 +107,7 @@ def settings_html(config: ms.ScaleConfig) -> str:
              "init": part.problem.init_scale, "steps": part.budget.num_steps,
              "tol": part.budget.tol, "seeds": len(part.seeds), "runs": len(part.specs())}
             for part in config.parts]
-    return _table_html(
+    return table_html(
         rows, ["setting", "n", "r", "k", "m", "m_val", "init", "steps", "tol", "seeds",
                "runs"],
         formats={"init": "g", "tol": "g"})
@@ -162,15 +134,13 @@ def table2_html(rows: Sequence[Row],
     table = []
     for row in rows:
         pub = (published or {}).get(row["method"], (None, None))
-        table.append({**row, "class": "equivariant" if row["equivariant"]
-                      else "coordinate-wise", "published_rec": pub[0],
+        table.append({**row, "class": gauge_class(row["equivariant"]), "published_rec": pub[0],
                       "published_lr": pub[1], "seeds": fmt_seeds(row["rec_seeds"])})
-    return _table_html(
+    return table_html(
         table, ["label", "class", "lr", "published_lr", "rec", "published_rec", "seeds"],
         headers={"label": "optimizer", "class": "gauge class", "published_lr": "lr, paper",
                  "published_rec": "rec, paper", "seeds": "rec per seed"},
-        formats={"lr": fmt_lr, "published_lr": fmt_lr, "rec": ".4f",
-                 "published_rec": ".4f"})
+        formats={"lr": "g", "published_lr": "g", "rec": ".4f", "published_rec": ".4f"})
 
 
 def table2_diagnostics_html(rows: Sequence[Row]) -> str:
@@ -179,7 +149,7 @@ def table2_diagnostics_html(rows: Sequence[Row]) -> str:
     selected learning rate sits at an edge of its grid."""
     table = [{**row, "interp": yes_no(row["interpolated"]), "edge": edge_word(row)}
              for row in rows]
-    return _table_html(
+    return table_html(
         table, ["label", "effective_rank", "balancedness", "interp", "edge"],
         headers={"label": "optimizer", "effective_rank": "eff. rank",
                  "balancedness": "‖UᵀU−VᵀV‖", "interp": "every seed interpolated",
@@ -198,6 +168,15 @@ def split_numbers(split: Mapping[str, Any]) -> dict[str, Any]:
         "split": "holds" if split["clean"] else "fails", "edges": split["at_grid_edge"],
         "methods": split["methods"],
     }
+
+
+def split_text(split: Mapping[str, Any], word: str, fmt: Callable[[float], str]) -> str:
+    """A split of :func:`~gaugekit.experiments.matrix_sensing.split_summary` in words:
+    ``"<word>: worst equivariant Muon 0.0012, best coordinate-wise Adam 0.41"`` (recovery
+    errors by ``fmt``)."""
+    return (f"{word}: worst equivariant {label(split['worst_equivariant'])} "
+            f"{fmt(split['worst_equivariant_rec'])}, best coordinate-wise "
+            f"{label(split['best_coordinatewise'])} {fmt(split['best_coordinatewise_rec'])}")
 
 
 def _ranked(rows: Sequence[Row]) -> list[Row]:
@@ -274,7 +253,7 @@ def late_change_summary(selected: Sequence[Record], threshold: float = 1e-2,
     elif len(moving) == 1:
         still = f"{moving[0]} still moves after that"
     else:
-        still = f"{', '.join(moving[:-1])} and {moving[-1]} still move after that"
+        still = f"{join_words(moving)} still move after that"
     return {"late_rec_change": changes[worst], "late_rec_method": label(worst),
             "rec_spread": spread,
             "late_ratio": changes[worst] / spread if spread else math.nan,
@@ -326,26 +305,20 @@ def wide_numbers(records: Sequence[Record]) -> dict[str, Any]:
     """The selection on the wide grids (Table 2's gate): the split, its gap, the best
     coordinate-wise and worst equivariant optimizer, the selections at a grid edge, and
     whether the section's claim holds."""
-    split = ms.split_summary(ms.selection_rows(records, "oracle"))
-    return {
-        "split": "holds" if split["clean"] else "fails", "gap": split["gap"],
-        "best_cw": label(split["best_coordinatewise"]),
-        "best_cw_rec": split["best_coordinatewise_rec"],
-        "worst_eq": label(split["worst_equivariant"]),
-        "worst_eq_rec": split["worst_equivariant_rec"], "edges": split["at_grid_edge"],
-        "claim": "holds" if split["clean"] else "does not hold",
-    }
+    numbers = split_numbers(ms.split_summary(ms.selection_rows(records, "oracle")))
+    del numbers["methods"]
+    return numbers | {"claim": "holds" if numbers["split"] == "holds" else "does not hold"}
 
 
 def wide_html(rows: Sequence[Row]) -> str:
     """The selection on the wide grids: per optimizer, the chosen lr, its mean rec, and
     whether it sits at an edge of the grid (:func:`edge_word`)."""
     table = [{**r, "edge": edge_word(r)} for r in rows]
-    return _table_html(
+    return table_html(
         table, ["label", "lr", "rec", "edge"],
         headers={"label": "optimizer", "lr": "lr (wide grid)", "rec": "rec",
                  "edge": "lr at a grid edge"},
-        formats={"lr": fmt_lr, "rec": ".3g"})
+        formats={"lr": "g", "rec": ".3g"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,7 +352,7 @@ def convex_values(rows: Sequence[Row]) -> dict[str, Any]:
 
 def convex_html(rows: Sequence[Row]) -> str:
     """The table of :func:`convex_rows`."""
-    return _table_html(
+    return table_html(
         rows, ["seed", "convex", "published", "feasibility", "muon", "gd"],
         headers={"convex": "rec, min ‖X‖*", "published": "rec, min ‖X‖* (paper)",
                  "feasibility": "‖A vec X − y‖/‖y‖", "muon": "rec, Muon", "gd": "rec, GD"},
@@ -447,20 +420,16 @@ def headline() -> list[HeadlineRow]:
     out = []
     for method in HEADLINE_METHODS:
         r = rows[method]
-        cls = "equivariant" if r["equivariant"] else "coordinate-wise"
         pub = ms.PUBLISHED_TABLE2[method][0]
         out.append(HeadlineRow(
-            ms.NAME, f"matrix sensing (n = 40), recovery error, {r['label']} ({cls})",
+            ms.NAME, f"matrix sensing (n = 40), recovery error, {r['label']} "
+            f"({gauge_class(r['equivariant'])})",
             _fmt_rec(r["rec"]), _fmt_rec(pub), "4", number_verdict(r["rec"], pub)))
     split = ms.split_summary(list(rows.values()))
     published_clean = _published_split().startswith("yes")
     out.append(HeadlineRow(
         ms.NAME, "every equivariant method below every coordinate-wise one (Table 2)",
-        f"{'yes' if split['clean'] else 'no'}: worst equivariant "
-        f"{get_spec(split['worst_equivariant']).label} {_fmt_rec(split['worst_equivariant_rec'])}, "
-        f"best coordinate-wise {get_spec(split['best_coordinatewise']).label} "
-        f"{_fmt_rec(split['best_coordinatewise_rec'])}",
-        _published_split(), "4",
+        split_text(split, yes_no(split["clean"]), _fmt_rec), _published_split(), "4",
         "holds" if split["clean"] == published_clean else "does not hold"))
     decay = ms.collect("paper", parts=["decay"]).records.get("decay", [])
     pub = ms.PUBLISHED_DECAY_CEILING
@@ -480,6 +449,6 @@ def _published_split() -> str:
     eq = {m: v[0] for m, v in ms.PUBLISHED_TABLE2.items() if get_spec(m).equivariant}
     cw = {m: v[0] for m, v in ms.PUBLISHED_TABLE2.items() if not get_spec(m).equivariant}
     worst, best = max(eq, key=eq.get), min(cw, key=cw.get)
-    return (f"{'yes' if eq[worst] < cw[best] else 'no'}: worst equivariant "
-            f"{get_spec(worst).label} {_fmt_rec(eq[worst])}, best coordinate-wise "
-            f"{get_spec(best).label} {_fmt_rec(cw[best])}")
+    split = {"worst_equivariant": worst, "worst_equivariant_rec": eq[worst],
+             "best_coordinatewise": best, "best_coordinatewise_rec": cw[best]}
+    return split_text(split, yes_no(eq[worst] < cw[best]), _fmt_rec)

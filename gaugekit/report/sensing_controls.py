@@ -8,17 +8,13 @@ survive other grids and selection protocols (:data:`SURVIVAL_SETTINGS`), from th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.report.matrix_sensing import NBSP, _table_html, fmt_lr, label
+from gaugekit.report.tables import NBSP, Record, label, rec_lr, table_html, yes_no
 
 __all__ = ["SURVIVAL_SETTINGS", "controls", "survival"]
-
-Record = Mapping[str, Any]
-
 
 # --------------------------------------------------------------------------------------------
 # the controls
@@ -48,10 +44,9 @@ def controls(records: Mapping[str, Sequence[Record]],
         entry: dict[str, Any] = {"label": label(method)}
         for part, rows_ in rows.items():
             row = next((r for r in rows_ if r["method"] == method), None)
-            entry[part] = ("—" if row is None or not _finite(row["rec"]) else
-                           f"{row['rec']:.4f}{NBSP}({fmt_lr(row['lr'])})")
+            entry[part] = None if row is None else rec_lr(row["rec"], row["lr"])
         table.append(entry)
-    html = _table_html(table, ["label", *titles],
+    html = table_html(table, ["label", *titles],
                        headers={"label": "optimizer", **titles})
     out: dict[str, Any] = {
         "controls_same_gate": sum(r["lr"] == mean_gate[part][r["method"]]
@@ -68,10 +63,6 @@ def controls(records: Mapping[str, Sequence[Record]],
     out["convex2_max"] = max(r["metrics"]["rec"] for r in records["convex_second_size"])
     out["rec2_muon"] = next(r["rec"] for r in rows["second_size"] if r["method"] == "muon")
     return html, out
-
-
-def _finite(x: Any) -> bool:
-    return x is not None and math.isfinite(float(x))
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,11 +98,11 @@ def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[s
                          f"{s['worst_equivariant_rec']:.3g}"),
             "best_cw": (f"{label(s['best_coordinatewise'])}{NBSP}"
                         f"{s['best_coordinatewise_rec']:.3g}"),
-            "gap": s["gap"], "clean": "yes" if s["clean"] else "no",
+            "gap": s["gap"], "clean": yes_no(s["clean"]),
             "edges": f"{s['at_grid_edge']}/{s['methods']}",
             "not_interp": s["not_interpolated"],
         })
-    html = _table_html(
+    html = table_html(
         summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "edges", "not_interp"],
         headers={"worst_eq": "worst equivariant (rec)",
                  "best_cw": "best coordinate-wise (rec)", "gap": "gap",

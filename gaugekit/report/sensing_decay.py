@@ -8,15 +8,13 @@ part of :mod:`gaugekit.experiments.matrix_sensing`; the published values come fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.report.matrix_sensing import NBSP, _table_html
+from gaugekit.report.tables import NBSP, Record, table_html
 
 __all__ = ["GATE_WORDS", "decay_html", "decay_seeds_html", "decay_texts", "decay_values"]
-
-Record = Mapping[str, Any]
 
 #: The two gates of the weight-decay table, in two words each (the caption says them in full).
 GATE_WORDS: dict[str, str] = {"oracle_mean": "paper's", "oracle_loose": "loose"}
@@ -37,7 +35,7 @@ def _decay_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
 def decay_html(decay: Sequence[Record]) -> str:
     """The weight-decay selections: per gate (in two words, :data:`GATE_WORDS`) and arm, the
     chosen (lr, wd), the mean rec beside the published ceiling, effective rank, steps."""
-    return _table_html(
+    return table_html(
         _decay_rows(decay), ["gate_word", "label", "cell", "rec", "pub", "effective_rank",
                              "steps"],
         headers={"gate_word": "gate", "label": "rule and decay", "cell": "lr · wd",
@@ -56,7 +54,7 @@ def _seed_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
 
 def decay_seeds_html(decay: Sequence[Record]) -> str:
     """Adam + L2 at the paper's selected cell, seed by seed, beside the published values."""
-    return _table_html(
+    return table_html(
         _seed_rows(decay), ["seed", "rec", "pub", "train", "steps"],
         headers={"rec": "rec", "pub": "rec, paper", "train": "final training loss"},
         formats={"rec": ".3f", "pub": ".3f", "train": ".1e"})

@@ -1,14 +1,11 @@
 r"""What the spectral-tails chapter shows, computed from the records of
-:func:`gaugekit.experiments.spectral_tails.collect` and from :mod:`gaugekit.tail_theory`:
-tables (HTML through :func:`gaugekit.report.viz.table_html`), the numbers and sentences of its text
-(glue names as keys) and its figures, and the README's row (:func:`headline`).
-
-Nothing here is typed in: our numbers come from the records and the closed forms, the
-published ones from the constants of :mod:`gaugekit.experiments.spectral_tails`
-(``PUBLISHED_TAU_STAR``, ``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``)
-and :mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``), each in its own column.
-Optimizers are drawn in the book's colour (:func:`gaugekit.report.viz.method_color`). The
-crossing τ* is :mod:`gaugekit.report.tails_crossing`.
+:func:`gaugekit.experiments.spectral_tails.collect` and from the closed forms of
+:mod:`gaugekit.tail_theory`: tables, the numbers and sentences of its text (glue names as keys)
+and its figures, and the README's row (:func:`headline`). The published values are the
+constants of :mod:`gaugekit.experiments.spectral_tails` (``PUBLISHED_TAU_STAR``,
+``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``) and
+:mod:`gaugekit.experiments.matrix_sensing` (``PUBLISHED_TABLE2``). The crossing τ* is
+:mod:`gaugekit.report.tails_crossing`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -24,9 +21,9 @@ import torch
 from gaugekit import tail_theory as tt
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments import spectral_tails as st
-from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import make_instance
 from gaugekit.problems.spectral_tails import make_tail_instance
+from gaugekit.report.tables import NBSP, Record, Row, fmt, label, table_html, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
@@ -49,38 +46,6 @@ __all__ = [
     "signum_numbers",
     "spectrum_figure",
 ]
-
-Row = Mapping[str, Any]
-Record = Mapping[str, Any]
-NBSP = "\u00a0"
-
-
-def label(method: str) -> str:
-    """The display name of an optimizer (the registry's)."""
-    return get_spec(method).label
-
-
-def _table_html(*args: Any, **kwargs: Any) -> str:
-    from gaugekit.report.viz import table_html
-
-    return table_html(*args, **kwargs)
-
-
-def _color(method: str) -> str:
-    from gaugekit.report.viz import method_color
-
-    return method_color(method)
-
-
-def _new_figure(figsize: tuple[float, float]) -> tuple[Any, Any]:
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=figsize, layout="constrained")
-
-
-def _legend_beside(ax: Any, **kwargs: Any) -> None:
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), **kwargs)
-
 
 # --------------------------------------------------------------------------------------------
 # the tail problem
@@ -117,7 +82,7 @@ def instance_rows(config: st.ScaleConfig,
                 "tail_norm": (tau * nE) / nH,
                 "norm_ratio": torch.linalg.matrix_norm(inst.X_star).item() / nH,
                 "head_vs_zoo": (head.float() - zoo.X_star).abs().max().item(),
-                "same_A": same, "same_A_word": "yes" if same else "no",
+                "same_A": same, "same_A_word": yes_no(same),
             })
     return rows
 
@@ -132,7 +97,7 @@ def instance_numbers(rows: Sequence[Row]) -> dict[str, Any]:
 
 def instances_html(rows: Sequence[Row]) -> str:
     """The table of :func:`instance_rows`."""
-    return _table_html(
+    return table_html(
         rows, ["seed", "tau", "left", "right", "tail_norm", "norm_ratio", "head_vs_zoo",
                "same_A_word"],
         headers={"tau": "τ", "left": "‖Q_Uᵀ E⊥‖/‖E⊥‖", "right": "‖E⊥ Q_V‖/‖E⊥‖",
@@ -146,8 +111,10 @@ def spectrum_figure(config: st.ScaleConfig) -> Any:
     """Singular values of the target for the first seed at each ``τ`` of the phase diagram."""
     import matplotlib.pyplot as plt
 
+    from gaugekit.report.viz import legend_beside
+
     phase, p = config.phase, config.phase.problem
-    fig, ax = _new_figure((7.0, 3.3))
+    fig, ax = plt.subplots(figsize=(7.0, 3.3), layout="constrained")
     shades = plt.get_cmap("viridis")
     for i, tau in enumerate(phase.taus):
         inst = make_tail_instance(phase.seeds[0], tau, p.n, p.r, p.m, dtype=torch.float64)
@@ -157,7 +124,7 @@ def spectrum_figure(config: st.ScaleConfig) -> Any:
                     color=shades(i / max(len(phase.taus) - 1, 1) * 0.9), label=f"τ = {tau:g}")
     ax.set_xlabel("index")
     ax.set_ylabel("singular value of X")
-    _legend_beside(ax)
+    legend_beside(ax)
     return fig
 
 
@@ -183,6 +150,8 @@ def modes_figure() -> tuple[Any, dict[str, Any]]:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
+    from gaugekit.report.viz import legend_beside
+
     times = torch.logspace(-3, 3.2, 120, dtype=torch.float64)
     modes, inits = (1.0, 0.05), (1e-4, 1e-8)
     errors = {}
@@ -203,14 +172,13 @@ def modes_figure() -> tuple[Any, dict[str, Any]]:
         ax.set_xlabel("t")
         ax.set_title(titles[dynamics])
     axes["greedy"].set_ylabel("w(t) / s")
-    axes["equal_rate"].legend(handles=[
+    legend_beside(axes["equal_rate"], handles=[
         Line2D([], [], color="0.3", ls="-", label="head, s = 1"),
         Line2D([], [], color="0.3", ls="--", label="tail, s = 0.05"),
         Line2D([], [], color="0.1", label="w₀ = 1e-4"),
         Line2D([], [], color="0.6", label="w₀ = 1e-8"),
         Line2D([], [], color="C3", marker=".", ls="", label="integrated, head"),
-        Line2D([], [], color="C0", marker=".", ls="", label="integrated, tail"),
-    ], loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        Line2D([], [], color="C0", marker=".", ls="", label="integrated, tail")])
     horizon = tt.fit_time("greedy", 1.0, 1e-4, 1.0, 0.99)
     w0s = torch.logspace(-12, -2, 11, dtype=torch.float64).tolist()
     spectrum, tail = MODE_SPECTRUM
@@ -221,7 +189,7 @@ def modes_figure() -> tuple[Any, dict[str, Any]]:
     ax.semilogx(w0s, frac["equal_rate"], "s-", color="0.6", label="equal-rate")
     ax.set_xlabel("initial product $w_0$")
     ax.set_ylabel("tail fitted at the horizon")
-    _legend_beside(ax)
+    legend_beside(ax)
     numbers = {
         "tails_ode_err": max(errors.values()), "tails_T_head": horizon,
         "tails_frac_greedy_hi": frac["greedy"][-1], "tails_frac_greedy_lo": frac["greedy"][0],
@@ -245,13 +213,15 @@ def phase_figure(rows: Sequence[Row], taus: Sequence[float]) -> Any:
     head's spaces (log scale). One legend below both panels."""
     import matplotlib.pyplot as plt
 
+    from gaugekit.report.viz import legend_below, method_color
+
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.0, 3.9), layout="constrained")
     for method in st.PHASE_METHODS:
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["tau"])
         xs = [r["tau"] for r in mine]
         lo = [min(r["rec_seeds"], default=math.nan) for r in mine]
         hi = [max(r["rec_seeds"], default=math.nan) for r in mine]
-        color = _color(method)
+        color = method_color(method)
         ax1.plot(xs, [r["rec"] for r in mine], "o-", color=color, label=label(method))
         ax1.fill_between(xs, lo, hi, color=color, alpha=0.2)
         ax2.plot(xs, [r["head_rec"] for r in mine], "o-", color=color)
@@ -261,8 +231,7 @@ def phase_figure(rows: Sequence[Row], taus: Sequence[float]) -> Any:
     ax2.set_xlabel("τ")
     ax2.set_ylabel("head error")
     ax2.set_yscale("log")
-    handles, labels = ax1.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=3)
+    legend_below(fig, ax1, ncol=3)
     return fig
 
 
@@ -277,7 +246,7 @@ def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
                 mark = "" if r["interpolated"] else "*"
                 entry[r["method"]] = f"{r['rec']:.4f}{mark}{NBSP}({r['lr']:g})"
         table.append(entry)
-    return _table_html(
+    return table_html(
         table, ["tau", *st.PHASE_METHODS],
         headers={"tau": "τ", **{m: label(m) for m in st.PHASE_METHODS}}, formats={"tau": "g"})
 
@@ -373,7 +342,11 @@ def signum_figure(hz: Sequence[Row], config: st.ScaleConfig, published: bool) ->
     """Signum's rec against the budget ``T`` per schedule (line: mean; dots: seeds; log
     scale), our exact-recovery threshold dotted, the published Table 2 value as a diamond
     (paper's setting only); the legend beside the axes."""
-    fig, ax = _new_figure((7.0, 3.4))
+    import matplotlib.pyplot as plt
+
+    from gaugekit.report.viz import legend_beside
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.4), layout="constrained")
     for schedule, color in zip(config.horizon.schedules, ("C0", "C1"), strict=True):
         mine = [r for r in hz if r["schedule"] == schedule]
         ax.plot([r["T"] for r in mine], [r["rec"] for r in mine], "o-", color=color,
@@ -388,7 +361,7 @@ def signum_figure(hz: Sequence[Row], config: st.ScaleConfig, published: bool) ->
     ax.set_xlabel("budget T (steps)")
     ax.set_ylabel("rec")
     ax.set_yscale("log")
-    _legend_beside(ax)
+    legend_beside(ax)
     return fig
 
 
@@ -407,13 +380,13 @@ def signum_html(hz: Sequence[Row], records: Sequence[Record], published: bool) -
         row = {"cell": f"{r['T']}{NBSP}{r['schedule']}",
                "rec": f"{r['rec']:.3g}" + ("" if r["interpolated"] else "*"),
                "exact_seeds": r["exact_seeds"], "steps": r["steps"],
-               "ours": "yes" if r["exact"] else "no",
-               "published": (("yes" if st.PUBLISHED_SIGNUM["recovers"].get(r["T"]) else "no")
+               "ours": yes_no(r["exact"]),
+               "published": (yes_no(st.PUBLISHED_SIGNUM["recovers"].get(r["T"]))
                              if published and r["T"] in st.PUBLISHED_SIGNUM["recovers"]
                              else None),
                **{f"s{s}": per_seed.get((r["T"], r["schedule"], s)) for s in seeds}}
         table.append(row)
-    return _table_html(
+    return table_html(
         table, ["cell", "rec", *[f"s{s}" for s in seeds], "exact_seeds", "steps", "ours",
                 "published"],
         headers={"cell": "T, schedule", "rec": "rec (mean)",
@@ -455,15 +428,19 @@ def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
 
 def balancedness_figure(bal: Sequence[Row]) -> Any:
     """Final balancedness against ``τ`` for the optimizers of the probe (log scale)."""
-    fig, ax = _new_figure((7.0, 3.4))
+    import matplotlib.pyplot as plt
+
+    from gaugekit.report.viz import legend_beside, method_color
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.4), layout="constrained")
     for method in st.PROBE_METHODS:
         mine = sorted((r for r in bal if r["method"] == method), key=lambda r: r["tau"])
         ax.plot([r["tau"] for r in mine], [r["balancedness"] for r in mine], "o-",
-                color=_color(method), label=label(method))
+                color=method_color(method), label=label(method))
     ax.set_xlabel("τ")
     ax.set_ylabel(r"$\|U^\top U - V^\top V\|_F$")
     ax.set_yscale("log")
-    _legend_beside(ax)
+    legend_beside(ax)
     return fig
 
 
@@ -472,13 +449,12 @@ def balancedness_html(bal: Sequence[Row], tau0: float, published: bool) -> str:
     the paper's qualitative statement (paper's setting only)."""
     rows = [{**r, "published": st.PUBLISHED_BALANCEDNESS[r["method"]] if published else None}
             for r in bal if r["tau"] == tau0]
-    return _table_html(
+    return table_html(
         rows, ["label", "lr", "balancedness", "relative_balancedness", "rec", "published"],
         headers={"label": "optimizer", "balancedness": "‖UᵀU−VᵀV‖ (ours)",
                  "relative_balancedness": "relative to ‖W‖*", "rec": "rec",
                  "published": "balancedness (paper)"},
-        formats={"lr": lambda x: "—" if x is None else f"{x:g}", "balancedness": ".3g",
-                 "relative_balancedness": ".3g", "rec": ".3g"})
+        formats={"lr": "g", "balancedness": ".3g", "relative_balancedness": ".3g", "rec": ".3g"})
 
 
 def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str, Any]:
@@ -506,7 +482,6 @@ def headline() -> list[HeadlineRow]:
     got = st.collect("paper", parts=["phase"])
     tau = st.crossings(got.records["phase"], num_boot=1)["paper"].tau_star
     pub = st.PUBLISHED_TAU_STAR["cpu"]["tau_star"]
-    ours = "—" if tau is None or not math.isfinite(tau) else f"{tau:g}"
     return [HeadlineRow(
         st.NAME, "spectral tails: τ* where Muon cedes to GD (the paper's estimator, CPU grid)",
-        ours, f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]
+        fmt(tau, "g"), f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]

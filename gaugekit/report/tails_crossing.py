@@ -13,11 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gaugekit.experiments import spectral_tails as st
-from gaugekit.report.spectral_tails import NBSP, _color, _new_figure, _table_html
+from gaugekit.report.tables import NBSP, Row, table_html
 
 __all__ = ["crossing_figure", "crossing_html", "crossing_numbers", "crossing_values"]
-
-Row = Mapping[str, Any]
 
 
 def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool) -> Any:
@@ -25,11 +23,15 @@ def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool
     ``τ``; vertical lines at the paper's estimate (solid) and ours (dashed); the 90% bootstrap
     band of ours; the published crossings as diamonds (paper's setting only). The legend
     below the axes."""
+    import matplotlib.pyplot as plt
+
+    from gaugekit.report.viz import legend_below, method_color
+
     paper_x, ours_x = est["paper"], est["ours"]
     taus_m, rec_muon, seeds_m = st.rec_matrix(rows, "muon")
     _, rec_gd, _ = st.rec_matrix(rows, "gd")
-    fig, ax = _new_figure((7.0, 4.2))
-    color = _color("muon")
+    fig, ax = plt.subplots(figsize=(7.0, 4.2), layout="constrained")
+    color = method_color("muon")
     for j in range(len(seeds_m)):
         ax.plot(taus_m, [a[j] - b[j] for a, b in zip(rec_muon, rec_gd, strict=True)], ".",
                 color="0.55", label="each seed" if j == 0 else None)
@@ -48,7 +50,7 @@ def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool
                     label=f"published τ* ({key}, {pub['seeds']} seeds)")
     ax.set_xlabel("τ")
     ax.set_ylabel("rec difference")
-    fig.legend(loc="outside lower center", ncol=3)
+    legend_below(fig, ax, ncol=3)
     return fig
 
 
@@ -66,7 +68,7 @@ def crossing_html(est: Mapping[str, Any], published: bool) -> str:
              "ours": ours_x.tau_star if key == "cpu" else None,
              "ours_int": _interval(ours_x) if key == "cpu" else "not run here"}
             for key, pub in st.PUBLISHED_TAU_STAR.items()]
-    return _table_html(
+    return table_html(
         rows, ["setting", "published", "paper_rule", "paper_int", "ours", "ours_int"],
         headers={"published": "τ* (paper)", "paper_rule": "τ* (ours, paper's rule)",
                  "paper_int": "90% interval", "ours": "τ* (ours, interpolated)",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,9 +33,11 @@ from gaugekit.audit.factors import (
     torch_optim_factories,
 )
 from gaugekit.gauge import relative_distance, rotate_factors
-from gaugekit.optim import all_specs, make_optimizer
-from gaugekit.report.theory import WIDTH, Findings, LossFn, _below, _label, _np
-from gaugekit.report.viz import COORDINATEWISE_COLOR, EQUIVARIANT_COLOR, method_color, table_html
+from gaugekit.optim import all_specs
+from gaugekit.report.tables import as_markdown, table_html, value_text, wrapped, yes_no
+from gaugekit.report.tables import label as _label
+from gaugekit.report.theory import WIDTH, Findings, LossFn, _np, _trajectory
+from gaugekit.report.viz import COORDINATEWISE_COLOR, EQUIVARIANT_COLOR, legend_below, method_color
 
 __all__ = [
     "transfer_curves",
@@ -100,9 +101,8 @@ def adam_witness_check(Q: Tensor, *, eta: float = 0.1, eps: float = 1e-8) -> Fin
     ``U₀ = V₀ = (1, 0)`` and from ``(U₀Q, V₀Q)``; one library Adam step against the closed forms
     ``W₁ = (1 − η/(1 + ε))²`` and ``W̃₁ = (1 − η/(2^{-1/2} + ε))²`` (for ``Q = R(π/4)``)."""
     def one_step_product(U0: Tensor, V0: Tensor) -> float:
-        U, V = theory.optimizer_trajectory(
-            lambda p: make_optimizer("adam", p, lr=eta, eps=eps),
-            lambda U, V: 0.5 * (U @ V.mT).squeeze() ** 2, U0, V0, 1)
+        U, V = _trajectory("adam", lambda U, V: 0.5 * (U @ V.mT).squeeze() ** 2, U0, V0, 1,
+                           lr=eta, eps=eps)
         return (U[1] @ V[1].T).item()
 
     u0 = torch.tensor([[1.0, 0.0]], dtype=Q.dtype)
@@ -129,9 +129,8 @@ def adam_defect_check(loss: LossFn, U0: Tensor, V0: Tensor, Q: Tensor, lrs: Sequ
         return theory.adam_relative_defect_grid(U0, V0, G_U, G_V, Q, lrs, epss)
 
     def measured(lr: float, eps: float) -> float:
-        factory = lambda p: make_optimizer("adam", p, lr=lr, eps=eps)  # noqa: E731
-        U, V = theory.optimizer_trajectory(factory, loss, U0, V0, 1)
-        U_r, V_r = theory.optimizer_trajectory(factory, loss, U0 @ Q, V0 @ Q, 1)
+        U, V = _trajectory("adam", loss, U0, V0, 1, lr=lr, eps=eps)
+        U_r, V_r = _trajectory("adam", loss, U0 @ Q, V0 @ Q, 1, lr=lr, eps=eps)
         step = U[1] @ V[1].T - U0 @ V0.T
         return relative_distance(U_r[1] @ V_r[1].T - U0 @ V0.T, step).item()
 
@@ -163,9 +162,7 @@ def plane_check(starts: Sequence[Tensor], rules: Sequence[tuple[str, float]], *,
     runs, products, v, lines = {}, {}, {}, []
     count = {7: "seven"}.get(len(starts), str(len(starts)))
     for name, lr in rules:
-        runs[name] = [theory.optimizer_trajectory(
-            lambda p, name=name, lr=lr: make_optimizer(name, p, lr=lr), plane_loss, u, u.clone(),
-            steps) for u in starts]
+        runs[name] = [_trajectory(name, plane_loss, u, u.clone(), steps, lr=lr) for u in starts]
         W = products[name] = torch.stack([(U @ V.mT).flatten() for U, V in runs[name]])
         v[f"plane_spread_{name}"] = (W.max(0).values - W.min(0).values).max().item()
         lines.append(f"{name:>12}: the {count} products differ by "
@@ -186,17 +183,13 @@ def audit_summary(zoo_rows: Sequence[AuditRow], torch_rows: Sequence[AuditRow]) 
     the decades between them, and the audit's settings (threshold, shapes, steps)."""
     specs = {spec.name: spec for spec in all_specs()}
 
-    def word(equivariant: bool) -> str:
-        return "equivariant" if equivariant else "not equivariant"
-
     def md_escape(text: str) -> str:
         return text.replace("_", r"\_").replace("*", r"\*")
 
-    from IPython.display import Markdown
-
     zoo = [{"rule": specs[r.name].label, "name": r.name,
-            "classified": word(specs[r.name].equivariant), "audit": r.verdict,
-            "residual": _residual(r), "why": specs[r.name].reason} for r in zoo_rows]
+            "classified": "equivariant" if specs[r.name].equivariant else "not equivariant",
+            "audit": r.verdict, "residual": _residual(r), "why": specs[r.name].reason}
+           for r in zoo_rows]
     ran = [r for r in [*zoo_rows, *torch_rows] if r.result is not None]
     equivariant = [r.result.residual for r in ran if r.verdict == "equivariant"]
     broken = [r.result.residual for r in ran if r.verdict == "not equivariant"]
@@ -206,8 +199,8 @@ def audit_summary(zoo_rows: Sequence[AuditRow], torch_rows: Sequence[AuditRow]) 
         "zoo_audit_table": table_html(zoo, ["rule", "name", "classified", "audit", "residual"],
                                       headers={"name": "registry name",
                                                "audit": "audit verdict"}),
-        "zoo_why": Markdown("\n\n".join(f"{r['rule']} (`{r['name']}`)\n: {md_escape(r['why'])}"
-                                         for r in zoo)),
+        "zoo_why": as_markdown("\n\n".join(f"{r['rule']} (`{r['name']}`)\n: "
+                                            f"{md_escape(r['why'])}" for r in zoo)),
         "torch_audit_table": table_html(
             [{"name": r.name, "audit": r.verdict, "residual": _residual(r),
               "moved": r.result.displacement if r.result else None} for r in torch_rows],
@@ -225,14 +218,12 @@ def audit_summary(zoo_rows: Sequence[AuditRow], torch_rows: Sequence[AuditRow]) 
 
 def audit_panels(zoo_rows: Sequence[AuditRow], torch_rows: Sequence[AuditRow]) -> list[Any]:
     """The two panels of :func:`audit_bars`: the zoo (rules by label) and ``torch.optim``."""
-    specs = {spec.name: spec for spec in all_specs()}
-
     def panel(title: str, rows: Sequence[AuditRow], label: Any) -> tuple[Any, ...]:
         rows = [r for r in rows if r.result is not None]
         return (title, [label(r) for r in rows], [r.result.residual for r in rows],
                 [r.verdict == "equivariant" for r in rows])
 
-    return [panel("gaugekit zoo", zoo_rows, lambda r: specs[r.name].label),
+    return [panel("gaugekit zoo", zoo_rows, lambda r: _label(r.name)),
             panel("torch.optim", torch_rows, lambda r: r.name)]
 
 
@@ -294,9 +285,8 @@ def adam_defect(
     ax1.set_xlabel(r"$\varepsilon$")
     ax1.set_ylabel(r"$\delta$ as $\eta \to 0$")
     ax1.set_title(r"against $\varepsilon$ ($\eta = 10^{-6}$)")
-    handles, _ = ax0.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="k", marker="o", ls="", ms=5, label="library's Adam"))
-    _below(fig, handles, ncol=3)
+    legend_below(fig, ax0, ncol=3, handles=[
+        Line2D([], [], color="k", marker="o", ls="", ms=5, label="library's Adam")])
     return fig
 
 
@@ -334,7 +324,7 @@ def plane_runs(
     handles = [Line2D([], [], color=method_color(m), lw=widths.get(m, 1.3),
                       ls="--" if m not in paths else "-", label=_label(m)) for m in products]
     handles.append(Line2D([], [], color="k", marker="o", ls="", ms=4, label="start"))
-    _below(fig, handles, ncol=len(handles))
+    legend_below(fig, handles=handles, ncol=len(handles))
     return fig
 
 
@@ -361,9 +351,10 @@ def audit_bars(
         ax.axvline(threshold, color="k", ls="--", lw=1)
         ax.set_title(title)
     axes[-1, 0].set_xlabel("audit residual")
-    _below(fig, [Patch(color=EQUIVARIANT_COLOR, label="passes (equivariant)"),
-                 Patch(color=COORDINATEWISE_COLOR, label="fails"),
-                 Line2D([], [], color="k", ls="--", lw=1, label="threshold")], ncol=3)
+    legend_below(fig, ncol=3, handles=[
+        Patch(color=EQUIVARIANT_COLOR, label="passes (equivariant)"),
+        Patch(color=COORDINATEWISE_COLOR, label="fails"),
+        Line2D([], [], color="k", ls="--", lw=1, label="threshold")])
     return fig
 
 
@@ -476,21 +467,10 @@ def transfer_curves(
 # --------------------------------------------------------------------------------------------
 
 
-def _value(v: Any) -> str:
-    """A default as a reader writes it: yes / no, 0.9 / 0.999, none."""
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, tuple):
-        return " / ".join(f"{x:g}" for x in v)
-    if isinstance(v, float):
-        return f"{v:g}"
-    return "none" if v is None else str(v)
-
-
 def registry_table() -> str:
     """Every registered optimizer: its name, class, gauge class and the one-line reason."""
     return table_html([{"name": s.name, "class": s.cls.__name__,
-                        "equivariant": "yes" if s.equivariant else "no", "why": s.reason}
+                        "equivariant": yes_no(s.equivariant), "why": s.reason}
                        for s in all_specs()], ["name", "class", "equivariant", "why"])
 
 
@@ -500,12 +480,12 @@ def defaults_table() -> tuple[str, str]:
     specs = all_specs()
     common = set.intersection(*(set(s.defaults.items()) for s in specs))
     table = table_html(
-        [{"name": s.name, "matrices only": "yes" if s.matrix_only else "no",
+        [{"name": s.name, "matrices only": yes_no(s.matrix_only),
           "lr schedule": s.lr_schedule,
-          "defaults": "; ".join(f"{k} {_value(v)}" for k, v in s.defaults.items()
+          "defaults": "; ".join(f"{k} {value_text(v)}" for k, v in s.defaults.items()
                                 if (k, v) not in common)} for s in specs],
         ["name", "matrices only", "lr schedule", "defaults"])
-    return table, ", ".join(f"{k} {_value(v)}" for k, v in sorted(common, key=lambda kv: kv[0]))
+    return table, ", ".join(f"{k} {value_text(v)}" for k, v in sorted(common, key=lambda kv: kv[0]))
 
 
 def audit_table(rows: Sequence[AuditRow]) -> str:
@@ -515,9 +495,3 @@ def audit_table(rows: Sequence[AuditRow]) -> str:
     return table_html([row.as_dict() for row in rows], ["name", "verdict", *numbers],
                       headers={"noise_residual": "noise", "displacement": "moved"},
                       formats=dict.fromkeys(numbers, ".2e"))
-
-
-def wrapped(text: str, width: int = 77) -> str:
-    """``text`` with its lines longer than ``width`` wrapped (continuations indented)."""
-    return "\n".join(textwrap.fill(line, width, subsequent_indent="    ")
-                      if len(line) > width else line for line in text.splitlines())

@@ -5,9 +5,8 @@ Each ``*_check`` function runs one small float64 experiment of a chapter on the 
 has drawn and returns its :class:`Findings`: the numbers the text cites (glued under the names
 the prose uses), the lines the page prints and the inputs of the figure that follows. Each
 figure function draws one figure of the book and returns it; the chapter cell is then one call.
-Optimizers are coloured with :func:`gaugekit.report.viz.method_color` (one colour per registry
-name across the book); lines that are not optimizers (gradient flow, a path, a formula) are
-black or grey. Legends sit outside the axes, below the figure, so that they never cover a curve.
+Lines that are not optimizers (gradient flow, a path, a formula) are black or grey. Legends sit
+outside the axes, beside them or below the figure, so that they never cover a curve.
 Those that sort update rules (chapter 2, chapter 3's Gram form and transfer functions) are in
 :mod:`gaugekit.report.taxonomy`.
 """
@@ -40,7 +39,8 @@ from gaugekit.gauge import (
 )
 from gaugekit.optim import get_spec, make_optimizer
 from gaugekit.problems.matrix_sensing import SensingInstance, relative_error
-from gaugekit.report.viz import glue_page, method_color
+from gaugekit.report.tables import label as _label
+from gaugekit.report.viz import glue_page, legend_below, legend_beside, method_color
 
 __all__ = [
     "Findings",
@@ -70,18 +70,11 @@ def _np(x: Any) -> Any:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
 
 
-def _label(method: str) -> str:
-    from gaugekit.optim.registry import get_spec
-
-    try:
-        return get_spec(method).label
-    except ValueError:
-        return method
-
-
-def _below(fig: Figure, handles: Sequence[Any], ncol: int) -> None:
-    """One legend for the whole figure, under the axes (constrained layout makes room)."""
-    fig.legend(handles=list(handles), loc="outside lower center", ncol=ncol)
+def _trajectory(name: str, loss: LossFn, U0: Tensor, V0: Tensor, steps: int,
+                **hparams: float) -> tuple[Tensor, Tensor]:
+    """The factors along ``steps`` steps of the registry's optimizer ``name`` (``hparams``)."""
+    return theory.optimizer_trajectory(lambda p: make_optimizer(name, p, **hparams), loss, U0,
+                                       V0, steps)
 
 
 @dataclass
@@ -244,8 +237,7 @@ def factor_pairs(pairs: Sequence[tuple[str, torch.Tensor, torch.Tensor]]) -> Fig
             ax.set_xticks([])
             ax.set_yticks([])
             if col == 0:
-                size = (U.square().sum() + V.square().sum()).item()
-                ax.set_ylabel(f"{label}\nsize {size:.2f}")
+                ax.set_ylabel(f"{label}\nsize {_size(U, V):.2f}")
         axes[0, col].set_title(title)
         fig.colorbar(image, ax=axes[:, col], location="bottom", shrink=0.8, aspect=15)
     return fig
@@ -351,9 +343,7 @@ def clock_free_check(instance: SensingInstance, U0: Tensor, V0: Tensor,
     loss that path covers (``path_distance_<method>``, ``final_rec_<method>``)."""
     paths = {}
     for name, lr, steps in runs:
-        U, V = theory.optimizer_trajectory(
-            lambda p, name=name, lr=lr: make_optimizer(name, p, lr=lr), instance.loss, U0, V0,
-            steps)
+        U, V = _trajectory(name, instance.loss, U0, V0, steps, lr=lr)
         W = U @ V.mT
         paths[name] = (W, instance.loss(U, V), relative_error(W, instance.X_star))
     W_ref, loss_ref, _ = next(iter(paths.values()))
@@ -383,9 +373,7 @@ def balancedness_check(loss: LossFn, U0: Tensor, V0: Tensor, rules: Sequence[str
         imbalance[name] = []
         for eta in step_sizes:
             lr = eta * (1 - get_spec(name).defaults["momentum"]) if name == "momentum" else eta
-            U, V = theory.optimizer_trajectory(
-                lambda p, name=name, lr=lr: make_optimizer(name, p, lr=lr), loss, U0, V0,
-                round(horizon / eta))
+            U, V = _trajectory(name, loss, U0, V0, round(horizon / eta), lr=lr)
             imbalance[name].append(theory.relative_imbalance(U, V))
     final = {name: [c[-1].item() for c in curves] for name, curves in imbalance.items()}
     halving = {name: f[0] / f[-1] for name, f in final.items()}
@@ -425,12 +413,12 @@ def time_change(
     ax1.semilogy(_np(tau_wrong), _np(loss_pre), "x", color="#D95F02", ms=5)
     ax1.set_xlabel("gradient-flow time")
     ax1.set_title("on gradient flow's clock")
-    _below(fig, [Line2D([], [], color="k", label="gradient flow"),
-                 Line2D([], [], color=pre, ls="--", label="preconditioned, $a(t)$"),
-                 Line2D([], [], color=pre, marker="o", ls="", ms=4,
-                        label=r"placed at $\tau(T)$"),
-                 Line2D([], [], color="#D95F02", marker="x", ls="", ms=5,
-                        label=r"placed at $\int_0^T a$")], ncol=2)
+    legend_below(fig, handles=[
+        Line2D([], [], color="k", label="gradient flow"),
+        Line2D([], [], color=pre, ls="--", label="preconditioned, $a(t)$"),
+        Line2D([], [], color=pre, marker="o", ls="", ms=4, label=r"placed at $\tau(T)$"),
+        Line2D([], [], color="#D95F02", marker="x", ls="", ms=5, label=r"placed at $\int_0^T a$")],
+        ncol=2)
     return fig
 
 
@@ -450,7 +438,7 @@ def clock_free(
     ax.invert_xaxis()
     ax.set_xlabel("loss (decreasing to the right)")
     ax.set_ylabel("recovery error rec")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(ax)
     return fig
 
 
@@ -482,8 +470,7 @@ def balancedness(
     ax0.set_title(rf"along the run, $\eta$ = {step_sizes[-1]:g}")
     ax1.set_xlabel(r"step size $\eta$")
     ax1.set_title(f"at T = {horizon:g}; dotted: slope 1")
-    handles, _ = ax0.get_legend_handles_labels()
-    _below(fig, handles, ncol=4)
+    legend_below(fig, ax0, ncol=4)
     return fig
 
 
@@ -513,5 +500,5 @@ def gap_collision(
     ax.axhline(threshold, color="0.6", lw=0.8, label="verdict threshold")
     ax.set_xlabel("eigenvalue gap δ at the refresh")
     ax.set_ylabel("audit residual")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    legend_beside(ax)
     return fig

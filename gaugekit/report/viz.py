@@ -1,18 +1,17 @@
-"""Figures and tables from run records: each figure of the book has one producer.
+"""Figures from run records: each figure of the book has one producer.
 
 Every function takes records (the dicts of :mod:`gaugekit.runs.records`) or rows
 derived from them, draws on a given ``ax`` (or a new figure) and returns the figure. Colours say
 the gauge class of an optimizer: equivariant (blue) or coordinate-wise (orange), read from the
-optimizer registry. :func:`table_html` renders rows as an HTML table for a chapter;
-:func:`records_note` says which records a page shows and the command that made them.
+optimizer registry; the book's legends sit beside or below the axes (:func:`legend_beside`,
+:func:`legend_below`). The tables, words and glue of a page (:func:`table_html`,
+:func:`records_note`, :func:`glue_page`) are :mod:`gaugekit.report.tables`', shown here too.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 
-import html
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from gaugekit.report.tables import Record, as_markdown, finite, glue_page, records_note, table_html
+from gaugekit.report.tables import label as _label
+
 __all__ = [
     "COORDINATEWISE_COLOR",
     "EQUIVARIANT_COLOR",
@@ -35,6 +37,9 @@ __all__ = [
     "class_color",
     "class_legend",
     "glue_page",
+    "legend_beside",
+    "legend_below",
+    "log_ticks",
     "method_color",
     "use_book_style",
     "lr_sensitivity",
@@ -49,7 +54,6 @@ __all__ = [
 
 EQUIVARIANT_COLOR = "#1f77b4"
 COORDINATEWISE_COLOR = "#ff7f0e"
-Record = Mapping[str, Any]
 
 
 def _equivariant(method: str) -> bool | None:
@@ -59,15 +63,6 @@ def _equivariant(method: str) -> bool | None:
         return get_spec(method).equivariant
     except ValueError:
         return None
-
-
-def _label(method: str) -> str:
-    from gaugekit.optim.registry import get_spec
-
-    try:
-        return get_spec(method).label
-    except ValueError:
-        return method
 
 
 def class_color(method: str) -> str:
@@ -129,8 +124,27 @@ def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     return ax.figure, ax
 
 
-def _finite(x: Any) -> bool:
-    return x is not None and math.isfinite(float(x))
+def legend_beside(ax: Axes, *args: Any, **kwargs: Any) -> None:
+    """The legend of ``ax`` (``args``: its handles and labels) to the right of the axes, top
+    edges level."""
+    ax.legend(*args, loc="upper left", bbox_to_anchor=(1.01, 1.0), **kwargs)
+
+
+def legend_below(fig: Figure, *axes: Axes, handles: Sequence[Any] = (), ncol: int = 1) -> None:
+    """One legend for the whole figure, under its axes (constrained layout makes room): the
+    handles of ``axes`` (each label once, in order), then ``handles``."""
+    found: dict[str, Any] = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            found.setdefault(text, handle)
+    fig.legend(handles=[*found.values(), *handles], loc="outside lower center", ncol=ncol)
+
+
+def log_ticks(ax: Axes, values: Sequence[float]) -> None:
+    """A log x axis with a tick labelled ``:g`` at each of ``values``, and no minor ticks."""
+    ax.set_xscale("log")
+    ax.set_xticks(list(values), [f"{v:g}" for v in values])
+    ax.minorticks_off()
 
 
 def recovery_bars(
@@ -152,9 +166,9 @@ def recovery_bars(
     for i, row in enumerate(rows):
         method = row["method"]
         value = row.get(metric)
-        if _finite(value):
+        if finite(value):
             ax.bar(i, max(float(value), floor), color=class_color(method), alpha=0.85)
-        seeds = [v for v in row.get(f"{metric}_seeds", []) if _finite(v)]
+        seeds = [v for v in row.get(f"{metric}_seeds", []) if finite(v)]
         ax.plot([i] * len(seeds), [max(float(v), floor) for v in seeds], "k.", ms=4)
         if published and method in published:
             ax.plot(i, max(published[method], floor), "kD", ms=5, mfc="white")
@@ -205,7 +219,7 @@ def lr_sensitivity(
                 diverged.append(lr)
                 continue
             values = [r["metrics"].get(metric) for r in runs]
-            if not all(_finite(v) for v in values):
+            if not all(finite(v) for v in values):
                 continue
             xs.append(lr)
             mean = sum(values) / len(values)
@@ -250,7 +264,7 @@ def training_curves(
     for r in records:
         curve = r.get("curves") or {}
         steps, values = curve.get("step", []), curve.get(metric, [])
-        pts = [(s, v) for s, v in zip(steps, values, strict=False) if _finite(v)]
+        pts = [(s, v) for s, v in zip(steps, values, strict=False) if finite(v)]
         if not pts:
             continue
         method = r["config"]["method"]
@@ -276,7 +290,7 @@ def scatter_metrics(
         if r["status"] != "ok":
             continue
         vx, vy = r["metrics"].get(x), r["metrics"].get(y)
-        if _finite(vx) and _finite(vy):
+        if finite(vx) and finite(vy):
             ax.plot(vx, vy, "o", ms=3.5, alpha=0.7, color=class_color(r["config"]["method"]))
     if logx:
         ax.set_xscale("log")
@@ -308,7 +322,7 @@ def protocol_comparison(
         marker = markers[j % len(markers)]
         for i, method in enumerate(methods):
             value = rows.get(method, {}).get(metric)
-            if _finite(value):
+            if finite(value):
                 ax.plot(i - 0.3 + (j + 0.5) * width, max(float(value), floor), marker,
                         color=class_color(method), mec="k", mew=0.5, ms=6)
         handles.append(Line2D([], [], color="0.4", marker=marker, ls="", label=protocol))
@@ -317,47 +331,6 @@ def protocol_comparison(
     ax.set_yscale("log")
     class_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
-
-
-def table_html(
-    rows: Sequence[Mapping[str, Any]],
-    columns: Sequence[str],
-    *,
-    headers: Mapping[str, str] | None = None,
-    formats: Mapping[str, str | Callable[[Any], str]] | None = None,
-) -> str:
-    """An HTML table of ``rows`` (``columns`` in order); ``formats[col]`` is a format spec or a
-    function; ``None`` and non-finite numbers show as an em dash. The table is set a little
-    smaller than the text, in a box that scrolls sideways when it is still wider than the text
-    column, instead of running over the page's margin. A cell with no space in it is one word and
-    is never broken (a browser would otherwise break ``5.3e-6`` at its hyphen); a no-break space
-    (``"\u00a0"``) joins words into one such cell (``"Lion\u00a05.3e-6"``)."""
-    headers = headers or {}
-    formats = formats or {}
-
-    def cell(col: str, value: Any) -> str:
-        if value is None or (isinstance(value, float) and not math.isfinite(value)):
-            return "—"
-        fmt = formats.get(col)
-        if callable(fmt):
-            return html.escape(fmt(value))
-        if fmt is not None:
-            return html.escape(format(value, fmt))
-        return html.escape(str(value))
-
-    pad = 'style="padding: 2px 6px"'
-    one_word = 'style="padding: 2px 6px; white-space: nowrap"'
-
-    def td(text: str) -> str:
-        breaks = any(ch.isspace() and ch != "\u00a0" for ch in text)
-        return f"<td {pad if breaks else one_word}>{text}</td>"
-
-    head = "".join(f"<th {pad}>{html.escape(headers.get(c, c))}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(td(cell(c, r.get(c))) for c in columns) + "</tr>" for r in rows
-    )
-    return (f'<div style="overflow-x: auto"><table style="font-size: 0.85em"><thead><tr>{head}'
-            f"</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 _MARKERS = "osD^vP*Xp<>h"
@@ -387,7 +360,7 @@ def value_curves(
     hollow = []
     for i, (method, ys) in enumerate(values.items()):
         pts = [(xi, max(float(y), floor) if log else float(y))
-               for xi, y in zip(x, ys, strict=True) if _finite(y)]
+               for xi, y in zip(x, ys, strict=True) if finite(y)]
         marker = _MARKERS[i % len(_MARKERS)]
         color = method_color(method)
         if pts:
@@ -399,12 +372,10 @@ def value_curves(
         if (published or {}).get(method):
             hollow.append(Line2D([], [], marker=marker, ms=7, ls="", mfc="none", mec=color,
                                  mew=1.2))
-    ax.set_xscale("log")
     ticks = list(ticks if ticks is not None else x)
-    ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+    log_ticks(ax, ticks)
     if ticks:
         ax.set_xlim(min(ticks) / 1.15, max(ticks) * 1.15)
-    ax.minorticks_off()
     if log:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
@@ -416,82 +387,6 @@ def value_curves(
         if hollow:
             handles.append(tuple(hollow))
             labels.append("published")
-        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                  handler_map={tuple: HandlerTuple(ndivide=None, pad=0.0)})
+        legend_beside(ax, handles, labels, fontsize=7,
+                      handler_map={tuple: HandlerTuple(ndivide=None, pad=0.0)})
     return fig
-
-
-def records_note(source: Any) -> Any:
-    """Which records a page shows and the command that made them, as Markdown for the page.
-
-    ``source`` is what a chapter's ``collect()`` returned (anything with ``note_markdown()``,
-    such as :class:`gaugekit.runs.collection.Collected`) or a Markdown string. The result is
-    an :class:`IPython.display.Markdown`: glue it (``glue("note", records_note(c),
-    display=False)``) and paste it with the ``glue:md`` directive and ``:format: myst``, so
-    the command shows as a code block, its ``--`` intact, instead of text between backticks.
-    """
-    from IPython.display import Markdown
-
-    text = source.note_markdown() if hasattr(source, "note_markdown") else source
-    if not isinstance(text, str):
-        raise ValueError(
-            f"Invalid source: {type(source).__name__}; expected a collected result with "
-            f"note_markdown() or a Markdown string"
-        )
-    return Markdown(_wrap_commands(text))
-
-
-def as_markdown(text: str) -> Any:
-    """``text`` as an :class:`IPython.display.Markdown`, for ``{glue:md}``: words that a page
-    pastes as ordinary text (IPython is imported only when called)."""
-    from IPython.display import Markdown
-
-    return Markdown(text)
-
-
-def _wrap_commands(text: str, width: int = 72) -> str:
-    """Every line of a ```` ```bash ```` block of ``text`` longer than ``width`` broken before
-    an option (`` --``) with a shell continuation, so that a page shows it without a sideways
-    scroll and it still pastes as one command."""
-    out, in_bash = [], False
-    for line in text.split("\n"):
-        if line.startswith("```"):
-            in_bash = line.strip() == "```bash"
-            out.append(line)
-            continue
-        if not in_bash or len(line) <= width or " --" not in line:
-            out.append(line)
-            continue
-        head, *options = line.split(" --")
-        current = head
-        for option in options:
-            if len(current) + 3 + len(option) > width - 2:
-                out.append(current + " \\")
-                current = "    --" + option
-            else:
-                current += " --" + option
-        out.append(current)
-    return "\n".join(out)
-
-
-def glue_page(values: Mapping[str, Any], prefix: str = "") -> None:
-    """Glue every ``name → value`` of a page (as ``prefix + name``) for ``{glue:text}``,
-    ``{glue:md}`` and ``glue:figure``, without showing it (``display=False``).
-
-    A string holding an HTML table (from :func:`table_html`) is glued as HTML, any other string
-    as text; a matplotlib figure as the figure (then closed); a number as the number, for the
-    page to format (``{glue:text}`name:.3f```); an IPython display object as it is. This is the
-    one glue helper of the book's chapters."""
-    from IPython.display import HTML
-    from matplotlib.figure import Figure
-    from myst_nb import glue
-
-    for name, value in values.items():
-        name = prefix + name
-        if isinstance(value, Figure):
-            glue(name, value, display=False)
-            plt.close(value)
-        elif isinstance(value, str) and "<table" in value:
-            glue(name, HTML(value), display=False)
-        else:
-            glue(name, value, display=False)
