@@ -236,8 +236,7 @@ class ScaleConfig:
 
 
 def _checkpoints(num_steps: int) -> tuple[int, ...]:
-    """The paper's checkpoints 0, 1, 10, 50, 100, 300, 600, 1000, 1500 up to ``num_steps``
-    (``num_steps`` itself always included)."""
+    """The paper's checkpoints 0, 1, 10, 50, 100, 300, 600, 1000, 1500 up to ``num_steps``."""
     return checkpoint_steps(num_steps, (0, 1, 10, 50, 100, 300, 600, 1000, 1500))
 
 

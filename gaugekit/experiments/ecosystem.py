@@ -32,6 +32,8 @@ sweep goes on either way (:func:`run_isolated`).
 Parts: one per library. Paper scale: every exported class (:data:`CATALOG`, pinned; a test
 compares it with the installed package), records committed under ``results/ecosystem/paper``.
 Quick scale: the first :data:`QUICK_CLASSES` classes of each library, in a temporary folder.
+The module runs a little past 500 lines because the two libraries' pinned catalogues and the
+follow-ups are written beside the audit that runs them.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.

@@ -34,6 +34,10 @@ Parts (each a grid; the quick and the paper scale differ only in their numbers):
 Paper scale: n = 40, r = 3, k = 40, m = 462, 200 validation measurements, 20,000 steps,
 tol 1e-7, seeds 42, 123, 456. Quick scale: n = 20, r = 2, k = 20, m = 152, 100 validation
 measurements, 3,000 steps, tol 1e-6 (second size n = 30, r = 3, m = 342), same seeds and grids.
+
+The module runs past 500 lines because the ladder, the spectral tails, the dial and the eigenbasis
+experiments build on it (the zoo's pinned hyperparameters and grids, its experiment object, its
+selection rows), beside its own parts and the paper's published values.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.

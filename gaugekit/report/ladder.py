@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from gaugekit.experiments import ladder
 from gaugekit.optim.registry import get_spec
 from gaugekit.report import ladder_paper, viz
+from gaugekit.report.matrix_sensing import label
 from gaugekit.runs import selection
 from gaugekit.runs.collection import run_command
 
@@ -68,11 +69,6 @@ CLAIM_TEXT: dict[str, str] = {
     "adam_worst_of_three": "Adam worse than GD and shared-scale Adam",
 }
 _POINT = {"size": "n = {:g}", "rank": "r = {:g}", "mdof": "m/dof = {:g}"}
-
-
-def label(method: str) -> str:
-    """The registry's label of ``method``."""
-    return get_spec(method).label
 
 
 def fmt_rec(x: float | None) -> str:
