@@ -1,9 +1,10 @@
 """The book's experiments: one module per experiment, registered here by name.
 
 Each module says what to run and how to read it back: its configs and parts (``specs``), how
-one batch trains (``run_batch``, on :mod:`gaugekit.train`), and the summaries its chapter and
-the README show (``collect``, ``headline``). The sweep engine, the records and the selections
-live in :mod:`gaugekit.runs`; the figures and tables in :mod:`gaugekit.report`.
+one batch trains (``run_batch``, on :mod:`gaugekit.train`), its records (``collect``) and the
+summaries other modules build on. The sweep engine, the records and the selections live in
+:mod:`gaugekit.runs`; the figures, tables, sentences and the README's rows in
+:mod:`gaugekit.report`.
 
 Modules are imported on first use. The package needs the ``experiments`` extra
 (``pip install 'gaugekit[experiments]'``): importing it without raises

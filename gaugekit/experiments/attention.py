@@ -42,17 +42,21 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from gaugekit.config import get_scale
 from gaugekit.problems.attention import TransformerShape
 from gaugekit.runs import collection
 from gaugekit.runs.records import canonical_json
-from gaugekit.runs.spec import RunResult, RunSpec
-from gaugekit.train.twins import TwinTask, torch_dtype, train_stack, twin_result
+from gaugekit.runs.spec import RunResult, RunSpec, config_getter
+from gaugekit.train.twins import (
+    TwinTask,
+    checkpoint_steps,
+    torch_dtype,
+    train_families,
+    twin_result,
+)
 
 __all__ = [
     "CONFIGS",
@@ -67,11 +71,9 @@ __all__ = [
     "collect",
     "family_key",
     "get_config",
-    "records_dir",
     "train_twin_batch",
 ]
 
-NAME = "attention"
 NAME = "attention"
 
 #: The optimizers of the experiment, in the chapter's order.
@@ -234,10 +236,8 @@ class ScaleConfig:
 
 
 def _checkpoints(num_steps: int) -> tuple[int, ...]:
-    """The paper's checkpoints 0, 1, 10, 50, 100, 300, 600, 1000, 1500 up to ``num_steps``
-    (``num_steps`` itself always included)."""
-    base = (0, 1, 10, 50, 100, 300, 600, 1000, 1500)
-    return tuple(sorted({c for c in base if c <= num_steps} | {num_steps}))
+    """The paper's checkpoints 0, 1, 10, 50, 100, 300, 600, 1000, 1500 up to ``num_steps``."""
+    return checkpoint_steps(num_steps, (0, 1, 10, 50, 100, 300, 600, 1000, 1500))
 
 
 GAUGE = {"kind": "gauge", "seed": 777}
@@ -274,7 +274,7 @@ def suite_families(cfg: SuiteConfig) -> list[TwinFamily]:
     init 42 with ``A = I``, gauge 777/888/999 and noise 1e-7 and 1e-5 (seed 888), init 43 with
     the three gauges (6 gauge pairs); the other rules init 42 with gauge 777 and noise 1e-7,
     init 43 with gauge 777 (2 gauge pairs, 1 noise twin)."""
-    cps = tuple(sorted({0, cfg.num_steps} | {c for c in SUITE_CHECKPOINTS if c <= cfg.num_steps}))
+    cps = checkpoint_steps(cfg.num_steps, (0, *SUITE_CHECKPOINTS))
     gauges = tuple({"kind": "gauge", "seed": s} for s in (777, 888, 999))
     out = []
     for method in METHODS:
@@ -398,11 +398,7 @@ def _quick_config() -> ScaleConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-
-
-def get_config(scale: str | None = None) -> ScaleConfig:
-    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
+get_config = config_getter(CONFIGS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -441,26 +437,20 @@ def train_twin_batch(
             f"{task.num_classes} classes"
         )
 
-    # the twins: the base first, then every other twin once
-    twins: list[Mapping[str, Any]] = [{"kind": "base"}]
-    row_of: list[int] = []
+    twins: list[Mapping[str, Any]] = [BASE]  # one stack: the base, then every other twin once
     for spec in specs:
-        twin = spec.config["twin"]
-        if twin not in twins:
-            twins.append(twin)
-        row_of.append(twins.index(twin))
-    B = len(twins)
-    trace = train_stack(
-        shape=shape, task=task, method=c0["method"], hparams=[c0["hparams"]] * B,
-        init_seeds=[int(c0["init_seed"])] * B, twins=twins, base_of=[0] * B,
-        num_steps=num_steps, checkpoints=c0["checkpoints"], dtype=torch_dtype(c0["dtype"]),
-        device=device,
-    )
-    return [
-        twin_result(trace, b, task, shape, twin_kind=twins[b]["kind"], base=0,
-                    store_heads=_stores_heads(spec.config))
-        for spec, b in zip(specs, row_of, strict=True)
-    ]
+        if spec.config["twin"] not in twins:
+            twins.append(spec.config["twin"])
+    placed = train_families(
+        [(c0["hparams"], int(c0["init_seed"]), t) for t in twins], max_stack=1, shape=shape,
+        task=task, method=c0["method"], num_steps=num_steps, checkpoints=c0["checkpoints"],
+        dtype=torch_dtype(c0["dtype"]), device=device)
+    out = []
+    for spec in specs:
+        trace, b, base = placed[twins.index(spec.config["twin"])]
+        out.append(twin_result(trace, b, task, shape, twin_kind=spec.config["twin"]["kind"],
+                               base=base, store_heads=_stores_heads(spec.config)))
+    return out
 
 
 class AttentionTwins:
@@ -509,33 +499,5 @@ EXPERIMENT = AttentionTwins()
 # --------------------------------------------------------------------------------------------
 
 
-def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """``<root>/results/attention/<scale>`` for a scale that persists its records (paper),
-    else a fresh temporary folder (quick)."""
-    config = get_config(scale)
-    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
-
-
-def collect(
-    scale: str | None = None,
-    out_dir: str | Path | None = None,
-    *,
-    parts: Sequence[str] | None = None,
-    device: str | torch.device | None = None,
-    progress: bool = False,
-    mode: str | None = None,
-) -> collection.Collected:
-    """The records of the parts at ``scale`` (:func:`gaugekit.runs.collection.collect`);
-    ``parts`` defaults to the attention chapter's, :data:`CHAPTER_PARTS` (the GPU suite's,
-    :data:`SUITE_PARTS`, are collected by name).
-
-    At paper scale the committed records are read and nothing is recomputed (records mode
-    ``read``); a run without a record is left out and the note
-    (:meth:`~gaugekit.runs.collection.Collected.note`) says how many and how to make them. At quick
-    scale everything is computed afresh in a temporary folder.
-    """
-    config = get_config(scale)
-    parts = list(CHAPTER_PARTS if parts is None else parts)
-    return collection.collect(EXPERIMENT, config.scale, parts=parts, out_dir=out_dir,
-                              device=device, progress=progress, mode=mode,
-                              persist=config.persist_records, allow_missing=True)
+collect = collection.collector(EXPERIMENT, get_config, allow_missing=True,
+                               default_parts=lambda config: CHAPTER_PARTS)

@@ -32,6 +32,8 @@ sweep goes on either way (:func:`run_isolated`).
 Parts: one per library. Paper scale: every exported class (:data:`CATALOG`, pinned; a test
 compares it with the installed package), records committed under ``results/ecosystem/paper``.
 Quick scale: the first :data:`QUICK_CLASSES` classes of each library, in a temporary folder.
+The module runs a little past 500 lines because the two libraries' pinned catalogues and the
+follow-ups are written beside the audit that runs them.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
@@ -40,9 +42,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import math
-import multiprocessing
-import time
 import traceback
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,8 +49,9 @@ from typing import Any
 
 import torch
 
-from gaugekit.runs import collection
+from gaugekit.runs import collection, isolation
 from gaugekit.runs.collection import Collected
+from gaugekit.runs.isolation import Isolated
 from gaugekit.runs.spec import RunResult, RunSpec
 
 __all__ = [
@@ -60,7 +60,6 @@ __all__ = [
     "EXPERIMENT",
     "LIBRARIES",
     "NUM_STEPS",
-    "REASONS",
     "VERDICTS",
     "INVESTIGATIONS",
     "EcosystemAudit",
@@ -201,71 +200,6 @@ INVESTIGATIONS: tuple[Investigation, ...] = (
 )
 
 
-#: One line of reason per equivariant or approximately equivariant verdict of the main parts
-#: (written after reading each rule's source at the pinned version; the book checks that every
-#: such verdict has one, and prints "no reason recorded" otherwise).
-REASONS: dict[tuple[str, str], str] = {
-    ("pytorch_optimizer", "A2Grad"): "accelerated SGD whose step sizes come from running "
-    "squared gradient norms: invariant scalars times linear combinations of gradients",
-    ("pytorch_optimizer", "ASGD"): "adaptive step size from ‖Δθ‖/‖Δg‖ (norms are invariant) "
-    "times the gradient",
-    ("pytorch_optimizer", "AccSGD"): "accelerated SGD: linear in the gradients",
-    ("pytorch_optimizer", "AggMo"): "several momentum buffers: linear in the gradients",
-    ("pytorch_optimizer", "AliG"): "Polyak-type step size from the loss and ‖g‖²: an invariant "
-    "scalar times g",
-    ("pytorch_optimizer", "Amos"): "one second-moment scalar per tensor (a mean of g²): "
-    "shared-scale, like the book's shared-scale Adam",
-    ("pytorch_optimizer", "ApolloDQN"): "diagonal quasi-Newton, but its denominator "
-    "max(|B|, 0.01) sits at the constant floor while the curvature estimate is small (500-step lr "
-    "warm-up from 1e-5); see the investigations",
-    ("pytorch_optimizer", "DAdaptSGD"): "SGD with a D-adaptation step size built from inner "
-    "products and norms (invariant scalars)",
-    ("pytorch_optimizer", "FriendlySAM"): "SAM around SGD: the ascent step ρ g/‖g‖ uses a "
-    "global norm",
-    ("pytorch_optimizer", "Fromage"): "per-tensor ratio ‖θ‖/‖g‖ times g: invariant scalars",
-    ("pytorch_optimizer", "LARS"): "layer-wise trust ratio ‖θ‖/‖g‖ times g: invariant scalars",
-    ("pytorch_optimizer", "LookSAM"): "SAM around SGD, the ascent direction reused: global "
-    "norms and inner products only",
-    ("pytorch_optimizer", "Lookahead"): "slow weights interpolate linearly with the fast ones: "
-    "equivariant around an equivariant base (SGD here)",
-    ("pytorch_optimizer", "NovoGrad"): "one second moment per tensor (‖g‖²): an invariant "
-    "scalar per layer",
-    ("pytorch_optimizer", "OrthoGrad"): "removes the component of g along θ with ⟨θ, g⟩/‖θ‖², "
-    "an invariant, then rescales to ‖g‖: equivariant around SGD",
-    ("pytorch_optimizer", "PCGrad"): "projects conflicting task gradients with inner products; "
-    "one loss here, so the SGD base step",
-    ("pytorch_optimizer", "PID"): "proportional-integral-derivative terms: linear in the "
-    "gradients",
-    ("pytorch_optimizer", "PNM"): "positive-negative momentum: linear in the gradients",
-    ("pytorch_optimizer", "QHM"): "quasi-hyperbolic momentum: linear in the gradients",
-    ("pytorch_optimizer", "SAM"): "SAM around SGD: the ascent step ρ g/‖g‖ uses a global norm",
-    ("pytorch_optimizer", "SGD"): "torch.optim.SGD re-exported: linear in the gradient",
-    ("pytorch_optimizer", "SGDP"): "SGD whose projection uses per-row cosines of θ and g; rows "
-    "of U and V keep their inner products under the right gauge",
-    ("pytorch_optimizer", "SGDW"): "SGD with decoupled weight decay: linear",
-    ("pytorch_optimizer", "SRMM"): "averages of past gradients: linear",
-    ("pytorch_optimizer", "ScalableShampoo"): "at these sizes and defaults its update is "
-    "Nesterov SGD (the SGD graft): the preconditioner never engages in the audit",
-    ("pytorch_optimizer", "Shampoo"): "L^(-1/4) G R^(-1/4): L invariant, R → QᵀRQ",
-    ("pytorch_optimizer", "Adai"): "approximately: its per-coordinate inertia β₁ᵢ from v̂ᵢ/mean "
-    "v̂ is entrywise and enters after step 1 (equivariant over 1 step)",
-    ("pytorch_optimizer", "Conda"): "approximately: Adam in the right singular basis of the "
-    "momentum (gauge-covariant, like EigenAdam), the SVD taken in float32",
-    ("pytorch_optimizer", "MSVAG"): "approximately: its variance-adaptation factor is "
-    "entrywise and enters after step 1 (equivariant over 1 step)",
-    ("pytorch_optimizer", "TRAC"): "approximately: an invariant scaling of the SGD base step, "
-    "computed in float32",
-    ("heavyball", "SGD"): "approximately: momentum SGD with its state stored in float32 "
-    "(storage_dtype); float64 state is equivariant",
-    ("heavyball", "Muon"): "approximately: Newton–Schulz is equivariant; the float32 state "
-    "leaves 1e-8; float64 state is equivariant",
-    ("heavyball", "MuonAdamW"): "approximately: as Muon (float32 state); float64 state is "
-    "equivariant",
-    ("heavyball", "UnscaledAdamW"): "approximately only over 20 steps: a coordinate-wise "
-    "denominator that reacts to changes of g; the residual grows with t (3e-8 after 1 step)",
-}
-
-
 def library_available(library: str) -> bool:
     """Whether the library imports here at its pinned version."""
     lib = LIBRARIES[library]
@@ -290,79 +224,14 @@ def exported_optimizers(library: str) -> tuple[str, ...]:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# isolation
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Isolated:
-    """What :func:`run_isolated` returns: ``status`` ``"ok"`` (``value`` is the child's return
-    value), ``"raised"`` (``message`` holds the exception), ``"timeout"`` or ``"crashed"``."""
-
-    status: str
-    value: Any = None
-    message: str | None = None
-    seconds: float = 0.0
-
-
-def _child(conn: Any, target: str, args: tuple[Any, ...]) -> None:
-    torch.set_num_threads(1)
-    try:
-        module, attr = target.split(":")
-        value = getattr(importlib.import_module(module), attr)(*args)
-        conn.send(("ok", value))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        conn.send(("raised", f"{type(exc).__name__}: {exc}"))
-    finally:
-        conn.close()
+#: What every child of the audit imports before it forks (with the library audited).
+_PRELOAD = ("torch._dynamo", "gaugekit.experiments.ecosystem", "gaugekit.audit.factors")
 
 
 def run_isolated(target: str, args: tuple[Any, ...], timeout_s: float,
                  preload: Sequence[str] = ()) -> Isolated:
-    """Call ``target`` (``"module:function"``) with ``args`` in a fresh child process.
-
-    The child is forked from a ``forkserver`` that has imported ``preload``; it is killed after
-    ``timeout_s`` seconds. A child that exits without a result (a segfault, ``os._exit``) is
-    ``crashed`` with its exit code. Never raises for anything the child does.
-    """
-    if not (isinstance(timeout_s, (int, float)) and timeout_s > 0 and math.isfinite(timeout_s)):
-        raise ValueError(f"Invalid timeout_s: {timeout_s!r}; expected a finite float > 0")
-    ctx = multiprocessing.get_context("forkserver")
-    # effective when this call starts the forkserver (later preload lists are ignored)
-    ctx.set_forkserver_preload(["torch._dynamo", "gaugekit.experiments.ecosystem",
-                                "gaugekit.audit.factors", *preload])
-    parent, child = ctx.Pipe(duplex=False)
-    t0 = time.perf_counter()
-    proc = ctx.Process(target=_child, args=(child, target, args), daemon=True)
-    proc.start()
-    child.close()
-    result: tuple[str, Any] | None = None
-    try:
-        if parent.poll(timeout_s):
-            result = parent.recv()
-    except (EOFError, OSError):  # the child closed the pipe without a result: it died
-        result = None
-    if result is None:
-        # a dead child is reaped at once; a live one had its whole limit and is killed
-        proc.join(max(0.5, timeout_s - (time.perf_counter() - t0)))
-        seconds = time.perf_counter() - t0
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
-            return Isolated("timeout", message=f"timed out after {timeout_s:g} s",
-                            seconds=seconds)
-        code = proc.exitcode
-        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return Isolated("crashed", message=f"crashed ({how})", seconds=seconds)
-    seconds = time.perf_counter() - t0
-    proc.join(5)
-    if proc.is_alive():
-        proc.kill()
-    status, value = result
-    if status == "raised":
-        return Isolated("raised", message=str(value), seconds=seconds)
-    return Isolated("ok", value=value, seconds=seconds)
+    """:func:`gaugekit.runs.isolation.run_isolated` with the audit's modules preloaded too."""
+    return isolation.run_isolated(target, args, timeout_s, preload=(*_PRELOAD, *preload))
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,24 +48,21 @@ grids scaled by the same rule.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gaugekit.config import get_scale
 from gaugekit.experiments.matrix_sensing import (
     PAPER_HPARAMS,
     TABLE2_COSINE,
     TABLE2_METHODS,
     MatrixSensingZoo,
     selection_rows,
-    split_summary,
 )
-from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
-from gaugekit.problems.specs import Budget, Problem
+from gaugekit.problems.matrix_sensing import default_num_measurements
+from gaugekit.problems.specs import Budget, Problem, factored_run
 from gaugekit.runs import collection
-from gaugekit.runs.spec import RunSpec
+from gaugekit.runs.spec import RunSpec, config_getter
 
 __all__ = [
     "CONFIGS",
@@ -88,16 +85,10 @@ __all__ = [
     "LadderConfig",
     "LadderExperiment",
     "LadderPart",
-    "claims",
     "collect",
-    "comparison_rows",
     "get_config",
     "ladder_lr_grid",
     "lr_scale",
-    "published_expectation",
-    "published_rec",
-    "published_seeds",
-    "record_comparison",
     "size_rows",
 ]
 
@@ -212,7 +203,8 @@ PAPER_RECORDS_N96_SEED42: dict[str, tuple[float, float]] = {
     "lion": (0.000154919334, 0.46467847691763714),
     "adafactor": (0.000464758002, 0.6209072400635206),
 }
-#: The paper's qualitative findings on the ladder, in the words of :func:`claims`.
+#: The paper's qualitative findings on the ladder, in the words of
+#: :func:`gaugekit.report.ladder_paper.claims`.
 PUBLISHED_LADDER_CLAIMS: dict[str, str] = {
     "muon_exact": "exact up to n = 256, fails at n = 384",
     "signum_exact": "exact from n = 64 up",
@@ -266,19 +258,10 @@ class LadderPart:
     def specs(self) -> list[RunSpec]:
         """The runs of the part, ordered method, lr, seed (the zoo's config shape)."""
         problem = self.problem.to_config()
-        out = []
-        for method in self.methods:
-            for lr in self.lr_grid(method):
-                hparams = {**LADDER_HPARAMS[method], "lr": lr}
-                for seed in self.seeds:
-                    config = {
-                        "kind": "factored", "problem": problem, "method": method,
-                        "hparams": hparams, "schedule": self.schedule(method),
-                        "budget": self.budget.to_config(), "seed": seed, "dtype": self.dtype,
-                    }
-                    seeds = {"instance": seed, "init": seed + INIT_SEED_OFFSET}
-                    out.append(RunSpec(NAME, self.name, config, seeds))
-        return out
+        return [RunSpec(NAME, self.name, *factored_run(
+                    problem, method, LADDER_HPARAMS[method], lr, self.schedule(method),
+                    self.budget, seed, self.dtype))
+                for method in self.methods for lr in self.lr_grid(method) for seed in self.seeds]
 
 
 @dataclass(frozen=True)
@@ -304,10 +287,6 @@ class LadderConfig:
         return tuple(p for p in self.parts if p.arm == arm)
 
 
-def _fmt_value(x: float) -> str:
-    return f"{x:g}"
-
-
 def _build(
     scale: str, sizes: Sequence[int], r: int, arm_n: int, ranks: Sequence[int],
     mdofs: Sequence[float], budget: Any, seeds: tuple[int, ...], num_val: int, persist: bool,
@@ -324,7 +303,7 @@ def _build(
         parts.append(LadderPart(f"rank{rank}", f"n = {arm_n}, r = {rank}, m = 2 dof", "rank",
                                 rank, problem(arm_n, rank, 2.0), budget(arm_n), seeds))
     for ratio in mdofs:
-        parts.append(LadderPart(f"mdof{_fmt_value(ratio)}",
+        parts.append(LadderPart(f"mdof{ratio:g}",
                                 f"n = {arm_n}, r = {r}, m = {ratio:g} dof", "mdof", ratio,
                                 problem(arm_n, r, ratio), budget(arm_n), seeds))
     seed_parts = tuple(
@@ -351,11 +330,7 @@ def _quick_config() -> LadderConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-
-
-def get_config(scale: str | None = None) -> LadderConfig:
-    """The ladder's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
+get_config = config_getter(CONFIGS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -387,49 +362,6 @@ collect = collection.collector(EXPERIMENT, get_config, allow_missing=True,
 # --------------------------------------------------------------------------------------------
 # summaries for the chapter (pure functions of records)
 # --------------------------------------------------------------------------------------------
-
-
-def published_rec(part: LadderPart) -> dict[str, float] | None:
-    """The published mean rec per method of ``part`` when ``part`` is one of the paper's own
-    all-seed parts (a size: :data:`PUBLISHED_LADDER_REC`; a rank or m/dof arm point:
-    :data:`PUBLISHED_LADDER_RANK`, :data:`PUBLISHED_LADDER_MDOF`), else ``None``."""
-    paper = _paper_config()
-    if part not in paper.parts:
-        return None
-    if part.arm == "size":
-        n = part.problem.n
-        values = {m: v[n] for m, v in PUBLISHED_LADDER_REC.items() if n in v}
-    elif part.arm == "rank":
-        values = dict(PUBLISHED_LADDER_RANK.get(int(part.value), {}))
-    else:
-        values = dict(PUBLISHED_LADDER_MDOF.get(float(part.value), {}))
-    return values or None
-
-
-def published_seeds(part: LadderPart) -> int | None:
-    """How many seeds the published value of ``part`` averages (``None`` when unpublished)."""
-    if published_rec(part) is None:
-        return None
-    return PUBLISHED_LADDER_SEEDS[part.problem.n] if part.arm == "size" else 5
-
-
-def published_expectation(part: LadderPart, claim: str) -> bool | None:
-    """What the paper found for ``claim`` (a key of :data:`PUBLISHED_LADDER_CLAIMS`) at
-    ``part``'s size: Muon exact for n <= 256 and not at 384, signum exact for n >= 64 (n = 40 not
-    stated), the clean split never, Adam worst of the three always. ``None`` when ``part`` is not
-    one of the paper's sizes (or the paper says nothing there)."""
-    if claim not in PUBLISHED_LADDER_CLAIMS:
-        raise ValueError(
-            f"Invalid claim: {claim!r}; expected one of {list(PUBLISHED_LADDER_CLAIMS)}")
-    if part not in _paper_config().parts or part.arm != "size":
-        return None
-    n = part.problem.n
-    return {
-        "muon_exact": n <= 256,
-        "signum_exact": True if n >= 64 else None,
-        "clean_split": False,
-        "adam_worst_of_three": True,
-    }[claim]
 
 
 def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -472,100 +404,3 @@ def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, 
                      if chosen else {}),
         })
     return out
-
-
-def comparison_rows(config: LadderConfig, rows: Sequence[Mapping[str, Any]]
-                    ) -> list[dict[str, Any]]:
-    """Ours beside the published value, one row per (part, method) that has both a selection
-    in ``rows`` (:func:`size_rows` of one arm) and a published value (:func:`published_rec`):
-    ``ours``, ``seeds`` (ours), ``published``, ``published_seeds``, the lr we chose and
-    whether it sits at a grid edge."""
-    out = []
-    for row in rows:
-        part = config.part(row["part"])
-        pub = published_rec(part) or {}
-        for method, value in pub.items():
-            sel = row["rows"].get(method)
-            if sel is None:
-                continue
-            out.append({"part": row["part"], "arm": part.arm, "value": part.value,
-                        "method": method, "ours": sel["rec"], "seeds": len(row["seeds"]),
-                        "published": value, "published_seeds": published_seeds(part),
-                        "lr": sel["lr"], "at_grid_edge": sel["at_grid_edge"]})
-    return out
-
-
-def record_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Seed 42 at n = 96, ours against the paper's public record
-    (:data:`PAPER_RECORDS_N96_SEED42`), at the lr the paper's selection chose: per method our
-    run at the nearest lr of our grid (ours round to three digits), its rec and schedule, the
-    record's rec, and their relative difference. ``records``: the runs of ``n96_s42``."""
-    out = []
-    for method, (lr, paper_rec) in PAPER_RECORDS_N96_SEED42.items():
-        runs = [r for r in records if r["config"]["method"] == method and r["config"]["seed"] == 42
-                and r.get("status") == "ok"
-                and math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=3e-3)]
-        if not runs:
-            continue
-        r = runs[0]
-        ours = float(r["metrics"]["rec"])
-        out.append({"method": method, "lr": r["config"]["hparams"]["lr"], "paper_lr": lr,
-                    "schedule": r["config"]["schedule"],
-                    "paper_schedule": "cosine" if method in PAPER_LADDER_COSINE else "constant",
-                    "ours": ours, "paper": paper_rec,
-                    "rel_diff": abs(ours - paper_rec) / paper_rec})
-    return out
-
-
-def _rec(row: Mapping[str, Any] | None) -> float:
-    if row is None or row.get("rec") is None:
-        return math.nan
-    return float(row["rec"])
-
-
-def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
-           methods: Sequence[str] = LADDER_METHODS) -> dict[str, Any]:
-    """The paper's ladder claims evaluated at one size, from its selection rows:
-    Muon and signum exact (mean rec < :data:`EXACT_REC`), the clean equivariant /
-    coordinate-wise split (:func:`~gaugekit.experiments.matrix_sensing.split_summary`), and
-    "Adam worse than GD and shared-scale Adam". ``None`` where a method has no finite rec, and
-    for a clean split seen on fewer than all ``methods`` (a failed split is seen on any
-    subset: one equivariant method above one coordinate-wise one)."""
-    def exact(method: str) -> bool | None:
-        x = _rec(rows_by_method.get(method))
-        return None if not math.isfinite(x) else bool(x < EXACT_REC)
-
-    adam, gd, sa = (_rec(rows_by_method.get(m)) for m in ("adam", "gd", "scalar_adam"))
-    three = all(math.isfinite(x) for x in (adam, gd, sa))
-    split = split_summary(list(rows_by_method.values())) if rows_by_method else None
-    clean = None if split is None or not math.isfinite(split["gap"]) else split["clean"]
-    if clean and not all(math.isfinite(_rec(rows_by_method.get(m))) for m in methods):
-        clean = None
-    return {
-        "muon_exact": exact("muon"),
-        "signum_exact": exact("signum"),
-        "clean_split": clean,
-        "split": split,
-        "adam_worst_of_three": bool(adam > gd and adam > sa) if three else None,
-    }
-
-
-
-def headline() -> list[Any]:
-    """README row (:mod:`gaugekit.report.headline`): Muon's recovery at the largest size of
-    the ladder with a complete record at some seed, beside the paper's value for that size."""
-    from gaugekit.runs.verdicts import HeadlineRow, number_verdict
-
-    config = get_config("paper")
-    got = collect("paper")
-    rows = [r for r in size_rows(config, got.records, protocol="oracle_loose")
-            if "muon" in r["rows"] and r["n"] in PUBLISHED_LADDER_REC["muon"]]
-    if not rows:
-        return []
-    top = max(rows, key=lambda r: r["n"])
-    n = top["n"]
-    ours, pub = float(top["rows"]["muon"]["rec"]), PUBLISHED_LADDER_REC["muon"][n]
-    return [HeadlineRow(
-        NAME, f"ladder: Muon recovers exactly at the largest size run here (n = {n}, "
-        f"{len(top['seeds'])} of {PUBLISHED_LADDER_SEEDS.get(n, 10)} seeds)", f"{ours:.1e}",
-        f"{pub:.4f}", "10", number_verdict(ours, pub))]

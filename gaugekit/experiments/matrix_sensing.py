@@ -34,6 +34,10 @@ Parts (each a grid; the quick and the paper scale differ only in their numbers):
 Paper scale: n = 40, r = 3, k = 40, m = 462, 200 validation measurements, 20,000 steps,
 tol 1e-7, seeds 42, 123, 456. Quick scale: n = 20, r = 2, k = 20, m = 152, 100 validation
 measurements, 3,000 steps, tol 1e-6 (second size n = 30, r = 3, m = 342), same seeds and grids.
+
+The module runs past 500 lines because the ladder, the spectral tails, the dial and the eigenbasis
+experiments build on it (the zoo's pinned hyperparameters and grids, its experiment object, its
+selection rows), beside its own parts and the paper's published values.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
@@ -48,20 +52,18 @@ from typing import Any
 
 import torch
 
-from gaugekit.config import get_scale
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import (
-    INIT_SEED_OFFSET,
     default_num_measurements,
     make_instance,
     min_nuclear_norm_solution,
     recovery_metrics,
 )
-from gaugekit.problems.specs import Budget, Problem
+from gaugekit.problems.specs import Budget, Problem, factored_run
 from gaugekit.runs import collection, sweep
 from gaugekit.runs.selection import PROTOCOLS, Selection, select
-from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec, config_getter
 from gaugekit.train.factors import member_key, train_factored_batch
 
 __all__ = [
@@ -84,7 +86,6 @@ __all__ = [
     "Part",
     "ScaleConfig",
     "collect",
-    "compare_with_published",
     "decay_rows",
     "decay_runs",
     "get_config",
@@ -245,35 +246,19 @@ class Part:
                 )
                 for seed in self.seeds
             ]
-        cells: list[tuple[str, dict[str, Any], dict[str, Any]]] = []  # method, hparams, tags
+        # (grid key: method or decay arm, method, hparams besides lr, extra config keys)
+        cells: list[tuple[str, str, dict[str, Any], dict[str, Any]]]
         if self.decay_arms:
-            for arm, spec in self.decay_arms.items():
-                for wd in self.weight_decays:
-                    cells.append((spec.method, spec.hparams(wd), {"arm": arm, "wd": wd}))
+            cells = [(arm, spec.method, spec.hparams(wd), {"arm": arm, "wd": wd})
+                     for arm, spec in self.decay_arms.items() for wd in self.weight_decays]
         else:
-            cells = [(m, PAPER_HPARAMS.get(m, EXTRA_HPARAMS.get(m, {})), {})
+            cells = [(m, m, PAPER_HPARAMS.get(m, EXTRA_HPARAMS.get(m, {})), {})
                      for m in self.methods]
-        out = []
-        for method, fixed, tags in cells:
-            key = tags.get("arm", method)
-            schedule = self.schedules.get(key, "constant")
-            for lr in self.lr_grids[key]:
-                hparams = {**fixed, "lr": float(lr)}
-                for seed in self.seeds:
-                    config = {
-                        "kind": "factored",
-                        "problem": problem,
-                        "method": method,
-                        "hparams": hparams,
-                        "schedule": schedule,
-                        "budget": self.budget.to_config(),
-                        "seed": seed,
-                        "dtype": self.dtype,
-                        **tags,
-                    }
-                    seeds = {"instance": seed, "init": seed + INIT_SEED_OFFSET}
-                    out.append(RunSpec(NAME, self.name, config, seeds))
-        return out
+        return [RunSpec(NAME, self.name, *factored_run(
+                    problem, method, fixed, lr, self.schedules.get(key, "constant"),
+                    self.budget, seed, self.dtype, **tags))
+                for key, method, fixed, tags in cells for lr in self.lr_grids[key]
+                for seed in self.seeds]
 
 
 @dataclass(frozen=True)
@@ -374,16 +359,12 @@ def _quick_config() -> ScaleConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-
-
-def get_config(scale: str | None = None) -> ScaleConfig:
-    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
+get_config = config_getter(CONFIGS)
 
 
 def _run_cost(spec: RunSpec) -> float:
     """Guessed flops of one run: sensing products (and Muon's Newton–Schulz) per step times the
-    expected steps (the budget under a cosine schedule, a quarter of it otherwise)."""
+    expected steps (a quarter of the budget at a constant rate, all of it under a decay)."""
     c = spec.config
     p = c["problem"]
     if c["kind"] == "convex":
@@ -391,7 +372,7 @@ def _run_cost(spec: RunSpec) -> float:
     per_step = 4.0 * p["n"] ** 2 * p["m"]
     if c["method"] == "muon":
         per_step += 60.0 * p["n"] * p["k"] * min(p["n"], p["k"])
-    steps = c["budget"]["num_steps"] * (1.0 if c["schedule"] == "cosine" else 0.25)
+    steps = c["budget"]["num_steps"] * (0.25 if c["schedule"] == "constant" else 1.0)
     return per_step * steps
 
 
@@ -478,12 +459,7 @@ EXPERIMENT = MatrixSensingZoo()
 
 
 def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """Where the records of ``scale`` live: ``<root>/results/matrix_sensing/<scale>`` when the
-    scale persists its records (paper), else a fresh temporary folder (quick).
-
-    ``root`` defaults to the project folder that holds the committed records
-    (:func:`gaugekit.runs.collection.project_root`).
-    """
+    """:func:`gaugekit.runs.collection.scale_records_dir` of the experiment at ``scale``."""
     config = get_config(scale)
     return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
@@ -503,26 +479,6 @@ def published_table2(part: Part) -> dict[str, tuple[float, float]] | None:
 def published_convex(part: Part) -> dict[int, float] | None:
     """The published convex-reference rec per seed when ``part`` is the paper's setting."""
     return dict(PUBLISHED_CONVEX_REC) if published_table2(part) is not None else None
-
-
-def compare_with_published(rows: Sequence[Mapping[str, Any]], part: Part,
-                           tolerance: float = 0.01) -> str:
-    """A sentence comparing selection rows of ``part`` with the published Table 2: how many
-    methods are within ``tolerance`` in rec, which are not, how many selected the same lr."""
-    published = published_table2(part)
-    if published is None:
-        return ("The published column is empty here: the paper's numbers describe only its own "
-                "setting (n = 40, the paper's grids and budget), shown at paper scale.")
-    by_method = {r["method"]: r for r in rows}
-    labels = {m: get_spec(m).label for m in published}
-    diffs = {m: abs(by_method[m]["rec"] - published[m][0]) for m in published if m in by_method}
-    apart = [f"{labels[m]} ({by_method[m]['rec']:.4f} against {published[m][0]:.4f})"
-             for m, d in diffs.items() if not d < tolerance]
-    text = (f"{len(diffs) - len(apart)} of {len(diffs)} optimizers are within {tolerance:g} of "
-            f"the published recovery error")
-    text += f"; the others: {', '.join(apart)}." if apart else "."
-    same_lr = sum(by_method[m]["lr"] == published[m][1] for m in diffs)
-    return text + f" The selected learning rate is the published one for {same_lr} of {len(diffs)}."
 
 
 def split_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

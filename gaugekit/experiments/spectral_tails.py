@@ -39,17 +39,16 @@ selection, its grid estimator) and by ours (Table 2's selection, linear interpol
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from gaugekit.config import get_scale
 from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
-from gaugekit.problems.specs import Budget, Problem
+from gaugekit.problems.matrix_sensing import default_num_measurements
+from gaugekit.problems.specs import Budget, Problem, factored_run
 from gaugekit.runs import collection
-from gaugekit.runs.spec import RunSpec
+from gaugekit.runs.selection import mean_metric
+from gaugekit.runs.spec import RunSpec, config_getter
 from gaugekit.tail_theory import Crossing, estimate_crossing
 
 __all__ = [
@@ -78,7 +77,6 @@ __all__ = [
     "phase_rows",
     "published_applies",
     "rec_matrix",
-    "records_dir",
 ]
 
 NAME = "spectral_tails"
@@ -160,21 +158,6 @@ SIGNUM_SCHEDULES: tuple[str, ...] = ("cosine", "linear")
 # --------------------------------------------------------------------------------------------
 
 
-def _factored_spec(part: str, problem: dict[str, Any], method: str, lr: float, schedule: str,
-                   budget: Budget, seed: int) -> RunSpec:
-    config = {
-        "kind": "factored",
-        "problem": problem,
-        "method": method,
-        "hparams": {**ms.PAPER_HPARAMS[method], "lr": float(lr)},
-        "schedule": schedule,
-        "budget": budget.to_config(),
-        "seed": seed,
-        "dtype": "float32",
-    }
-    return RunSpec(NAME, part, config, {"instance": seed, "init": seed + INIT_SEED_OFFSET})
-
-
 @dataclass(frozen=True)
 class PhasePart:
     """Methods × lr grid × ``τ`` × seeds on the tail problem (``problem`` gives the sizes)."""
@@ -195,8 +178,9 @@ class PhasePart:
     def specs(self) -> list[RunSpec]:
         """The runs, ordered ``τ``, method, lr, seed."""
         return [
-            _factored_spec(self.name, self.problem_config(tau), method, lr,
-                           self.schedules.get(method, "constant"), self.budget, seed)
+            RunSpec(NAME, self.name, *factored_run(
+                self.problem_config(tau), method, ms.PAPER_HPARAMS[method], lr,
+                self.schedules.get(method, "constant"), self.budget, seed))
             for tau in self.taus
             for method in self.methods
             for lr in self.lr_grids[method]
@@ -226,8 +210,9 @@ class HorizonPart:
     def specs(self) -> list[RunSpec]:
         """The runs, ordered budget, schedule, seed."""
         return [
-            _factored_spec(self.name, self.problem.to_config(), self.method, self.lr, schedule,
-                           self.budget(T), seed)
+            RunSpec(NAME, self.name, *factored_run(
+                self.problem.to_config(), self.method, ms.PAPER_HPARAMS[self.method], self.lr,
+                schedule, self.budget(T), seed))
             for T in self.horizons
             for schedule in self.schedules
             for seed in self.seeds
@@ -287,6 +272,7 @@ def _quick_config() -> ScaleConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
+get_config = config_getter(CONFIGS)
 
 
 def published_applies(config: ScaleConfig) -> bool:
@@ -296,32 +282,15 @@ def published_applies(config: ScaleConfig) -> bool:
     return (config.phase, config.horizon) == (paper.phase, paper.horizon)
 
 
-def get_config(scale: str | None = None) -> ScaleConfig:
-    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
-
-
 # --------------------------------------------------------------------------------------------
 # the experiment object
 # --------------------------------------------------------------------------------------------
 
 
-def _run_cost(spec: RunSpec) -> float:
-    """Guessed flops of a run: sensing products (and Muon's Newton–Schulz) per step times the
-    expected steps (the budget under a decaying schedule, a quarter of it otherwise)."""
-    c = spec.config
-    p = c["problem"]
-    per_step = 4.0 * p["n"] ** 2 * p["m"]
-    if c["method"] == "muon":
-        per_step += 60.0 * p["n"] * p["k"] * min(p["n"], p["k"])
-    steps = c["budget"]["num_steps"] * (0.25 if c["schedule"] == "constant" else 1.0)
-    return per_step * steps
-
-
 class SpectralTails(ms.MatrixSensingZoo):
-    """The spectral-tail and signum sweeps as a sweep experiment. Batching, splitting and
-    training are the sensing experiment's (:class:`~gaugekit.experiments.matrix_sensing.
-    MatrixSensingZoo`); only the parts, their runs and the cost guess differ."""
+    """The spectral-tail and signum sweeps as a sweep experiment. Batching, splitting, the
+    cost guess and training are the sensing experiment's (:class:`~gaugekit.experiments.
+    matrix_sensing.MatrixSensingZoo`); only the parts and their runs differ."""
 
     name = NAME
     description = "spectral tails: Muon vs GD across τ, the signum horizon, balancedness"
@@ -331,14 +300,6 @@ class SpectralTails(ms.MatrixSensingZoo):
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
         return get_config(scale).specs(part)
-
-    def batch_key(self, spec: RunSpec) -> Hashable:
-        c = spec.config
-        return ("factored", repr(c["problem"]), repr(c["budget"]), c["dtype"])
-
-    def batch_cost(self, specs: Sequence[RunSpec]) -> float:
-        """A rough flop count of a batch, used only to balance parallel workers."""
-        return sum(_run_cost(s) for s in specs)
 
 
 EXPERIMENT = SpectralTails()
@@ -385,19 +346,11 @@ def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle",
             chosen = [r for r in recs if r["config"]["method"] == row["method"]
                       and r["config"]["hparams"]["lr"] == row["lr"]]
             seeds = [r["config"]["seed"] for r in chosen]
-
-            def mean(name: str, runs: Sequence[Mapping[str, Any]] = chosen) -> float:
-                vals = [r["metrics"].get(name) for r in runs]
-                if not vals or any(v is None for v in vals):
-                    return math.nan
-                return sum(float(v) for v in vals) / len(vals)
-
             wanted = (lr_grids or {}).get(row["method"], ())
             missing = [lr for lr in wanted
                        if not any(math.isclose(lr, g, rel_tol=1e-9) for g in row["grid"])]
-            out.append({**row, "tau": tau, "seeds": seeds, "head_rec": mean("head_rec"),
-                        "tail_rec": mean("tail_rec"), "nuclear_norm": mean("nuclear_norm"),
-                        "missing_lrs": missing})
+            means = {k: mean_metric(chosen, k) for k in ("head_rec", "tail_rec", "nuclear_norm")}
+            out.append({**row, "tau": tau, "seeds": seeds, **means, "missing_lrs": missing})
     return out
 
 
@@ -476,16 +429,15 @@ def horizon_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for (T, schedule), recs in sorted(groups.items()):
         ok = [r for r in recs if r["status"] == "ok"]
         recs_ = [r["metrics"]["rec"] for r in ok]
-        mean = sum(recs_) / len(recs_) if recs_ and len(ok) == len(recs) else math.nan
+        mean = mean_metric(ok, "rec") if len(ok) == len(recs) else math.nan
         out.append({
             "T": T, "schedule": schedule, "rec": mean, "rec_seeds": recs_,
             "statuses": sorted({r["status"] for r in recs}),
             "interpolated": (len(ok) == len(recs)
                              and all(r["metrics"].get("interpolated") for r in ok)),
             "train_loss_worst": max((r["metrics"]["train_loss"] for r in ok), default=math.nan),
-            "steps": sum(r["metrics"]["steps"] for r in ok) / len(ok) if ok else math.nan,
-            "balancedness": (sum(r["metrics"]["balancedness"] for r in ok) / len(ok)
-                             if ok else math.nan),
+            "steps": mean_metric(ok, "steps"),
+            "balancedness": mean_metric(ok, "balancedness"),
             "exact": bool(mean < EXACT_REC),
             "exact_seeds": sum(v < EXACT_REC for v in recs_),
         })
@@ -516,13 +468,6 @@ def balancedness_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
 # --------------------------------------------------------------------------------------------
 # for the chapter and the CLI
 # --------------------------------------------------------------------------------------------
-
-
-def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """``<root>/results/spectral_tails/<scale>`` when the scale persists its records (paper),
-    else a fresh temporary folder (quick)."""
-    config = get_config(scale)
-    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
 collect = collection.collector(EXPERIMENT, get_config)

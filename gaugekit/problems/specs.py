@@ -3,17 +3,20 @@
 Plain frozen dataclasses whose ``to_config()`` is the JSON of a run config (part of its run
 id): :class:`Problem` is ``config["problem"]`` of the sensing runs (the spectral-tail runs add
 ``kind`` and ``tau``), :class:`Budget` is ``config["budget"]`` of a factored run
-(``gaugekit.train.factors``).
+(``gaugekit.train.factors``), and :func:`factored_run` is the whole config of one.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 3, problems/, on data/, gauge and linalg.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Budget", "Problem"]
+from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET
+
+__all__ = ["Budget", "Problem", "factored_run"]
 
 
 @dataclass(frozen=True)
@@ -49,3 +52,16 @@ class Budget:
             "num_steps": self.num_steps, "tol": self.tol,
             "check_every": self.check_every, "diverge_above": self.diverge_above,
         }
+
+
+def factored_run(problem: Mapping[str, Any], method: str, hparams: Mapping[str, Any], lr: float,
+                 schedule: str, budget: Budget, seed: int, dtype: str = "float32",
+                 **tags: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    """``(config, seeds)`` of one factored run on the instance of ``seed``: ``problem`` is a
+    :meth:`Problem.to_config` (plus the tail's ``kind`` and ``tau``), ``hparams`` the rule's
+    besides ``lr``, ``tags`` extra config keys; the factors are drawn from
+    ``seed + INIT_SEED_OFFSET``."""
+    config = {"kind": "factored", "problem": problem, "method": method,
+              "hparams": {**hparams, "lr": float(lr)}, "schedule": schedule,
+              "budget": budget.to_config(), "seed": seed, "dtype": dtype, **tags}
+    return config, {"instance": seed, "init": seed + INIT_SEED_OFFSET}

@@ -1,10 +1,12 @@
 r"""What the ecosystem appendix shows, computed from the rows of
-:func:`gaugekit.experiments.ecosystem.table_rows`: tables, their rows, and the lists the text
-names. Verdicts, residuals and reasons come from the committed records
-(``results/ecosystem/paper``; for the EigenAdam comparison, those of the sensing zoo, the
-attention twins and the eigenbasis experiment), the one-line reasons of the kept verdicts from
-:data:`gaugekit.experiments.ecosystem.REASONS`, and what each follow-up changed from
-:data:`gaugekit.experiments.ecosystem.INVESTIGATIONS`.
+:func:`gaugekit.experiments.ecosystem.table_rows`: tables as rows for
+:func:`gaugekit.report.tables.table_html`, and the lists the text names.
+
+Nothing here is typed in: verdicts, residuals and reasons come from the committed records
+(``results/ecosystem/paper``), and what each follow-up changed from
+:data:`gaugekit.experiments.ecosystem.INVESTIGATIONS`; the one-line reasons of the kept verdicts
+(:data:`REASONS`) are written here, by hand, from each rule's source. The appendix's EigenAdam
+sections are :mod:`gaugekit.report.eigenbasis`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -12,41 +14,22 @@ attention twins and the eigenbasis experiment), the one-line reasons of the kept
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
-
-from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD, audit_equivariance
+from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD
 from gaugekit.experiments import ecosystem as eco
-from gaugekit.gauge import haar_orthogonal
-from gaugekit.optim import get_spec
-from gaugekit.report.tables import (
-    Row,
-    as_markdown,
-    join_words,
-    records_note,
-    table_html,
-    value_text,
-)
+from gaugekit.report.tables import Row, as_markdown, table_html, value_text
 
 __all__ = [
-    "COLLISION_GAPS",
-    "COMPARED",
-    "Comparison",
     "KEPT",
     "NAMED_MAIN",
     "NO_REASON",
+    "REASONS",
     "change_text",
-    "collision_residual",
-    "comparison_values",
     "count_rows",
-    "eigen_adam_comparison",
-    "eigen_audit_values",
     "failed_rows",
     "followup_values",
-    "initial_q_gradients",
     "investigation_rows",
     "kept_rows",
     "library_label",
@@ -60,8 +43,72 @@ __all__ = [
 
 #: The verdicts that keep the gauge (exactly, or to a small residual).
 KEPT: tuple[str, ...] = ("equivariant", "approximately")
-#: What a kept verdict without a line in :data:`~gaugekit.experiments.ecosystem.REASONS` shows.
+#: What a kept verdict without a line in :data:`REASONS` shows.
 NO_REASON = "(no reason recorded)"
+
+#: One line of reason per equivariant or approximately equivariant verdict of the main parts
+#: (written after reading each rule's source at the pinned version; the book checks that every
+#: such verdict has one, and prints "no reason recorded" otherwise).
+REASONS: dict[tuple[str, str], str] = {
+    ("pytorch_optimizer", "A2Grad"): "accelerated SGD whose step sizes come from running "
+    "squared gradient norms: invariant scalars times linear combinations of gradients",
+    ("pytorch_optimizer", "ASGD"): "adaptive step size from ‖Δθ‖/‖Δg‖ (norms are invariant) "
+    "times the gradient",
+    ("pytorch_optimizer", "AccSGD"): "accelerated SGD: linear in the gradients",
+    ("pytorch_optimizer", "AggMo"): "several momentum buffers: linear in the gradients",
+    ("pytorch_optimizer", "AliG"): "Polyak-type step size from the loss and ‖g‖²: an invariant "
+    "scalar times g",
+    ("pytorch_optimizer", "Amos"): "one second-moment scalar per tensor (a mean of g²): "
+    "shared-scale, like the book's shared-scale Adam",
+    ("pytorch_optimizer", "ApolloDQN"): "diagonal quasi-Newton, but its denominator "
+    "max(|B|, 0.01) sits at the constant floor while the curvature estimate is small (500-step lr "
+    "warm-up from 1e-5); see the investigations",
+    ("pytorch_optimizer", "DAdaptSGD"): "SGD with a D-adaptation step size built from inner "
+    "products and norms (invariant scalars)",
+    ("pytorch_optimizer", "FriendlySAM"): "SAM around SGD: the ascent step ρ g/‖g‖ uses a "
+    "global norm",
+    ("pytorch_optimizer", "Fromage"): "per-tensor ratio ‖θ‖/‖g‖ times g: invariant scalars",
+    ("pytorch_optimizer", "LARS"): "layer-wise trust ratio ‖θ‖/‖g‖ times g: invariant scalars",
+    ("pytorch_optimizer", "LookSAM"): "SAM around SGD, the ascent direction reused: global "
+    "norms and inner products only",
+    ("pytorch_optimizer", "Lookahead"): "slow weights interpolate linearly with the fast ones: "
+    "equivariant around an equivariant base (SGD here)",
+    ("pytorch_optimizer", "NovoGrad"): "one second moment per tensor (‖g‖²): an invariant "
+    "scalar per layer",
+    ("pytorch_optimizer", "OrthoGrad"): "removes the component of g along θ with ⟨θ, g⟩/‖θ‖², "
+    "an invariant, then rescales to ‖g‖: equivariant around SGD",
+    ("pytorch_optimizer", "PCGrad"): "projects conflicting task gradients with inner products; "
+    "one loss here, so the SGD base step",
+    ("pytorch_optimizer", "PID"): "proportional-integral-derivative terms: linear in the "
+    "gradients",
+    ("pytorch_optimizer", "PNM"): "positive-negative momentum: linear in the gradients",
+    ("pytorch_optimizer", "QHM"): "quasi-hyperbolic momentum: linear in the gradients",
+    ("pytorch_optimizer", "SAM"): "SAM around SGD: the ascent step ρ g/‖g‖ uses a global norm",
+    ("pytorch_optimizer", "SGD"): "torch.optim.SGD re-exported: linear in the gradient",
+    ("pytorch_optimizer", "SGDP"): "SGD whose projection uses per-row cosines of θ and g; rows "
+    "of U and V keep their inner products under the right gauge",
+    ("pytorch_optimizer", "SGDW"): "SGD with decoupled weight decay: linear",
+    ("pytorch_optimizer", "SRMM"): "averages of past gradients: linear",
+    ("pytorch_optimizer", "ScalableShampoo"): "at these sizes and defaults its update is "
+    "Nesterov SGD (the SGD graft): the preconditioner never engages in the audit",
+    ("pytorch_optimizer", "Shampoo"): "L^(-1/4) G R^(-1/4): L invariant, R → QᵀRQ",
+    ("pytorch_optimizer", "Adai"): "approximately: its per-coordinate inertia β₁ᵢ from v̂ᵢ/mean "
+    "v̂ is entrywise and enters after step 1 (equivariant over 1 step)",
+    ("pytorch_optimizer", "Conda"): "approximately: Adam in the right singular basis of the "
+    "momentum (gauge-covariant, like EigenAdam), the SVD taken in float32",
+    ("pytorch_optimizer", "MSVAG"): "approximately: its variance-adaptation factor is "
+    "entrywise and enters after step 1 (equivariant over 1 step)",
+    ("pytorch_optimizer", "TRAC"): "approximately: an invariant scaling of the SGD base step, "
+    "computed in float32",
+    ("heavyball", "SGD"): "approximately: momentum SGD with its state stored in float32 "
+    "(storage_dtype); float64 state is equivariant",
+    ("heavyball", "Muon"): "approximately: Newton–Schulz is equivariant; the float32 state "
+    "leaves 1e-8; float64 state is equivariant",
+    ("heavyball", "MuonAdamW"): "approximately: as Muon (float32 state); float64 state is "
+    "equivariant",
+    ("heavyball", "UnscaledAdamW"): "approximately only over 20 steps: a coordinate-wise "
+    "denominator that reacts to changes of g; the residual grows with t (3e-8 after 1 step)",
+}
 
 
 def _unbroken(name: str) -> str:
@@ -107,7 +154,7 @@ def kept_rows(rows: Sequence[Row], library: str) -> list[dict[str, Any]]:
     for r in rows:
         if r["library"] != library or r["verdict"] not in KEPT:
             continue
-        why = eco.REASONS.get((r["library"], r["optimizer"]), NO_REASON)
+        why = REASONS.get((r["library"], r["optimizer"]), NO_REASON)
         supplied = "; ".join(f"{k} = {value_text(v)}" for k, v in r["supplied"].items())
         residual = residual_text(r)
         if residual is not None and r["dtype"] != "float64":
@@ -201,9 +248,9 @@ def verdict_values(records: Mapping[str, Sequence[Row]], rows: Sequence[Row]
     }
     for lib in eco.LIBRARIES:
         values[f"kept_table_{lib}"] = table_html(kept_rows(rows, lib),
-                                                 ["class", "verdict", "residual", "why"])
+                                                     ["class", "verdict", "residual", "why"])
     values["failed_table"] = table_html(failed_rows(rows), ["library", "class", "why"],
-                                        headers={"why": "why it could not run"})
+                                            headers={"why": "why it could not run"})
     for lib in ("pytorch_optimizer", "heavyball"):
         names = names_with_verdict(rows, lib, "not")
         values[f"not_{_TAG[lib]}"] = as_markdown(", ".join(f"`{name}`" for name in names))
@@ -266,184 +313,4 @@ def live_note(live: Sequence[tuple[str, float, float]]) -> Any:
     """The live re-run in a sentence (``live_note``), or that it did not run."""
     checks = [f"`{k}` live {a:.1e} against recorded {b:.1e}" for k, a, b in live]
     return as_markdown("; ".join(checks) or "not run in this build "
-                       "(the `ecosystem` extra is not installed)")
-
-
-#: The gaps δ of the collision audit: the first refresh sees the spectrum (1, (1+δ)², 4).
-COLLISION_GAPS: tuple[float, ...] = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1e-1)
-
-
-def collision_residual(factory: Callable[[Any], Any], delta: float, num_steps: int = 20
-                       ) -> float:
-    r"""The float64 audit residual of ``factory`` on the linear loss
-    :math:`\langle I, UV^\top\rangle` with :math:`U_0` of shape 4 × 3 and :math:`V_0` of
-    orthogonal columns of norms :math:`1, 1 + \delta, 2` (fixed seeds 16 and 17, a Haar
-    :math:`Q`): the first refresh of the gauge side's statistic sees the spectrum
-    :math:`(1, (1 + \delta)^2, 4)`, a collision at ``delta = 0``."""
-    f64 = torch.float64
-    gen = torch.Generator().manual_seed(16)
-    U0 = 0.5 * torch.randn(4, 3, generator=gen, dtype=f64)
-    cols, _ = torch.linalg.qr(torch.randn(4, 3, generator=gen, dtype=f64))
-    Q = haar_orthogonal(3, generator=torch.Generator().manual_seed(17), dtype=f64)
-    eye = torch.eye(4, dtype=f64)
-
-    def linear_loss(U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-        return (eye * (U @ V.T)).sum()
-
-    V0 = cols * torch.tensor([1.0, 1.0 + delta, 2.0], dtype=f64)
-    return audit_equivariance(factory, U=U0, V=V0, Q=Q, num_steps=num_steps,
-                              loss=linear_loss).residual
-
-
-def eigen_audit_values(simple: Any, adam_residual: float,
-                       collision: Mapping[float, float]) -> dict[str, Any]:
-    """EigenAdam's audit on the sensing problem (``simple``, an audit result), Adam's residual
-    beside it, the registry's reason, and the collision residuals at δ = 0, 1e-8, 1e-4, 1e-1
-    (``collision``: residual by gap)."""
-    return {"eigen_simple": simple.residual, "eigen_simple_verdict": simple.verdict,
-            "adam_res": adam_residual, "eigen_reason": get_spec("eigen_adam").reason,
-            "coll_exact": collision[0.0], "coll_1e-8": collision[1e-8],
-            "coll_1e-4": collision[1e-4], "coll_1e-1": collision[1e-1]}
-
-
-def initial_q_gradients(scale: str = "paper") -> list[torch.Tensor]:
-    """The gradient of every layer's :math:`W_Q` at the start of training of the attention
-    experiment's first ``single`` family at ``scale`` (its data and init seed), in float64."""
-    from gaugekit.experiments import attention as att
-    from gaugekit.problems.attention import (
-        cross_entropy,
-        forward,
-        init_params,
-        make_modadd_data,
-    )
-
-    family = att.get_config(scale).families("single")[0]
-    task = family.task
-    data = make_modadd_data(task["p"], task["train_frac"], task["split_seed"])
-    start = init_params(family.model, generator=torch.Generator().manual_seed(family.init_seed))
-    start = {k: v.double().unsqueeze(0).requires_grad_(True) for k, v in start.items()}
-    logits = forward(start, data.train_tokens, family.model)
-    cross_entropy(logits, data.train_targets).sum().backward()
-    layers = sorted(int(k.split(".")[1]) for k in start if k.endswith(".q"))
-    return [start[f"layers.{i}.q"].grad[0] for i in layers]
-
-
-# --------------------------------------------------------------------------------------------
-# EigenAdam beside the book's optimizers (records of three experiments)
-# --------------------------------------------------------------------------------------------
-
-#: The rows of the comparison: the method's name in the sensing zoo (or ``eigen_adam``) and its
-#: name in the attention experiment (Muon's twin runs are Muon + Adam).
-COMPARED: dict[str, str] = {"adam": "adam", "scalar_adam": "scalar_adam", "muon": "muon_adam",
-                            "eigen_adam": "eigen_adam", "eigen_adam_pooled": "eigen_adam_pooled"}
-#: The twins of the comparison: the gauge twin (seed 777) and the noise twin (1e-7) of the
-#: base model started from seed 42.
-GAUGE_TWIN, NOISE_TWIN, BASE_SEED = "gauge 777", "noise 1e-07", 42
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """EigenAdam beside Adam, shared-scale Adam and Muon, read from committed records.
-
-    ``rows``: one per method of :data:`COMPARED`, with ``method`` (its label), ``rec`` and
-    ``lr`` (the sensing zoo's oracle selection at the paper's Table 2 protocol; NaN where the
-    method was not run there) and the final mean relative drift of the heads' ``W_Qᵀ W_K`` of
-    its gauge twin (``gauge``), noise twin (``noise``) and float64 gauge twin (``gauge64``).
-    ``collected``: the eigenbasis experiment's records (for the page's records note);
-    ``sensing``: EigenAdam's sensing row (``None`` without records); ``zoo``: the zoo's rows by
-    method; ``float64``: the float64 twin rows.
-    """
-
-    rows: list[dict[str, Any]]
-    collected: Any
-    sensing: Mapping[str, Any] | None
-    zoo: Mapping[str, Mapping[str, Any]]
-    float64: list[Mapping[str, Any]]
-
-    def float64_twin(self, method: str) -> Mapping[str, Any] | None:
-        """The float64 gauge twin of ``method`` (attention name), or ``None``."""
-        return _twin(self.float64, method, GAUGE_TWIN)
-
-
-def _twin(rows: Sequence[Row], method: str, label: str) -> Row | None:
-    return next((r for r in rows if r["method"] == method and r["twin"] == label
-                 and r["init_seed"] == BASE_SEED), None)
-
-
-def eigen_adam_comparison(scale: str = "paper") -> Comparison:
-    """The :class:`Comparison` of the committed records at ``scale`` (read only)."""
-    from gaugekit.experiments import attention as att
-    from gaugekit.experiments import eigenbasis as eb
-    from gaugekit.experiments import matrix_sensing as ms
-    from gaugekit.report.attention_summary import run_rows
-
-    ebc = eb.collect(scale, mode="read")
-    zoo_records = ms.collect(scale, parts=["zoo"], mode="read").records["zoo"]
-    zoo = {r["method"]: r for r in ms.selection_rows(zoo_records, "oracle")}
-    base = att.collect(scale, parts=["single", "float64"], mode="read")
-
-    def runs(collected: Any, *parts: str) -> list[Row]:
-        return [row for part in parts for row in run_rows(collected.records[part])]
-
-    twins = runs(base, "single") + runs(ebc, "attention", "attention_pooled")
-    f64 = runs(base, "float64") + runs(ebc, "attention_float64", "attention_float64_pooled")
-    sensing = eb.sensing_row(ebc.records["sensing"]) if ebc.records["sensing"] else None
-
-    def drift(row: Row | None) -> float:
-        return row["final_m_drift"] if row else math.nan
-
-    rows = []
-    for method, twin_method in COMPARED.items():
-        srow = sensing if method == "eigen_adam" else zoo.get(method)
-        label = (att.METHOD_LABELS[twin_method] if method == "eigen_adam_pooled"
-                 else get_spec(method).label)
-        rows.append({
-            "method": label,
-            "rec": srow["rec"] if srow else math.nan,
-            "lr": srow["lr"] if srow else math.nan,
-            "gauge": drift(_twin(twins, twin_method, GAUGE_TWIN)),
-            "noise": drift(_twin(twins, twin_method, NOISE_TWIN)),
-            "gauge64": drift(_twin(f64, twin_method, GAUGE_TWIN)),
-        })
-    return Comparison(rows, ebc, sensing, zoo, f64)
-
-
-def comparison_values(comparison: Comparison) -> dict[str, Any]:
-    """What the page says of the :class:`Comparison`: its records note (``eb_note``), the
-    table, how EigenAdam's recovery error ranks, the float64 twins (EigenAdam's, the pooled
-    variant's against round-off, and both twins' logit drift after one step) and EigenAdam's
-    sensing selection (grid, edge, effective rank, steps; NaN without records)."""
-    from gaugekit.experiments import eigenbasis as eb
-    from gaugekit.experiments import matrix_sensing as ms
-
-    compare, sensing = comparison.rows, comparison.sensing
-    eigen = get_spec("eigen_adam").label
-    rec = {r["method"]: r["rec"] for r in compare}
-    eigen_rec = rec.pop(eigen)
-    beaten = [name for name, value in rec.items() if value < eigen_rec]
-    eigen_row = next(r for r in compare if r["method"] == eigen)
-    g1 = comparison.float64_twin("eigen_adam")
-    g1s = comparison.float64_twin("scalar_adam")
-    return {
-        "eb_note": records_note(comparison.collected),
-        "compare_table": table_html(
-            compare, ["method", "rec", "lr", "gauge", "noise", "gauge64"],
-            headers={"rec": "rec, n = 40", "lr": "selected lr", "gauge": "gauge twin",
-                     "noise": "noise twin", "gauge64": "gauge twin, float64"},
-            formats={"rec": ".4g", "lr": "g", "gauge": ".2g", "noise": ".2g",
-                     "gauge64": ".1e"}),
-        "eigen_rec_sentence": as_markdown(f"larger than that of {join_words(beaten)}" if beaten
-                                          else "not larger than that of the other rules"),
-        "cmp_eigen_adam_gauge64": eigen_row["gauge64"],
-        "pooled_f64_sentence": as_markdown(
-            "down to round-off" if compare[-1]["gauge64"] <= FLOAT64_THRESHOLD
-            else "down, but not to round-off"),
-        "eigen_lr_edge": "yes" if sensing and sensing["at_grid_edge"] else "no",
-        "eigen_grid": ", ".join(f"{lr:g}" for lr in eb.SENSING_LR_GRID),
-        "eigen_eff_rank": sensing["effective_rank"] if sensing else math.nan,
-        "eigen_steps": sensing["steps"] if sensing else math.nan,
-        "zoo_eff_rank_muon": comparison.zoo["muon"]["effective_rank"],
-        "zoo_r": ms.get_config("paper").part("zoo").problem.r,
-        "eigen_f64_step1": g1["step1_logit_drift"] if g1 else math.nan,
-        "scalar_f64_step1": g1s["step1_logit_drift"] if g1s else math.nan,
-    }
+                    "(the `ecosystem` extra is not installed)")

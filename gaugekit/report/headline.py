@@ -25,9 +25,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gaugekit.experiments import ladder, language_model
 from gaugekit.experiments.matrix_sensing import PUBLISHED_TABLE2
-from gaugekit.report import attention_summary, hyperspectral, matrix_sensing, spectral_tails
+from gaugekit.report import (
+    attention_summary,
+    hyperspectral,
+    ladder_paper,
+    language_model_summary,
+    matrix_sensing,
+    spectral_tails,
+)
 from gaugekit.runs.collection import MissingRecords, project_root
 from gaugekit.runs.verdicts import VERDICTS, HeadlineRow, number_verdict
 
@@ -56,8 +62,8 @@ PROVIDERS: dict[str, Callable[[], list[HeadlineRow]]] = {
     "spectral_tails": spectral_tails.headline,
     "hyperspectral": hyperspectral.readme_headline,
     "attention": attention_summary.readme_headline,
-    "language_model": language_model.readme_headline,
-    "ladder": ladder.headline,
+    "language_model": language_model_summary.readme_headline,
+    "ladder": ladder_paper.headline,
 }
 
 def headline_rows() -> tuple[list[HeadlineRow], list[str]]:

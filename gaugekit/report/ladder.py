@@ -2,8 +2,9 @@ r"""What the scaling chapter shows, computed from the ladder's records
 (:func:`gaugekit.experiments.ladder.collect`): tables, sentences computed from the records,
 figures, and the values the page glues (``*_values``). Our numbers come from the selections of
 :func:`~gaugekit.experiments.ladder.size_rows`, the published ones from the constants of
-:mod:`gaugekit.experiments.ladder`, each in its own column or panel. The comparison at
-``n = 40`` with the matrix-sensing zoo is :mod:`gaugekit.report.ladder_n40`.
+:mod:`gaugekit.experiments.ladder` (set beside ours by :mod:`gaugekit.report.ladder_paper`),
+each in its own column or panel. The comparison at ``n = 40`` with the matrix-sensing zoo is
+:mod:`gaugekit.report.ladder_n40`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -23,7 +24,7 @@ from matplotlib.figure import Figure
 
 from gaugekit.experiments import ladder
 from gaugekit.optim.registry import get_spec
-from gaugekit.report import viz
+from gaugekit.report import ladder_paper, viz
 from gaugekit.report.tables import as_markdown as md
 from gaugekit.report.tables import gauge_class, label, yes_no
 from gaugekit.runs import selection
@@ -57,7 +58,7 @@ __all__ = [
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 Info = Sequence[Mapping[str, Any]]
 
-#: The paper's ladder claims (:func:`gaugekit.experiments.ladder.claims`) in words.
+#: The paper's ladder claims (:func:`gaugekit.report.ladder_paper.claims`) in words.
 CLAIM_TEXT: dict[str, str] = {
     "muon_exact": f"Muon recovers exactly (mean rec < {ladder.EXACT_REC:g})",
     "signum_exact": "signum (cosine-annealed) recovers exactly",
@@ -168,7 +169,7 @@ def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS)
 
 def published_table(compared: Sequence[Mapping[str, Any]]) -> str:
     """Ours beside the paper's Table 11, one row per optimizer and one column per point
-    (:func:`~gaugekit.experiments.ladder.comparison_rows`, one arm or several): each cell is
+    (:func:`~gaugekit.report.ladder_paper.comparison_rows`, one arm or several): each cell is
     ``ours / published``, the header names the point and the seeds behind the two means."""
     points: dict[tuple[str, float], str] = {}
     cells: dict[str, dict[tuple[str, float], str]] = {}
@@ -237,7 +238,7 @@ def protocol_table(config: ladder.LadderConfig, records: Records, ran: Info,
 
 
 def record_table(rec96: Sequence[Mapping[str, Any]]) -> str:
-    """Seed 42 at n = 96 run for run (:func:`~gaugekit.experiments.ladder.record_comparison`):
+    """Seed 42 at n = 96 run for run (:func:`~gaugekit.report.ladder_paper.record_comparison`):
     our lr, schedule and rec beside the paper's record's, and their relative difference."""
     rows = [{**r, "label": label(r["method"])} for r in rec96]
     if not rows:
@@ -296,7 +297,7 @@ def claims_table(config: ladder.LadderConfig, ran: Info
         out = {"claim": text, "published": ladder.PUBLISHED_LADDER_CLAIMS[claim]}
         agree, disagree = [], []
         for row in ran:
-            c = ladder.claims(row["rows"])
+            c = ladder_paper.claims(row["rows"])
             value = c[claim]
             detail = ""
             if claim in ("muon_exact", "signum_exact"):
@@ -308,7 +309,7 @@ def claims_table(config: ladder.LadderConfig, ran: Info
                           f"{label(s['best_coordinatewise'])} "
                           f"{fmt_rec(s['best_coordinatewise_rec'])}")
             out[f"n{row['n']}"] = _verdict(value, detail)
-            expected = ladder.published_expectation(config.part(row["part"]), claim)
+            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
             if expected is not None and value is not None:
                 (agree if value == expected else disagree).append(row["n"])
         survival[claim] = (agree, disagree)
@@ -388,7 +389,7 @@ def recovery_values(config: ladder.LadderConfig, sizes: Info, arms: Mapping[str,
                     ) -> dict[str, Any]:
     """The recovery table of the sizes, Table 11 beside ours (sizes; the two arms), how many
     published values have a record here of how many, and where they agree."""
-    compared = {arm: ladder.comparison_rows(config, info)
+    compared = {arm: ladder_paper.comparison_rows(config, info)
                 for arm, info in (("size", sizes), *arms.items())}
     everything = [c for rows in compared.values() for c in rows]
     tables = (ladder.PUBLISHED_LADDER_REC, ladder.PUBLISHED_LADDER_RANK,
@@ -425,7 +426,7 @@ def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, ga
     ``n = 96`` run for run (the table, its sentence, RMSProp's decayed against constant)."""
     changed = gate_changes(config, records, ran)
     k = len(changed)
-    rec96 = ladder.record_comparison(records.get("n96", []))
+    rec96 = ladder_paper.record_comparison(records.get("n96", []))
     rms96 = next((r for r in rec96 if r["method"] == "rmsprop"), None)
     seeds96 = next((len(row["seeds"]) for row in ran if row["n"] == 96), 0)
     return {

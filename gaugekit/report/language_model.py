@@ -1,7 +1,7 @@
 r"""What the language-model chapter shows, computed from the records of
 :func:`gaugekit.experiments.language_model.collect` through the summaries of
-:mod:`gaugekit.experiments.language_model`: tables and figures, so that the chapter's cells stay
-short. AdamW takes Adam's colour, dashed; Muon + Adam Muon's.
+:mod:`gaugekit.report.language_model_summary`: tables and figures, so that the chapter's cells
+stay short. AdamW takes Adam's colour, dashed; Muon + Adam Muon's.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -23,6 +23,7 @@ from matplotlib.lines import Line2D
 
 from gaugekit.experiments import attention as att
 from gaugekit.experiments import language_model as lm
+from gaugekit.report import language_model_summary as lms
 from gaugekit.report import viz
 from gaugekit.report.attention_summary import RUN_HEADERS, run_rows, usable
 from gaugekit.report.tables import NBSP, yes_no
@@ -51,7 +52,7 @@ def _pm(mean: float | None, sd: float | None, spec: str = ".3f") -> str:
 def selection_table(records: Records) -> str:
     """Each optimizer's grid: mean final validation loss of the selection seeds per rate, the
     chosen rate in bold-free brackets, and whether the choice is at an edge of the grid."""
-    rows = lm.selection_rows(records)
+    rows = lms.selection_rows(records)
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
         row = by.setdefault(r["method"], {"optimizer": r["label"], "edge": yes_no(r["at_edge"])})
@@ -71,7 +72,7 @@ def fresh_table(records: Records) -> str:
     """The comparison: each optimizer at its selected rate over the fresh seeds, validation
     loss (mean ± sd) at equal steps and at equal wall time, ranks, ms per step, whether it
     keeps the head gauge."""
-    rows = lm.fresh_rows(records, lm.timing(records))
+    rows = lms.fresh_rows(records, lms.timing(records))
     out = [{**r, "optimizer": r["label"] + ("" if not r["failed"] else
                                             f" ({r['failed']} of {r['seeds']} failed)"),
             "steps": _pm(r["val_loss"], r["val_loss_sd"]),
@@ -89,7 +90,7 @@ def fresh_table(records: Records) -> str:
 def twin_table(records: Records) -> str:
     """The twins of the first fresh seed: final logit and ``M_h`` drift, validation loss gap
     to their base."""
-    rows = lm.twin_rows(records)
+    rows = lms.twin_rows(records)
     out = [{**r, "optimizer": r["label"]} for r in rows]
     return viz.table_html(
         out, ["optimizer", "twin", "step1_logit_drift", "final_logit_drift", "final_m_drift",
@@ -102,7 +103,7 @@ def twin_table(records: Records) -> str:
 def split_table(records: Records) -> str:
     """Each optimizer's gauge twin beside its noise twin: step-1 logit drifts and their
     ratio, final logit and ``M_h`` drifts."""
-    rows = lm.split_rows(records)
+    rows = lms.split_rows(records)
     out = [{**r, "optimizer": r["label"], "class": "keeps" if r["keeps_gauge"] else "breaks",
             "split": yes_no(r["split"])} for r in rows]
     e = ".1e"
@@ -119,7 +120,7 @@ def split_table(records: Records) -> str:
 
 def cost_table(records: Records) -> str:
     """The spread of the final validation loss between gauge twins, noise twins and seeds."""
-    rows = lm.cost_rows(records)
+    rows = lms.cost_rows(records)
     out = [{"optimizer": r["label"],
             **{k: f"{r[f'{k}_range']:.1e} ({r[f'{k}_n']})" if r[f"{k}_range"] is not None
                else None for k in ("gauge", "noise", "seeds")},
@@ -135,7 +136,7 @@ def loss_figure(records: Records) -> Figure:
     """Validation loss of the fresh seeds (mean, band min–max) against steps (left) and
     against the wall time of one model alone on this machine (right), from 5 % of the
     budget on."""
-    ms = lm.timing(records)
+    ms = lms.timing(records)
     fresh = [r for r in records if r["config"].get("role") == "fresh"
              and r["config"]["twin"]["kind"] == "base" and r["status"] == "ok"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(7.0, 3.3), sharey=True, layout="constrained")
@@ -164,7 +165,7 @@ def loss_figure(records: Records) -> Figure:
 def drift_figure(records: Records) -> Figure:
     """Logit drift of each optimizer's gauge twin (solid) and noise twin (dashed, 10⁻⁷)
     from their base along training, log axes (step 0 left out)."""
-    rows = lm.twin_rows(records)
+    rows = lms.twin_rows(records)
     methods = [m for m in lm.METHODS if any(r["method"] == m for r in rows)]
     cols = 4
     nrows = max(1, math.ceil(len(methods) / cols))

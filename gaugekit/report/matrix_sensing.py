@@ -27,6 +27,7 @@ __all__ = [
     "HEADLINE_METHODS",
     "balancedness_summary",
     "balancedness_values",
+    "compare_with_published",
     "convex_html",
     "convex_rows",
     "convex_values",
@@ -141,6 +142,25 @@ def table2_html(rows: Sequence[Row],
         headers={"label": "optimizer", "class": "gauge class", "published_lr": "lr, paper",
                  "published_rec": "rec, paper", "seeds": "rec per seed"},
         formats={"lr": "g", "published_lr": "g", "rec": ".4f", "published_rec": ".4f"})
+
+
+def compare_with_published(rows: Sequence[Row], part: ms.Part,
+                           tolerance: float = 0.01) -> str:
+    """A sentence comparing selection rows of ``part`` with the published Table 2: how many
+    methods are within ``tolerance`` in rec, which are not, how many selected the same lr."""
+    published = ms.published_table2(part)
+    if published is None:
+        return ("The published column is empty here: the paper's numbers describe only its own "
+                "setting (n = 40, the paper's grids and budget), shown at paper scale.")
+    by_method = {r["method"]: r for r in rows}
+    diffs = {m: abs(by_method[m]["rec"] - published[m][0]) for m in published if m in by_method}
+    apart = [f"{label(m)} ({by_method[m]['rec']:.4f} against {published[m][0]:.4f})"
+             for m, d in diffs.items() if not d < tolerance]
+    text = (f"{len(diffs) - len(apart)} of {len(diffs)} optimizers are within {tolerance:g} of "
+            f"the published recovery error")
+    text += f"; the others: {', '.join(apart)}." if apart else "."
+    same_lr = sum(by_method[m]["lr"] == published[m][1] for m in diffs)
+    return text + f" The selected learning rate is the published one for {same_lr} of {len(diffs)}."
 
 
 def table2_diagnostics_html(rows: Sequence[Row]) -> str:

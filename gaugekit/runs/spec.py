@@ -3,7 +3,8 @@
 A run is a :class:`RunSpec`: its semantic config (JSON data, whose hash is the run id,
 :func:`gaugekit.runs.records.run_id`) and the generator seeds derived from it. An experiment
 (:class:`Experiment`, one module of :mod:`gaugekit.experiments` each) expands its parts into
-specs, groups them into batches and trains a batch, returning one :class:`RunResult` per spec.
+specs, groups them into batches and trains a batch, returning one :class:`RunResult` per spec;
+its ``get_config`` is a :func:`config_getter`.
 :func:`execute_batch` runs one batch and never raises: an exception becomes ``error`` results.
 The sweep engine (:mod:`gaugekit.runs.sweep`) and its backends (:mod:`gaugekit.runs.backends`)
 both stand on this module.
@@ -14,15 +15,19 @@ both stand on this module.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 
+from gaugekit.config import get_scale
 from gaugekit.runs.records import STATUSES, run_id
 
-__all__ = ["Experiment", "RunResult", "RunSpec", "error_results", "execute_batch"]
+__all__ = ["Experiment", "RunResult", "RunSpec", "config_getter", "error_results",
+           "execute_batch"]
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,16 @@ class Experiment(Protocol):
         """Train the runs of one batch; one result per spec, in order."""
         ...
 
+
+def config_getter(configs: Mapping[str, Callable[[], C]]) -> Callable[..., C]:
+    """An experiment module's ``get_config(scale=None)``: its configuration at ``scale``
+    (default: :func:`gaugekit.config.get_scale`), built by ``configs[scale]()`` at each call
+    (so a test may swap an entry of ``configs``)."""
+
+    def get_config(scale: str | None = None) -> C:
+        return configs[get_scale(scale)]()
+
+    return get_config
 
 
 def error_results(count: int, err: BaseException) -> list[RunResult]:

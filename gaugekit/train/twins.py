@@ -15,8 +15,8 @@ per-run tensor (:func:`stack_hparams`). The twins of a base (:func:`make_twin`):
 At the checkpoints every model records its losses, accuracies and its drift from its base: the
 mean over the ``L·H`` heads of ``rel(M_h, M'_h)`` and ``rel`` of the validation logits, with the
 symmetric ``rel(A, B) = ‖A − B‖_F / (½(‖A‖_F + ‖B‖_F))``
-(:func:`gaugekit.gauge.relative_distance`). :func:`twin_result` turns a model of the trained
-stack into its record.
+(:func:`gaugekit.gauge.relative_distance`). :func:`train_families` groups runs into such stacks,
+and :func:`twin_result` turns a model of a trained stack into its record.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 7, train/, on runs/, optim/ and problems/.
@@ -60,10 +60,12 @@ __all__ = [
     "StackTrace",
     "TwinTask",
     "adam_mini_groups",
+    "checkpoint_steps",
     "make_twin",
     "make_twin_optimizers",
     "stack_hparams",
     "torch_dtype",
+    "train_families",
     "train_stack",
     "twin_result",
 ]
@@ -75,6 +77,11 @@ TWIN_METHODS: tuple[str, ...] = ("adam", "momentum", "scalar_adam", "muon_adam",
 MUON_PARAMS: tuple[str, ...] = ("q", "k", "v", "o", "mlp_in", "mlp_out")
 CURVE_DIGITS = 6
 CURVE_KEYS = ("m_drift", "logit_drift", "train_loss", "val_loss", "train_acc", "val_acc")
+
+
+def checkpoint_steps(num_steps: int, marks: Sequence[int]) -> tuple[int, ...]:
+    """The steps of ``marks`` within ``[0, num_steps]``, and ``num_steps``, sorted."""
+    return tuple(sorted({int(m) for m in marks if 0 <= m <= num_steps} | {num_steps}))
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -308,6 +315,38 @@ def train_stack(
         for p in params.values():
             p.grad = None
     return StackTrace(curves, last_eval, time.perf_counter() - t0, B)
+
+
+Row = tuple[Mapping[str, Any], int, Mapping[str, Any]]
+
+
+def train_families(rows: Sequence[Row], *, max_stack: int,
+                   **stack: Any) -> list[tuple[StackTrace, int, int]]:
+    """Train ``rows`` = ``(hparams, init seed, twin)`` by :func:`train_stack` (``stack``: its
+    other arguments): a family (the rows of one hparams and init seed) that has twins is one
+    stack, with its base (the row of kind ``base``, added when missing); lone bases go
+    ``max_stack`` to a stack. Returns per row ``(its stack's trace, its index there, its
+    base's index there)``."""
+    base = {"kind": "base"}
+    rows = list(rows)
+    for hp, seed, twin in list(rows):
+        if twin["kind"] != "base" and (hp, seed, base) not in rows:
+            rows.append((hp, seed, base))
+    families = [r[:2] for r in rows]
+    with_twins = [families[i] for i, r in enumerate(rows) if r[2]["kind"] != "base"]
+    first = [f for i, f in enumerate(families) if f in with_twins and f not in families[:i]]
+    groups = [[i for i, f in enumerate(families) if f == fam] for fam in first]
+    lone = [i for i, f in enumerate(families) if f not in with_twins]
+    groups += [lone[k:k + max_stack] for k in range(0, len(lone), max_stack)]
+    where: dict[int, tuple[StackTrace, int, int]] = {}
+    for group in groups:
+        sub = [rows[i] for i in group]
+        base_of = [sub.index((hp, seed, base)) for hp, seed, _ in sub]
+        trace = train_stack(hparams=[hp for hp, _, _ in sub], init_seeds=[s for _, s, _ in sub],
+                            twins=[t for _, _, t in sub], base_of=base_of, **stack)
+        for b, i in enumerate(group):
+            where[i] = (trace, b, base_of[b])
+    return [where[i] for i in range(len(rows))]
 
 
 def twin_result(

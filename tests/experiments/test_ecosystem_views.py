@@ -11,6 +11,8 @@ pytest.importorskip("gaugekit.report.viz")
 
 from gaugekit.experiments import ecosystem as eco  # noqa: E402
 from gaugekit.report import ecosystem as views  # noqa: E402
+from gaugekit.report import eigenbasis as eigen  # noqa: E402
+from gaugekit.runs.records import read_records_dir  # noqa: E402
 
 
 def _row(optimizer, verdict, residual=1e-15, library="heavyball", **extra):
@@ -41,7 +43,7 @@ def test_kept_rows_give_the_reason_the_supplied_arguments_and_a_float32_mark():
     kept = views.kept_rows(rows, "heavyball")
     assert [r["class"] for r in kept] == ["SGD"]
     assert kept[0]["residual"] == "7.0e-08 (float32)"
-    assert kept[0]["why"].startswith(eco.REASONS[("heavyball", "SGD")])
+    assert kept[0]["why"].startswith(views.REASONS[("heavyball", "SGD")])
     assert kept[0]["why"].endswith("(given nesterov = yes)")
     missing = views.kept_rows([_row("NoSuchClass", "equivariant")], "heavyball")
     assert missing[0]["why"] == views.NO_REASON
@@ -80,9 +82,9 @@ def test_the_committed_records_give_every_table():
 
 
 def test_the_eigen_adam_comparison_reads_every_row_from_the_records():
-    comparison = views.eigen_adam_comparison("paper")
+    comparison = eigen.eigen_adam_comparison("paper")
     labels = [r["method"] for r in comparison.rows]
-    assert len(labels) == len(views.COMPARED) and labels[0] == "Adam"
+    assert len(labels) == len(eigen.COMPARED) and labels[0] == "Adam"
     pooled = comparison.rows[-1]
     assert pooled["rec"] != pooled["rec"]  # NaN: the pooled variant ran on the twins only
     assert all(r["gauge"] == r["gauge"] for r in comparison.rows)  # every twin was run
@@ -140,26 +142,41 @@ def test_a_collision_breaks_eigen_adam_and_a_gap_heals_it():
     def eigen_adam(p):
         return make_optimizer("eigen_adam", p, lr=1e-2, update_freq=5)
 
-    exact = views.collision_residual(eigen_adam, 0.0)
-    gap = views.collision_residual(eigen_adam, 1e-1)
+    exact = eigen.collision_residual(eigen_adam, 0.0)
+    gap = eigen.collision_residual(eigen_adam, 1e-1)
     assert exact > 1e-2 and gap < 1e-12
-    assert views.COLLISION_GAPS[0] == 0.0 and list(views.COLLISION_GAPS) == sorted(
-        views.COLLISION_GAPS)
+    assert eigen.COLLISION_GAPS[0] == 0.0 and list(eigen.COLLISION_GAPS) == sorted(
+        eigen.COLLISION_GAPS)
 
 
 def test_the_layer_0_query_gradient_at_the_start_is_rank_deficient():
     import torch
 
-    grads = views.initial_q_gradients("paper")
+    grads = eigen.initial_q_gradients("paper")
     assert len(grads) >= 2 and all(g.dtype == torch.float64 for g in grads)
     sv = torch.linalg.svdvals(grads[0])
     assert int((sv > 1e-10 * sv[0]).sum()) < grads[0].shape[0]
 
 
 def test_the_comparison_values_read_the_comparison():
-    comparison = views.eigen_adam_comparison("paper")
-    values = views.comparison_values(comparison)
+    comparison = eigen.eigen_adam_comparison("paper")
+    values = eigen.comparison_values(comparison)
     assert "<table" in values["compare_table"]
     assert values["cmp_eigen_adam_gauge64"] == comparison.rows[3]["gauge64"]
     assert values["eigen_lr_edge"] in ("yes", "no")
     assert values["zoo_r"] == 3
+
+
+def test_every_committed_kept_verdict_has_a_reason_line():
+    """The book prints one line of reason per equivariant or approximate verdict."""
+    from gaugekit.runs.collection import records_dir
+
+    folder = records_dir("ecosystem", "paper")
+    if not folder.is_dir():
+        pytest.skip("no committed ecosystem records")
+    records = [r for r in read_records_dir(folder) if r["part"] != "investigations"]
+    rows = eco.table_rows(records)
+    kept = [(r["library"], r["optimizer"]) for r in rows
+            if r["verdict"] in ("equivariant", "approximately")]
+    assert kept and all(k in views.REASONS for k in kept), set(kept) - set(views.REASONS)
+    assert len(rows) == sum(len(v) for v in eco.CATALOG.values())

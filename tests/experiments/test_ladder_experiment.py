@@ -12,6 +12,7 @@ from gaugekit.experiments.matrix_sensing import TABLE2_COSINE
 from gaugekit.optim.registry import get_spec
 from gaugekit.problems.matrix_sensing import degrees_of_freedom
 from gaugekit.problems.specs import Budget
+from gaugekit.report import ladder_paper
 from gaugekit.runs.collection import load_part
 from gaugekit.runs.sweep import run_sweep
 
@@ -187,18 +188,18 @@ def test_claims_of_one_size():
     rows = {m: _row(m, r) for m, r in [("muon", 1e-6), ("gd", 0.1), ("scalar_adam", 0.2),
                                        ("signum", 0.3), ("adam", 0.6)]}
     five = tuple(rows)
-    c = ladder.claims(rows, five)
+    c = ladder_paper.claims(rows, five)
     assert c["muon_exact"] is True and c["signum_exact"] is False
     assert c["adam_worst_of_three"] is True and c["clean_split"] is True
     # a clean split on a subset of the ladder's methods is not conclusive
-    assert ladder.claims(rows)["clean_split"] is None
+    assert ladder_paper.claims(rows)["clean_split"] is None
     # negative controls: Adam between GD and shared-scale Adam; signum below shared-scale Adam
     rows["adam"] = _row("adam", 0.15)
     rows["signum"] = _row("signum", 1e-5)
-    c = ladder.claims(rows)  # a failed split is conclusive on any subset
+    c = ladder_paper.claims(rows)  # a failed split is conclusive on any subset
     assert c["adam_worst_of_three"] is False and c["clean_split"] is False
     assert c["signum_exact"] is True
-    assert ladder.claims({})["muon_exact"] is None
+    assert ladder_paper.claims({})["muon_exact"] is None
 
 
 @pytest.mark.gpu
@@ -226,28 +227,28 @@ def test_cuda_matches_cpu(tiny, tmp_path):
 
 def test_published_values_only_for_the_papers_own_sizes():
     paper, quick = ladder.get_config("paper"), ladder.get_config("quick")
-    n40 = ladder.published_rec(paper.part("n40"))
+    n40 = ladder_paper.published_rec(paper.part("n40"))
     assert set(n40) == set(ladder.TABLE2_METHODS)
     # issue 13 quoted the canary's GD, shared-scale Adam and Adam to three decimals
     quoted = {"gd": 0.108, "scalar_adam": 0.143, "adam": 0.550}
     assert all(abs(n40[m] - q) <= 5e-4 + 1e-12 for m, q in quoted.items())
-    assert ladder.published_rec(paper.part("n96"))["gd"] == 0.2018
-    assert set(ladder.published_rec(paper.part("n384"))) == {
+    assert ladder_paper.published_rec(paper.part("n96"))["gd"] == 0.2018
+    assert set(ladder_paper.published_rec(paper.part("n384"))) == {
         "gd", "scalar_adam", "muon", "shampoo", "adam"}  # the n = 384 row has five methods
-    assert ladder.published_seeds(paper.part("n40")) == 3
-    assert ladder.published_seeds(paper.part("n64")) == 10
-    assert ladder.published_rec(paper.part("rank2")) == ladder.PUBLISHED_LADDER_RANK[2]
-    assert ladder.published_seeds(paper.part("mdof1.25")) == 5
-    assert ladder.published_rec(paper.part("mdof2")) is None  # it is the n = 64 row
-    assert ladder.published_rec(paper.part("n384_s42")) is None  # one seed is not the paper's
-    assert ladder.published_rec(quick.part("n8")) is None
-    assert ladder.published_expectation(paper.part("n256"), "muon_exact") is True
-    assert ladder.published_expectation(paper.part("n384"), "muon_exact") is False
-    assert ladder.published_expectation(paper.part("n40"), "signum_exact") is None
-    assert ladder.published_expectation(paper.part("rank5"), "clean_split") is None
-    assert ladder.published_expectation(quick.part("n16"), "adam_worst_of_three") is None
+    assert ladder_paper.published_seeds(paper.part("n40")) == 3
+    assert ladder_paper.published_seeds(paper.part("n64")) == 10
+    assert ladder_paper.published_rec(paper.part("rank2")) == ladder.PUBLISHED_LADDER_RANK[2]
+    assert ladder_paper.published_seeds(paper.part("mdof1.25")) == 5
+    assert ladder_paper.published_rec(paper.part("mdof2")) is None  # it is the n = 64 row
+    assert ladder_paper.published_rec(paper.part("n384_s42")) is None  # one seed is not the paper's
+    assert ladder_paper.published_rec(quick.part("n8")) is None
+    assert ladder_paper.published_expectation(paper.part("n256"), "muon_exact") is True
+    assert ladder_paper.published_expectation(paper.part("n384"), "muon_exact") is False
+    assert ladder_paper.published_expectation(paper.part("n40"), "signum_exact") is None
+    assert ladder_paper.published_expectation(paper.part("rank5"), "clean_split") is None
+    assert ladder_paper.published_expectation(quick.part("n16"), "adam_worst_of_three") is None
     with pytest.raises(ValueError, match="Invalid claim"):
-        ladder.published_expectation(paper.part("n40"), "nonsense")
+        ladder_paper.published_expectation(paper.part("n40"), "nonsense")
 
 
 def test_value_curves_draws_recorded_points_and_published_markers():
@@ -297,7 +298,7 @@ def test_the_papers_gate_gives_the_published_n40_gd(committed):
 
 
 def test_seed_42_at_n96_matches_the_papers_record(committed):
-    rows = {r["method"]: r for r in ladder.record_comparison(committed["n96"])}
+    rows = {r["method"]: r for r in ladder_paper.record_comparison(committed["n96"])}
     assert set(rows) == set(ladder.PAPER_RECORDS_N96_SEED42)
     for method, r in rows.items():
         if r["schedule"] == r["paper_schedule"] and r["paper"] > ladder.EXACT_REC:
@@ -311,7 +312,8 @@ def test_seed_42_at_n96_matches_the_papers_record(committed):
 
 def test_comparison_rows_pair_ours_with_the_published(committed):
     cfg = ladder.get_config("paper")
-    rows = ladder.comparison_rows(cfg, ladder.size_rows(cfg, committed, "size", "oracle_loose"))
+    sizes = ladder.size_rows(cfg, committed, "size", "oracle_loose")
+    rows = ladder_paper.comparison_rows(cfg, sizes)
     n96 = [r for r in rows if r["part"] == "n96"]
     assert {r["method"] for r in n96} == set(ladder.TABLE2_METHODS)
     gd = next(r for r in n96 if r["method"] == "gd")

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 from gaugekit.experiments import ladder  # noqa: E402
 from gaugekit.experiments import matrix_sensing as ms  # noqa: E402
 from gaugekit.report import ladder as views  # noqa: E402
-from gaugekit.report import ladder_n40  # noqa: E402
+from gaugekit.report import ladder_n40, ladder_paper  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_tables_fit_by_shape_and_say_ours_beside_published(committed):
     rec = views.rec_table(sizes, "size")
     assert "n = 40 (3 seeds)" in rec and "n = 96 (1 seed)" in rec and "n = 64" not in rec
     assert rec.count("<tr>") == 1 + len(ladder.LADDER_METHODS)  # one row per optimizer
-    compared = ladder.comparison_rows(config, sizes)
+    compared = ladder_paper.comparison_rows(config, sizes)
     pub = views.published_table(compared)
     assert "n = 40, seeds 3 / 3" in pub and "0.1078 / 0.1078" in pub
     text = views.agreement_text(compared)

@@ -9,6 +9,7 @@ import torch
 
 from gaugekit.experiments import language_model as lm
 from gaugekit.problems.attention import TransformerShape, init_params, stack_params
+from gaugekit.report import language_model_summary as lms
 from gaugekit.runs.records import read_records_dir
 from gaugekit.runs.sweep import run_sweep
 from gaugekit.train import twins as tt
@@ -55,7 +56,7 @@ def test_every_optimizer_has_a_grid_and_hparams():
 
 
 def test_fresh_runs_use_the_rate_the_selection_records_choose(quick_records):
-    chosen = {r["method"]: r["lr"] for r in lm.selection_rows(quick_records) if r["chosen"]}
+    chosen = {r["method"]: r["lr"] for r in lms.selection_rows(quick_records) if r["chosen"]}
     assert set(chosen) == set(lm.METHODS)
     fresh = [r for r in quick_records if r["config"]["role"] == "fresh"]
     assert fresh and all(r["status"] == "ok" for r in fresh)
@@ -64,7 +65,7 @@ def test_fresh_runs_use_the_rate_the_selection_records_choose(quick_records):
 
 
 def test_twins_keep_or_break_the_gauge_as_predicted(quick_records):
-    rows = {(r["method"], r["twin"]): r for r in lm.twin_rows(quick_records)}
+    rows = {(r["method"], r["twin"]): r for r in lms.twin_rows(quick_records)}
     adam_gauge = rows[("adam", "gauge 777")]["final_logit_drift"]
     adam_noise = rows[("adam", "noise 1e-07")]["final_logit_drift"]
     assert adam_gauge > 1e3 * adam_noise
@@ -74,14 +75,14 @@ def test_twins_keep_or_break_the_gauge_as_predicted(quick_records):
 
 
 def test_summaries_cover_every_optimizer(quick_records):
-    fresh = lm.fresh_rows(quick_records, lm.timing(quick_records))
+    fresh = lms.fresh_rows(quick_records, lms.timing(quick_records))
     assert [r["method"] for r in fresh] == list(lm.METHODS)
     assert sorted(r["rank"] for r in fresh) == list(range(1, len(lm.METHODS) + 1))
     assert all(r["seeds"] == len(lm.get_config("quick").fresh_seeds) for r in fresh)
-    costs = {r["method"]: r for r in lm.cost_rows(quick_records)}
+    costs = {r["method"]: r for r in lms.cost_rows(quick_records)}
     assert costs["adam"]["gauge_n"] == 4 and costs["adam"]["noise_n"] == 3
     assert costs["adam"]["seeds_n"] == 3  # two fresh seeds and one selection seed
-    assert lm.verdict(fresh, list(costs.values())).endswith(".")
+    assert lms.verdict(fresh, list(costs.values())).endswith(".")
 
 
 def test_the_views_draw_every_table_and_figure(quick_records):
@@ -116,14 +117,14 @@ def test_equal_wall_time_reads_each_curve_where_it_has_got():
     records = [_fresh("adam", 3, [4.0, 3.0, 2.0]), _fresh("adam", 4, [4.0, 3.0, 2.0]),
                _fresh("momentum", 3, [4.0, 3.5, 3.0]), _fresh("momentum", 4, [4.0, 3.5, 3.0])]
     # Adam takes 2 ms a step, momentum 1 ms: equal time = momentum's 200 steps = Adam's 100
-    rows = {r["method"]: r for r in lm.fresh_rows(records, {"adam": 2.0, "momentum": 1.0})}
+    rows = {r["method"]: r for r in lms.fresh_rows(records, {"adam": 2.0, "momentum": 1.0})}
     assert rows["adam"]["steps_at_equal_time"] == pytest.approx(100.0)
     assert rows["adam"]["val_loss_equal_time"] == pytest.approx(3.0)
     assert rows["momentum"]["val_loss_equal_time"] == pytest.approx(3.0)
     assert rows["adam"]["rank"] == 1 and rows["momentum"]["rank"] == 2
     # half way between checkpoints: linear
-    assert lm._curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 25) == pytest.approx(1.75)
-    assert lm._curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 150) is None
+    assert lms._curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 25) == pytest.approx(1.75)
+    assert lms._curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 150) is None
 
 
 def test_cost_rows_and_the_verdict_tell_a_hidden_seed_from_a_harmless_basis():
@@ -138,11 +139,11 @@ def test_cost_rows_and_the_verdict_tell_a_hidden_seed_from_a_harmless_basis():
     for twins, word in ((close + quiet, "not the loss"), (far + quiet, "hidden seed"),
                         (far + noisy, "chaotic")):
         records = base + twins + keep
-        costs = lm.cost_rows(records)
+        costs = lms.cost_rows(records)
         adam = next(c for c in costs if c["method"] == "adam")
         gauge = [t for t in twins if t["config"]["twin"]["kind"] == "gauge"]
         assert adam["gauge_n"] == 1 + len(gauge) and adam["seeds_n"] == 3
-        text = lm.verdict(lm.fresh_rows(records), costs)
+        text = lms.verdict(lms.fresh_rows(records), costs)
         assert word in text and "within two seed standard deviations" in text
 
 
@@ -181,11 +182,11 @@ def test_adam_mini_keeps_less_state_than_adam_and_more_than_momentum():
 
 
 def test_the_first_step_splits_exactly_the_rules_that_break_the_gauge(quick_records):
-    rows = lm.split_rows(quick_records)
+    rows = lms.split_rows(quick_records)
     assert {r["method"] for r in rows} == set(lm.METHODS)
     for r in rows:
         assert r["split"] is (not lm.KEEPS_HEAD_GAUGE[r["method"]]), r
-    assert "every optimizer does as its class predicts" in lm.split_sentence(rows)
+    assert "every optimizer does as its class predicts" in lms.split_sentence(rows)
     # a negative control: relabel Adam as a gauge-keeping rule and the sentence says so
     wrong = [{**r, "keeps_gauge": True} if r["method"] == "adam" else r for r in rows]
-    assert "against its class's prediction: Adam" in lm.split_sentence(wrong)
+    assert "against its class's prediction: Adam" in lms.split_sentence(wrong)
