@@ -8,6 +8,8 @@ that a missing package is an :class:`ImportError` naming the extra to install, n
 ``No module named ...`` from deep inside a run.
 """
 
+# Developer note (layers, gaugekit/__init__.py): floor 1, the ground.
+
 from __future__ import annotations
 
 import importlib.util

@@ -4,5 +4,7 @@
 :mod:`gaugekit.audit`.
 """
 
+# Developer note (layers, gaugekit/__init__.py): floor 5, the old address of audit.heads, on audit/.
+
 from gaugekit.audit.heads import *  # noqa: F403
 from gaugekit.audit.heads import __all__  # noqa: F401

@@ -12,6 +12,8 @@ The solver is ``torchdiffeq.odeint``, imported on first use (the package is opti
 signature.
 """
 
+# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
+
 from __future__ import annotations
 
 import importlib.util

@@ -25,6 +25,8 @@ paired in order, on which ``a`` is below ``b``. :func:`level_table` is the paper
 per level, the mean over the seeds that reached it.
 """
 
+# Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on runs.records.
+
 from __future__ import annotations
 
 import math
