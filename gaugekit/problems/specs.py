@@ -58,8 +58,8 @@ def factored_run(problem: Mapping[str, Any], method: str, hparams: Mapping[str, 
                  schedule: str, budget: Budget, seed: int, dtype: str = "float32",
                  **tags: Any) -> tuple[dict[str, Any], dict[str, int]]:
     """``(config, seeds)`` of one factored run on the instance of ``seed``: ``problem`` is a
-    :meth:`Problem.to_config` (plus the tail's ``kind`` and ``tau``), ``hparams`` the rule's
-    besides ``lr``, ``tags`` extra config keys; the factors are drawn from
+    :class:`Problem`'s ``to_config()`` (plus the tail's ``kind`` and ``tau``), ``hparams``
+    the rule's besides ``lr``, ``tags`` extra config keys; the factors are drawn from
     ``seed + INIT_SEED_OFFSET``."""
     config = {"kind": "factored", "problem": problem, "method": method,
               "hparams": {**hparams, "lr": float(lr)}, "schedule": schedule,
