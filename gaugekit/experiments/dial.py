@@ -53,6 +53,7 @@ import torch
 
 from gaugekit.config import get_scale
 from gaugekit.experiments import flow_adam as fx
+from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments.matrix_sensing import PAPER_HPARAMS, PAPER_LR_GRIDS
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
@@ -403,20 +404,17 @@ class DialExperiment:
         return sum(_run_cost(s) for s in specs)
 
     def split_batch(self, specs: Sequence[RunSpec], parts: int) -> list[list[RunSpec]]:
-        """Cut a batch into ``parts`` pieces of whole optimizers (same method and non-lr
-        hyperparameters; for the ablation, whole variants), balanced by :meth:`batch_cost`.
-        Runs never interact, so results do not depend on the cut (up to round-off)."""
+        """Cut a batch into ``parts`` pieces balanced by :meth:`batch_cost`: the ablation's
+        whole variants (all their seeds and lrs together), the factored runs by
+        :func:`~gaugekit.experiments.matrix_sensing.split_factored`. Runs never interact, so
+        results do not depend on the cut (up to round-off)."""
         if parts <= 1:
             return [list(specs)]
+        if specs[0].config["kind"] != ABLATION_KIND:
+            return ms.split_factored(specs, parts, self.batch_cost)
         groups: dict[str, list[RunSpec]] = {}
         for spec in specs:
-            c = spec.config
-            if c["kind"] == ABLATION_KIND:  # one variant: all its seeds and lrs together
-                key = c["variant"]
-            else:
-                key = repr((c["method"], sorted((k, v) for k, v in c["hparams"].items()
-                                                if k != "lr")))
-            groups.setdefault(key, []).append(spec)
+            groups.setdefault(spec.config["variant"], []).append(spec)
         return sweep.balanced_bins(list(groups.values()), parts, self.batch_cost)
 
 

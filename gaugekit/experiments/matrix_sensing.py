@@ -45,7 +45,7 @@ selection rows), beside its own parts and the paper's published values.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ __all__ = [
     "published_table2",
     "records_dir",
     "selection_rows",
+    "split_factored",
     "split_summary",
     "wide_grid",
 ]
@@ -436,18 +437,30 @@ class MatrixSensingZoo:
         return sum(_run_cost(s) for s in specs)
 
     def split_batch(self, specs: Sequence[RunSpec], parts: int) -> list[list[RunSpec]]:
-        """Cut a batch into ``parts`` pieces of whole optimizers, balanced by :meth:`batch_cost`
-        (largest optimizer first into the lightest piece). Results do not depend on the cut:
-        runs never interact, and the padding of
-        :class:`~gaugekit.problems.matrix_sensing.SensingBatch` keeps the bits equal (all but
-        the last bits of Shampoo runs)."""
-        if specs[0].config["kind"] == "convex" or parts <= 1:
+        """:func:`split_factored` by :meth:`batch_cost` (a convex batch stays whole)."""
+        if specs[0].config["kind"] == "convex":
             return [list(specs)]
-        groups: dict[tuple[str, str, str], list[RunSpec]] = {}
-        for spec in specs:
-            key = member_key(spec.config)
-            groups.setdefault(key, []).append(spec)
-        return sweep.balanced_bins(list(groups.values()), parts, self.batch_cost)
+        return split_factored(specs, parts, self.batch_cost)
+
+
+def split_factored(specs: Sequence[RunSpec], parts: int,
+                   cost: Callable[[Sequence[RunSpec]], float]) -> list[list[RunSpec]]:
+    """Cut a batch of factored runs into ``parts`` pieces balanced by ``cost``: whole instances
+    (the runs of one seed) where they fit, the rest run by run, or, when no instance fits, as
+    whole optimizers (:func:`gaugekit.runs.sweep.instance_bins`). A piece's products then have
+    more rows and it holds fewer operators, which is what makes the zoo's two workers fast
+    (``bench/run.py --only zoo``).
+
+    Results do not depend on the cut: runs never interact, and the padding of
+    :class:`~gaugekit.problems.matrix_sensing.SensingBatch` keeps the bits equal (all but the
+    last bits of Shampoo runs)."""
+    if parts <= 1:
+        return [list(specs)]
+    instances: dict[int, dict[tuple[str, str, str], list[RunSpec]]] = {}
+    for spec in specs:
+        groups = instances.setdefault(spec.seeds.get("instance", spec.config["seed"]), {})
+        groups.setdefault(member_key(spec.config), []).append(spec)
+    return sweep.instance_bins([list(g.values()) for g in instances.values()], parts, cost)
 
 
 EXPERIMENT = MatrixSensingZoo()

@@ -7,7 +7,7 @@ workers return results, they never touch the record files, so resuming and the
 no-duplicate guarantee are the same whatever the backend.
 
 ``local``
-    The batches run in this process (``workers == 1``) or in ``workers`` spawned processes
+    The batches run in this process (``workers == 1``) or in ``workers`` worker processes
     (:class:`concurrent.futures.ProcessPoolExecutor`), each with ``threads // workers`` torch
     threads. A process that dies mid-batch turns that batch into ``error`` records.
 
@@ -42,6 +42,7 @@ resources are the GPU-aware scheduling a sweep needs (one batch per GPU).
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -53,7 +54,8 @@ import torch
 from gaugekit._extras import MissingExtra, require_extra
 from gaugekit.runs.spec import Experiment, RunResult, RunSpec, error_results, execute_batch
 
-__all__ = ["BACKENDS", "Backend", "DaskBackend", "LocalBackend", "MissingExtra", "make_backend"]
+__all__ = ["BACKENDS", "Backend", "DaskBackend", "LocalBackend", "MissingExtra", "make_backend",
+           "start_method"]
 
 #: the backends :func:`make_backend` knows
 BACKENDS = ("local", "dask")
@@ -83,7 +85,7 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-    """The batches in this process, or in ``workers`` spawned processes."""
+    """The batches in this process, or in ``workers`` processes (:func:`start_method`)."""
 
     name = "local"
 
@@ -106,7 +108,7 @@ class LocalBackend:
                 yield (batch, *execute_batch(experiment, batch, device, progress))
             return
         threads = max(1, torch.get_num_threads() // self.workers)
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context(start_method(device, threads))
         with ProcessPoolExecutor(max_workers=self.workers, mp_context=context) as pool:
             futures = {
                 pool.submit(execute_batch, experiment, batch, device, False, threads): batch
@@ -119,6 +121,18 @@ class LocalBackend:
                 except Exception as err:  # noqa: BLE001 - a worker died: record, go on
                     results, wall = error_results(len(batch), err), 0.0
                 yield batch, results, wall
+
+
+def start_method(device: torch.device, threads: int) -> str:
+    """How :class:`LocalBackend` starts its workers: ``fork`` on Linux for CPU batches of one
+    thread each, in a process that has not initialised CUDA, which spares every worker the
+    import of torch and gaugekit (seconds each); ``spawn`` otherwise. A forked child cannot use
+    its parent's CUDA context, nor an OpenMP pool of more than one thread that the parent
+    already started (PyTorch's ``DataLoader`` workers take the same one-thread rule)."""
+    cuda_started = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if sys.platform == "linux" and device.type == "cpu" and threads == 1 and not cuda_started:
+        return "fork"
+    return "spawn"
 
 
 def _distributed() -> Any:

@@ -49,7 +49,7 @@ from gaugekit.runs.records import (
 )
 from gaugekit.runs.spec import Experiment, RunResult, RunSpec
 
-__all__ = ["SweepReport", "balanced_bins", "plan_batches", "run_sweep"]
+__all__ = ["SweepReport", "balanced_bins", "instance_bins", "plan_batches", "run_sweep"]
 
 
 @dataclass
@@ -98,12 +98,51 @@ def balanced_bins(groups: Sequence[Sequence[RunSpec]], parts: int,
     """Cut a batch, given as ``groups`` of runs that must stay together, into at most ``parts``
     pieces balanced by ``cost(group)``: largest group first into the lightest piece."""
     bins: list[list[RunSpec]] = [[] for _ in range(parts)]
+    _deal(groups, bins, [0.0] * parts, cost)
+    return [b for b in bins if b]
+
+
+def instance_bins(instances: Sequence[Sequence[Sequence[RunSpec]]], parts: int,
+                  cost: Any) -> list[list[RunSpec]]:
+    """Like :func:`balanced_bins`, keeping the runs of one problem instance in one piece where
+    the balance allows. ``instances[i]`` lists instance ``i``'s groups of runs that must stay
+    together (the runs of one optimizer, say).
+
+    Runs of one instance share its operator: its products are one matrix product for all of
+    them, which is cheaper per run for more rows, and a piece with fewer instances keeps fewer
+    operators in cache. So whole instances go, largest first, into the lightest piece while
+    it stays within an equal share (the total cost over ``parts``). The instances left over
+    are then dealt onto those loads as in :func:`balanced_bins`: run by run when the pieces
+    already hold whole instances (the finest balance; a piece then gains no new kind of group,
+    when every instance has the same kinds, as a zoo's optimizers), group by group when none
+    fitted. Three equal instances on two workers: one whole instance and half of the third
+    each."""
+    bins: list[list[RunSpec]] = [[] for _ in range(parts)]
     loads = [0.0] * parts
+    share = sum(cost(g) for groups in instances for g in groups) / parts
+    left: list[Sequence[RunSpec]] = []
+    for groups in sorted(instances, key=lambda gs: sum(map(cost, gs)), reverse=True):
+        i = loads.index(min(loads))
+        whole = sum(map(cost, groups))
+        if loads[i] + whole <= share * (1 + 1e-9):
+            for group in groups:
+                bins[i].extend(group)
+            loads[i] += whole
+        else:
+            left.extend(groups)
+    if any(bins):
+        left = [[run] for group in left for run in group]
+    _deal(left, bins, loads, cost)
+    return [b for b in bins if b]
+
+
+def _deal(groups: Sequence[Sequence[RunSpec]], bins: list[list[RunSpec]], loads: list[float],
+          cost: Any) -> None:
+    """Largest group first into the lightest bin (``bins`` and ``loads`` updated in place)."""
     for group in sorted(groups, key=cost, reverse=True):
         i = loads.index(min(loads))
         bins[i].extend(group)
         loads[i] += cost(group)
-    return [b for b in bins if b]
 
 
 def _parallel_batches(

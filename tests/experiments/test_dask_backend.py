@@ -114,7 +114,7 @@ def test_dask_backend_gives_the_local_records(tmp_path, cluster):
     tiny = TinySensing()
     run_sweep(tiny, tmp_path / "local", progress=False)
     report = run_sweep(tiny, tmp_path / "dask", progress=False, workers=2, backend="dask")
-    assert report.ran == 6 and report.batches == 2  # the split happened
+    assert report.ran == 9 and report.batches == 2  # the split happened
     assert _strip(read_records_dir(tmp_path / "dask")) == _strip(
         read_records_dir(tmp_path / "local"))
     # ... and a cluster joined by address, with diverged, error and raising batches

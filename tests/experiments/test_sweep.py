@@ -11,10 +11,11 @@ import torch
 
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.problems.specs import Budget, Problem
+from gaugekit.runs.backends import start_method
 from gaugekit.runs.collection import load_part
 from gaugekit.runs.records import read_records, read_records_dir
 from gaugekit.runs.spec import RunResult, RunSpec
-from gaugekit.runs.sweep import plan_batches, run_sweep
+from gaugekit.runs.sweep import balanced_bins, instance_bins, plan_batches, run_sweep
 
 
 class Toy:
@@ -168,21 +169,64 @@ class TinySensing(ms.MatrixSensingZoo):
 
     def specs(self, part, scale):
         problem = Problem(6, 1, 6, 22, 5, 0.1)
-        return ms.Part("tiny", "t", problem, Budget(60, 1e-5, 20), (1, 2),
+        return ms.Part("tiny", "t", problem, Budget(60, 1e-5, 20), (1, 2, 3),
                        ("gd", "adam", "signum"),
                        {"gd": (0.1,), "adam": (0.01,), "signum": (0.01,)},
                        {"signum": "cosine"}).specs()
 
 
 def test_sensing_workers_split_gives_identical_records(tmp_path):
-    # splitting a batch across processes must not change a bit of any record
+    # splitting a batch across processes must not change a bit of any record; three
+    # instances on two workers: one whole instance each, the third dealt run by run
     tiny = TinySensing()
     pieces = tiny.split_batch(tiny.specs("tiny", "quick"), 2)
-    assert len(pieces) == 2 and sum(map(len, pieces)) == 6
+    assert len(pieces) == 2 and sum(map(len, pieces)) == 9
+    seeds = [{s.config["seed"] for s in piece} for piece in pieces]
+    assert len(seeds[0] & seeds[1]) == 1 and seeds[0] | seeds[1] == {1, 2, 3}
     threads = torch.get_num_threads()
     run_sweep(tiny, tmp_path / "one", progress=False)
     run_sweep(tiny, tmp_path / "two", progress=False, workers=2)
     assert torch.get_num_threads() == threads
     one = {r["run_id"]: r["metrics"] for r in read_records_dir(tmp_path / "one")}
     two = {r["run_id"]: r["metrics"] for r in read_records_dir(tmp_path / "two")}
-    assert one == two and len(one) == 6
+    assert one == two and len(one) == 9
+
+
+def _instances(sizes: Sequence[int], groups: int = 3) -> list[list[list[tuple[int, int]]]]:
+    """Instance i: ``groups`` groups of ``sizes[i]`` runs each, a run named (instance, group)."""
+    return [[[(i, g)] * size for g in range(groups)] for i, size in enumerate(sizes)]
+
+
+def test_instance_bins_keeps_whole_instances_where_the_balance_allows():
+    # three equal instances, two pieces: one whole instance each, the third dealt run by run
+    pieces = instance_bins(_instances([2, 2, 2]), 2, len)
+    assert list(map(len, pieces)) == [9, 9]
+    touched = [{i for i, _ in piece} for piece in pieces]
+    assert [len(t) for t in touched] == [2, 2] and len(touched[0] & touched[1]) == 1
+    # every group of the third instance is cut in two: each piece has half of each
+    third = touched[0] & touched[1]
+    assert [sorted(g for i, g in piece if i in third) for piece in pieces] == [[0, 1, 2]] * 2
+    # four instances: two whole ones each, none cut
+    pieces = instance_bins(_instances([2, 2, 2, 2]), 2, len)
+    touched = [{i for i, _ in piece} for piece in pieces]
+    assert [len(t) for t in touched] == [2, 2] and not touched[0] & touched[1]
+    # one instance: cut by group, as balanced_bins would
+    assert instance_bins(_instances([2]), 2, len) == balanced_bins(_instances([2])[0], 2, len)
+
+
+def test_balanced_bins_alone_spreads_every_instance_over_the_pieces():
+    # the control: dealing the same groups without the instance rule touches all three
+    # instances in both pieces, the layout instance_bins avoids
+    groups = [g for inst in _instances([2, 2, 2]) for g in inst]
+    pieces = balanced_bins(groups, 2, len)
+    assert [len({i for i, _ in piece}) for piece in pieces] == [3, 3]
+
+
+def test_start_method_forks_only_one_thread_cpu_workers(monkeypatch):
+    monkeypatch.setattr("sys.platform", "linux")
+    cpu = torch.device("cpu")
+    assert start_method(cpu, 1) == "fork"
+    assert start_method(cpu, 2) == "spawn"  # an OpenMP pool of the parent would not survive
+    assert start_method(torch.device("cuda"), 1) == "spawn"
+    monkeypatch.setattr("sys.platform", "darwin")
+    assert start_method(cpu, 1) == "spawn"
