@@ -39,15 +39,23 @@ def newton_schulz(
         raise ValueError(f"Invalid steps: {steps!r}; expected an integer >= 0")
     a, b, c = coefficients
     norm = torch.linalg.matrix_norm(G, ord="fro", keepdim=True)
-    X = G / (norm + eps)
+    X = (G / (norm + eps)).reshape(-1, *G.shape[-2:])
     transpose = G.shape[-2] > G.shape[-1]
     if transpose:
         X = X.mT
+    # One 3-d ``bmm`` per product; without autograd the scalings are done in place. Both give
+    # the bits of ``b A + c A²`` and ``a X + B X`` written out (the sums only swap operands).
+    in_place = not (torch.is_grad_enabled() and G.requires_grad)
     for _ in range(steps):
-        A = X @ X.mT
-        B = b * A + c * (A @ A)
-        X = a * X + B @ X
-    return X.mT if transpose else X
+        A = torch.bmm(X, X.mT)
+        if in_place:
+            B = torch.bmm(A, A).mul_(c).add_(A.mul_(b))
+            BX = torch.bmm(B, X)
+            X = X.mul_(a).add_(BX)
+        else:
+            B = b * A + c * torch.bmm(A, A)
+            X = a * X + torch.bmm(B, X)
+    return (X.mT if transpose else X).reshape(G.shape)
 
 
 def msign(G: Tensor) -> Tensor:

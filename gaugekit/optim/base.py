@@ -36,6 +36,7 @@ rules with the same hyperparameter names apart (Adam and SharedScaleAdam).
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -189,8 +190,8 @@ class ZooOptimizer(Optimizer):
         self._check_hypers(group)
         self._check_params(tensors, group)
         self._check_group(group)
-        super().add_param_group(
-            {**param_group, "params": params, OPTIMIZER_KEY: type(self).__name__}
+        _torch_add_param_group(
+            self, {**param_group, "params": params, OPTIMIZER_KEY: type(self).__name__}
         )
 
     # ---------------------------------------------------------------------------- checkpoints
@@ -305,6 +306,17 @@ class ZooOptimizer(Optimizer):
         if isinstance(value, (tuple, list)):
             return tuple(per_run(v, like, batch_dims) for v in value)
         return per_run(value, like, batch_dims)
+
+
+def _torch_add_param_group(optimizer: Optimizer, group: dict[str, Any]) -> None:
+    """torch's ``Optimizer.add_param_group``. torch wraps it in ``torch._disable_dynamo``, whose
+    first call imports ``torch._dynamo`` (about 1.5 s, once per process, paid by every sweep
+    worker that builds an optimizer). While ``torch._dynamo`` is not loaded nothing is being
+    compiled, so the function it wraps is called directly; once it is loaded, torch's wrapper."""
+    add = Optimizer.add_param_group
+    if "torch._dynamo" not in sys.modules:
+        add = getattr(add, "__wrapped__", add)
+    add(optimizer, group)
 
 
 def _listed(keys: set[str]) -> str:

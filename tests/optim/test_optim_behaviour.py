@@ -170,3 +170,34 @@ def test_named_parameters_are_accepted_and_validated():
     assert opt.param_groups[0]["param_names"] == ["0.weight", "2.weight"]
     with pytest.raises(ValueError, match="^Invalid params"):
         Muon(list(model.named_parameters()))
+
+
+_BUILD_AND_REPORT = """
+import sys, torch
+from gaugekit.optim import make_optimizer, {cls}
+p = torch.zeros(3, 4, 4, requires_grad=True)
+opt = {build}
+opt.add_param_group({{"params": [torch.zeros(3, 4, 4, requires_grad=True)], "lr": 0.2}})
+p.grad = torch.ones_like(p)
+opt.step()
+print("torch._dynamo" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("cls, build, loads_dynamo", [
+    ("Muon", "Muon([p], lr=0.1, batch_dims=1)", False),
+    ("Adam", "make_optimizer('shampoo', [p], lr=0.1, batch_dims=1)", False),
+    # control: torch's own constructor imports torch._dynamo on its first call
+    ("Adam", "torch.optim.SGD([p], lr=0.1)", True),
+])
+def test_building_a_zoo_optimizer_does_not_import_dynamo(cls, build, loads_dynamo):
+    """torch's add_param_group sits behind torch._disable_dynamo, whose first call imports
+    torch._dynamo (seconds, once per process: every sweep worker paid it); the zoo calls the
+    wrapped function while dynamo is not loaded."""
+    import subprocess
+    import sys
+
+    script = _BUILD_AND_REPORT.format(cls=cls, build=build)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[-1] == str(loads_dynamo)
