@@ -71,6 +71,20 @@ def test_newton_schulz_on_a_stack_equals_the_loop_and_transposes_consistently():
     assert_close(newton_schulz(G.mT, steps=3), stacked.mT, atol=1e-14, rtol=0)
 
 
+@pytest.mark.parametrize("shape", [(2, 5, 5), (2, 7, 4), (2, 3, 6)])
+def test_newton_schulz_in_place_path_gives_the_autograd_paths_bits(shape):
+    """Without autograd the scalings run in place; with it, out of place, and gradients flow.
+    Both must give the same bits (the Muon records depend on them)."""
+    G = torch.randn(*shape, generator=generator(5), **F64)
+    with torch.no_grad():
+        fast = newton_schulz(G)
+    leaf = G.clone().requires_grad_()
+    tracked = newton_schulz(leaf)
+    assert torch.equal(fast, tracked.detach())
+    tracked.square().sum().backward()
+    assert leaf.grad is not None and bool(leaf.grad.abs().sum() > 0)
+
+
 def test_newton_schulz_rejects_bad_input():
     with pytest.raises(ValueError, match="Invalid G"):
         newton_schulz(torch.ones(3, **F64))
