@@ -19,25 +19,6 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "NBSP",
-    "Record",
-    "Row",
-    "as_markdown",
-    "finite",
-    "fmt",
-    "gauge_class",
-    "glue_page",
-    "join_words",
-    "label",
-    "rec_lr",
-    "records_note",
-    "table_html",
-    "value_text",
-    "wrapped",
-    "yes_no",
-]
-
 #: A run record (:mod:`gaugekit.runs.records`) and a row of a table, as the modules read them.
 Record = Mapping[str, Any]
 Row = Mapping[str, Any]

@@ -34,32 +34,11 @@ from gaugekit.audit.factors import (
 )
 from gaugekit.gauge import relative_distance, rotate_factors
 from gaugekit.optim import all_specs
-from gaugekit.report.tables import as_markdown, table_html, value_text, wrapped, yes_no
+from gaugekit.report.tables import as_markdown, table_html, value_text, yes_no
 from gaugekit.report.tables import label as _label
+from gaugekit.report.tables import wrapped as wrapped  # the API chapter prints with it
 from gaugekit.report.theory import WIDTH, Findings, LossFn, _np, _trajectory
 from gaugekit.report.viz import COORDINATEWISE_COLOR, EQUIVARIANT_COLOR, legend_below, method_color
-
-__all__ = [
-    "transfer_curves",
-    "spectral_transfer_check",
-    "characterization_check",
-    "adam_defect",
-    "adam_defect_check",
-    "adam_witness_check",
-    "audit_bars",
-    "audit_panels",
-    "audit_summary",
-    "audit_table",
-    "defaults_table",
-    "first_step_witnesses",
-    "lbfgs_check",
-    "matrix_lines",
-    "plane_check",
-    "plane_runs",
-    "registry_table",
-    "wrapped",
-]
-
 
 # --------------------------------------------------------------------------------------------
 # chapter 2: which optimizers keep the gauge

@@ -42,25 +42,6 @@ from gaugekit.problems.matrix_sensing import SensingInstance, relative_error
 from gaugekit.report.tables import label as _label
 from gaugekit.report.viz import glue_page, legend_below, legend_beside, method_color
 
-__all__ = [
-    "Findings",
-    "balancedness",
-    "balancedness_check",
-    "clock_free",
-    "clock_free_check",
-    "drift_check",
-    "factor_pairs",
-    "gap_collision",
-    "gradient_covariance_check",
-    "head_gauge_check",
-    "interface_gauge_check",
-    "isometry_check",
-    "orbit_check",
-    "orbit_circle",
-    "time_change",
-    "time_change_check",
-]
-
 LossFn = Callable[[Tensor, Tensor], Tensor]
 
 WIDTH = 7.0  # inches: the text column (see gaugekit.report.viz.BOOK_STYLE)

@@ -25,32 +25,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from gaugekit.report.tables import Record, as_markdown, finite, glue_page, records_note, table_html
+from gaugekit.report.tables import Record, finite
+from gaugekit.report.tables import as_markdown as as_markdown
+from gaugekit.report.tables import glue_page as glue_page
 from gaugekit.report.tables import label as _label
-
-__all__ = [
-    "COORDINATEWISE_COLOR",
-    "EQUIVARIANT_COLOR",
-    "BOOK_STYLE",
-    "METHOD_COLORS",
-    "as_markdown",
-    "class_color",
-    "class_legend",
-    "glue_page",
-    "legend_beside",
-    "legend_below",
-    "log_ticks",
-    "method_color",
-    "use_book_style",
-    "lr_sensitivity",
-    "protocol_comparison",
-    "records_note",
-    "recovery_bars",
-    "scatter_metrics",
-    "table_html",
-    "training_curves",
-    "value_curves",
-]
+from gaugekit.report.tables import records_note as records_note
+from gaugekit.report.tables import table_html as table_html
 
 EQUIVARIANT_COLOR = "#1f77b4"
 COORDINATEWISE_COLOR = "#ff7f0e"
