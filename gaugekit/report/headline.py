@@ -107,12 +107,6 @@ def headline_figure() -> Any:
     return fig
 
 
-def _write_figure(path: Path) -> None:
-    fig = headline_figure()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
-
-
 def update_readme(root: str | Path | None = None) -> bool:
     """Regenerate the README block and its figure; ``True`` when the README changed."""
     base = Path(root) if root is not None else project_root("headline")
@@ -120,7 +114,9 @@ def update_readme(root: str | Path | None = None) -> bool:
     text = readme.read_text(encoding="utf-8")
     head, old, tail = _split(text)
     new = readme_block(*headline_rows())
-    _write_figure(base / FIGURE)
+    (base / FIGURE).parent.mkdir(parents=True, exist_ok=True)
+    headline_figure().savefig(base / FIGURE, dpi=110, bbox_inches="tight",
+                              metadata={"Software": None})
     readme.write_text(head + new + tail, encoding="utf-8")
     return new != old
 

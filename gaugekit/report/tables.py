@@ -198,11 +198,7 @@ def glue_page(values: Mapping[str, Any], prefix: str = "") -> None:
     from myst_nb import glue
 
     for name, value in values.items():
-        name = prefix + name
+        table = isinstance(value, str) and "<table" in value
+        glue(prefix + name, HTML(value) if table else value, display=False)
         if isinstance(value, Figure):
-            glue(name, value, display=False)
             plt.close(value)
-        elif isinstance(value, str) and "<table" in value:
-            glue(name, HTML(value), display=False)
-        else:
-            glue(name, value, display=False)

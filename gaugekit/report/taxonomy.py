@@ -2,11 +2,9 @@
 gauge), chapter 3's Gram form and spectral transfer functions of the equivariant ones, and the
 registry tables of the API chapter.
 
-As in :mod:`gaugekit.report.theory`, each ``*_check`` function runs one small float64 experiment
-on the tensors a cell has drawn and returns its :class:`~gaugekit.report.theory.Findings` (the
-numbers the text cites, the lines the page prints, the inputs of the next figure); each figure
-function draws one figure of the book. Notation: ``G`` a factor's gradient, ``Q ∈ O(k)`` a gauge,
-``η`` (``lr``) the step size, ``ε`` (``eps``) Adam's, ``D_ε(G) = G ⊘ (|G| + ε)``.
+Checks and figures work as in :mod:`gaugekit.report.theory`. Notation: ``G`` a factor's
+gradient, ``Q ∈ O(k)`` a gauge, ``η`` (``lr``) the step size, ``ε`` (``eps``) Adam's,
+``D_ε(G) = G ⊘ (|G| + ε)``.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

@@ -69,13 +69,10 @@ class Findings:
     figure: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
 
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
     def show(self) -> None:
         """Print the lines (if any) and glue the values for the page's ``{glue:text}`` roles."""
         if self.lines:
-            print(self)
+            print("\n".join(self.lines))
         glue_page(self.values)
 
 
@@ -228,11 +225,9 @@ def orbit_circle(
     u0: torch.Tensor,
     thetas: torch.Tensor,
     paths: Mapping[str, torch.Tensor],
-    *,
-    marks: int = 8,
 ) -> Figure:
     """Left: the loss ``½(‖u‖² − 1)²`` on the plane, its level set through ``u0`` (white), the
-    orbit ``{u0 R(θ)}`` (dashed) with ``marks`` points on it. Right: ``paths[label]``, a loss
+    orbit ``{u0 R(θ)}`` (dashed) with eight points on it. Right: ``paths[label]``, a loss
     along the angles ``thetas`` (radians), the first drawn thick in black."""
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(WIDTH, 3.5), layout="constrained",
                                    width_ratios=[1.15, 1.0])
@@ -247,7 +242,7 @@ def orbit_circle(
                 linewidths=1.0)
     circle = (u0 @ theory.rotation_2d(thetas)).squeeze(1)
     ax0.plot(_np(circle[:, 0]), _np(circle[:, 1]), "k--", lw=1.2, dashes=(3, 4))
-    angles = torch.linspace(0, 2 * math.pi, marks + 1, dtype=u0.dtype)[:-1]
+    angles = torch.linspace(0, 2 * math.pi, 9, dtype=u0.dtype)[:-1]
     dots = (u0 @ theory.rotation_2d(angles)).squeeze(1)
     ax0.plot(_np(dots[:, 0]), _np(dots[:, 1]), "o", color="0.85", ms=5)
     ax0.plot(u0[0, 0].item(), u0[0, 1].item(), "ko", ms=6)
@@ -349,13 +344,12 @@ def balancedness_check(loss: LossFn, U0: Tensor, V0: Tensor, rules: Sequence[str
     same clock) and measure the relative imbalance ``‖UᵀU − VᵀV‖_F/(‖UᵀU‖_F + ‖VᵀV‖_F)``. The
     scalar class halves its final imbalance with ``η``: ``halving_scalar_min/max`` against
     ``halving_other_max``, the ratios of the final imbalance at the largest and smallest ``η``."""
-    imbalance: dict[str, list[Tensor]] = {}
-    for name in rules:
-        imbalance[name] = []
-        for eta in step_sizes:
-            lr = eta * (1 - get_spec(name).defaults["momentum"]) if name == "momentum" else eta
-            U, V = _trajectory(name, loss, U0, V0, round(horizon / eta), lr=lr)
-            imbalance[name].append(theory.relative_imbalance(U, V))
+    def imbalance_at(name: str, eta: float) -> Tensor:
+        lr = eta * (1 - get_spec(name).defaults["momentum"]) if name == "momentum" else eta
+        return theory.relative_imbalance(*_trajectory(name, loss, U0, V0, round(horizon / eta),
+                                                      lr=lr))
+
+    imbalance = {name: [imbalance_at(name, eta) for eta in step_sizes] for name in rules}
     final = {name: [c[-1].item() for c in curves] for name, curves in imbalance.items()}
     halving = {name: f[0] / f[-1] for name, f in final.items()}
     lines = [f"{get_spec(name).label:>18}: final imbalance {final[name][0]:.2e} -> "
@@ -464,20 +458,18 @@ def gap_collision(
     gaps: Sequence[float],
     residuals: Sequence[float],
     threshold: float,
-    *,
-    anchor: float = 1e-8,
 ) -> Figure:
     """EigenAdam's audit residual against the eigenvalue gap (``gaps[0] == 0`` is the exact
-    collision, drawn as a horizontal line), a ``1/δ`` guide through the point at ``anchor`` and
-    the verdict threshold."""
+    collision, drawn as a horizontal line), a ``1/δ`` guide through the point at ``δ = 10⁻⁸``
+    and the verdict threshold."""
     fig, ax = plt.subplots(figsize=(WIDTH * 0.8, 3.4), layout="constrained")
     color = method_color("eigen_adam")
     pos = [g for g in gaps if g > 0]
     values = [r for g, r in zip(gaps, residuals, strict=True) if g > 0]
-    at = values[pos.index(anchor)]
+    at = values[pos.index(1e-8)]
     ax.loglog(pos, values, "o-", color=color, label="EigenAdam, gap δ")
     ax.axhline(residuals[gaps.index(0.0)], color="k", ls=":", label="δ = 0 (collision)")
-    ax.loglog(pos, [at * anchor / g for g in pos], color="0.5", ls="--", lw=1, label="∝ 1/δ")
+    ax.loglog(pos, [at * 1e-8 / g for g in pos], color="0.5", ls="--", lw=1, label="∝ 1/δ")
     ax.axhline(threshold, color="0.6", lw=0.8, label="verdict threshold")
     ax.set_xlabel("eigenvalue gap δ at the refresh")
     ax.set_ylabel("audit residual")

@@ -36,19 +36,14 @@ EQUIVARIANT_COLOR = "#1f77b4"
 COORDINATEWISE_COLOR = "#ff7f0e"
 
 
-def _equivariant(method: str) -> bool | None:
+def class_color(method: str) -> str:
+    """Blue for a gauge-equivariant optimizer, orange for a coordinate-wise one, grey else."""
     from gaugekit.optim.registry import get_spec
 
     try:
-        return get_spec(method).equivariant
+        return EQUIVARIANT_COLOR if get_spec(method).equivariant else COORDINATEWISE_COLOR
     except ValueError:
-        return None
-
-
-def class_color(method: str) -> str:
-    """Blue for a gauge-equivariant optimizer, orange for a coordinate-wise one, grey else."""
-    eq = _equivariant(method)
-    return "0.5" if eq is None else (EQUIVARIANT_COLOR if eq else COORDINATEWISE_COLOR)
+        return "0.5"
 
 
 #: One colour per optimizer across the book (registry names; colour-blind-friendly: Okabe–Ito
@@ -99,8 +94,7 @@ def class_legend(ax: Axes, extra: Sequence[Any] = (), **kwargs: Any) -> None:
 
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:
     if ax is None:
-        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
-        return fig, ax
+        return plt.subplots(figsize=figsize, layout="constrained")
     return ax.figure, ax
 
 
@@ -210,8 +204,7 @@ def lr_sensitivity(
         for x, y, f in zip(xs, ys, filled, strict=True):
             ax.plot(x, y, "o", color=color, mfc=color if f else "white", ms=5)
         if marks and method in marks and marks[method] in xs:
-            j = xs.index(marks[method])
-            ax.plot(xs[j], ys[j], "o", ms=11, mfc="none", mec="k")
+            ax.plot(marks[method], ys[xs.index(marks[method])], "o", ms=11, mfc="none", mec="k")
         top = max([top, *ys])
         diverged_at[method] = (diverged, color)
     for diverged, color in diverged_at.values():
