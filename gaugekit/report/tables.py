@@ -165,15 +165,12 @@ def _wrap_commands(text: str, width: int = 72) -> str:
     scroll and it still pastes as one command."""
     out, in_bash = [], False
     for line in text.split("\n"):
-        if line.startswith("```"):
+        if line.startswith("```"):  # a fence opens or closes a block; it is never broken
             in_bash = line.strip() == "```bash"
-            out.append(line)
-            continue
         if not in_bash or len(line) <= width or " --" not in line:
             out.append(line)
             continue
-        head, *options = line.split(" --")
-        current = head
+        current, *options = line.split(" --")
         for option in options:
             if len(current) + 3 + len(option) > width - 2:
                 out.append(current + " \\")
