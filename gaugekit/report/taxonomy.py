@@ -251,17 +251,15 @@ def adam_defect(
         ax0.loglog(lrs, _np(delta[i]), color=colors[i], label=rf"$\varepsilon$ = {eps:g}")
         points = sorted((lr, v) for (lr, e), v in measured.items() if e == eps)
         ax0.loglog(*zip(*points, strict=True), "o", color=colors[i], ms=5)
-    ax0.set_xlabel(r"step size $\eta$")
-    ax0.set_ylabel(r"relative defect $\delta$")
-    ax0.set_title("against the step size")
+    ax0.set(xlabel=r"step size $\eta$", ylabel=r"relative defect $\delta$",
+            title="against the step size")
     ax1.loglog(eps_sweep, _np(delta_small_lr), color="k")
     ax1.axvline(grad_scale, color="0.5", ls=":")
     ax1.annotate("mean |gradient entry|", (grad_scale, 0.04), xytext=(-5, 0),
                  textcoords="offset points", color="0.35", fontsize=9, ha="right",
                  xycoords=("data", "axes fraction"))
-    ax1.set_xlabel(r"$\varepsilon$")
-    ax1.set_ylabel(r"$\delta$ as $\eta \to 0$")
-    ax1.set_title(r"against $\varepsilon$ ($\eta = 10^{-6}$)")
+    ax1.set(xlabel=r"$\varepsilon$", ylabel=r"$\delta$ as $\eta \to 0$",
+            title=r"against $\varepsilon$ ($\eta = 10^{-6}$)")
     legend_below(fig, ax0, ncol=3, handles=[
         Line2D([], [], color="k", marker="o", ls="", ms=5, label="library's Adam")])
     return fig
@@ -285,19 +283,13 @@ def plane_runs(
             ax0.plot(_np(U[:, 0, 0]), _np(U[:, 0, 1]), color=method_color(method), lw=1.4)
     for U in next(iter(paths.values())):
         ax0.plot(U[0, 0, 0].item(), U[0, 0, 1].item(), "ko", ms=4)
-    ax0.set_aspect("equal")
-    ax0.set_xlim(-0.05, 1.1)
-    ax0.set_ylim(-0.05, 1.1)
-    ax0.set_xlabel("$u_1$")
-    ax0.set_ylabel("$u_2$")
-    ax0.set_title("paths of $u_t$")
+    ax0.set(aspect="equal", xlim=(-0.05, 1.1), ylim=(-0.05, 1.1), xlabel="$u_1$",
+            ylabel="$u_2$", title="paths of $u_t$")
     for method, W in products.items():
         for curve in W:
             ax1.plot(_np(curve), color=method_color(method), lw=widths.get(method, 1.3),
                      ls="--" if method not in paths else "-")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("$W_t$")
-    ax1.set_title("the seven products")
+    ax1.set(xlabel="step", ylabel="$W_t$", title="the seven products")
     handles = [Line2D([], [], color=method_color(m), lw=widths.get(m, 1.3),
                       ls="--" if m not in paths else "-", label=_label(m)) for m in products]
     handles.append(Line2D([], [], color="k", marker="o", ls="", ms=4, label="start"))
@@ -308,11 +300,9 @@ def plane_runs(
 def audit_bars(
     panels: Sequence[tuple[str, Sequence[str], Sequence[float], Sequence[bool]]],
     threshold: float,
-    *,
-    floor: float = 1e-17,
 ) -> Figure:
     """One horizontal bar chart per panel ``(title, names, residuals, passed)`` (stacked), bars
-    in the book's class colours (blue: passes the audit, orange: fails), log axis from ``floor``
+    in the book's class colours (blue: passes the audit, orange: fails), log axis from ``1e-17``
     (a residual of exactly 0 is drawn at it), the verdict threshold dashed."""
     counts = [len(names) for _, names, _, _ in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(WIDTH, 0.22 * sum(counts) + 1.6),
@@ -320,11 +310,10 @@ def audit_bars(
                              squeeze=False)
     for ax, (title, names, residuals, passed) in zip(axes[:, 0], panels, strict=True):
         colors = [EQUIVARIANT_COLOR if ok else COORDINATEWISE_COLOR for ok in passed]
-        ax.barh(range(len(names)), [max(r, floor) for r in residuals], color=colors)
+        ax.barh(range(len(names)), [max(r, 1e-17) for r in residuals], color=colors)
         ax.set_yticks(range(len(names)), names)
         ax.invert_yaxis()
-        ax.set_xscale("log")
-        ax.set_xlim(floor, 10)
+        ax.set(xscale="log", xlim=(1e-17, 10))
         ax.axvline(threshold, color="k", ls="--", lw=1)
         ax.set_title(title)
     axes[-1, 0].set_xlabel("audit residual")
@@ -426,15 +415,13 @@ def transfer_curves(
         color = method_color(method)
         ax0.loglog(_np(s), _np(h), color=color, ls=ls, label=label)
         ax0.loglog(_np(s_meas), _np(h_meas), "o", color=color, ms=4)
-    ax0.set_xlabel("singular value $s$")
-    ax0.set_ylabel("$h(s)$")
+    ax0.set(xlabel="singular value $s$", ylabel="$h(s)$")
     ax0.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     x, p, x_meas, h_meas = muon
     ax1.plot(_np(x), _np(p), color=method_color("muon"), label=r"Muon: $p(x)$, five steps")
     ax1.axhline(1.0, color=method_color("gram"), lw=1.2, ls="-.", label=r"polar factor: $h = 1$")
     ax1.plot(_np(x_meas), _np(h_meas), "o", color=method_color("muon"), ms=4)
-    ax1.set_xlabel(r"$x = s / \|G\|_F$")
-    ax1.set_ylabel("$h$")
+    ax1.set(xlabel=r"$x = s / \|G\|_F$", ylabel="$h$")
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     return fig
 

@@ -212,8 +212,7 @@ def factor_pairs(pairs: Sequence[tuple[str, torch.Tensor, torch.Tensor]]) -> Fig
         for row, (label, U, V) in enumerate(pairs):
             ax = axes[row, col]
             image = ax.imshow(_np(mats[row][col]), cmap="RdBu_r", vmin=-lim, vmax=lim)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
             if col == 0:
                 ax.set_ylabel(f"{label}\nsize {_size(U, V):.2f}")
         axes[0, col].set_title(title)
@@ -246,20 +245,14 @@ def orbit_circle(
     dots = (u0 @ theory.rotation_2d(angles)).squeeze(1)
     ax0.plot(_np(dots[:, 0]), _np(dots[:, 1]), "o", color="0.85", ms=5)
     ax0.plot(u0[0, 0].item(), u0[0, 1].item(), "ko", ms=6)
-    ax0.set_aspect("equal")
-    ax0.set_xticks([-1.5, 0, 1.5])
-    ax0.set_yticks([-1.5, 0, 1.5])
-    ax0.set_xlabel("$u_1$")
-    ax0.set_ylabel("$u_2$")
-    ax0.set_title("the orbit of $u_0$ inside one level set")
+    ax0.set(aspect="equal", xticks=[-1.5, 0, 1.5], yticks=[-1.5, 0, 1.5], xlabel="$u_1$",
+            ylabel="$u_2$", title="the orbit of $u_0$ inside one level set")
     degrees = _np(thetas * 180 / math.pi)
     styles = [("k", "-", 2.6), ("0.45", "--", 1.6), ("0.6", ":", 2.0)]
     for (label, loss), (color, ls, lw) in zip(paths.items(), styles, strict=False):
         ax1.plot(degrees, _np(loss), color=color, ls=ls, lw=lw, label=label)
-    ax1.set_xlabel(r"rotation angle $\theta$ (degrees)")
-    ax1.set_ylabel("sensing loss")
-    ax1.set_xticks([0, 90, 180, 270, 360])
-    ax1.set_title("the loss along three paths")
+    ax1.set(xlabel=r"rotation angle $\theta$ (degrees)", ylabel="sensing loss",
+            xticks=[0, 90, 180, 270, 360], title="the loss along three paths")
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
     return fig
 
@@ -380,14 +373,11 @@ def time_change(
     keep = t_flow <= T[-1]
     ax0.semilogy(_np(t_flow[keep]), _np(loss_flow[keep]), color="k")
     ax0.semilogy(_np(T), _np(loss_pre), color=pre, ls="--")
-    ax0.set_xlabel("physical time $t$")
-    ax0.set_ylabel("loss")
-    ax0.set_title("on each flow's own clock")
+    ax0.set(xlabel="physical time $t$", ylabel="loss", title="on each flow's own clock")
     ax1.semilogy(_np(t_flow), _np(loss_flow), color="k")
     ax1.semilogy(_np(tau), _np(loss_pre), "o", color=pre, ms=4)
     ax1.semilogy(_np(tau_wrong), _np(loss_pre), "x", color="#D95F02", ms=5)
-    ax1.set_xlabel("gradient-flow time")
-    ax1.set_title("on gradient flow's clock")
+    ax1.set(xlabel="gradient-flow time", title="on gradient flow's clock")
     legend_below(fig, handles=[
         Line2D([], [], color="k", label="gradient flow"),
         Line2D([], [], color=pre, ls="--", label="preconditioned, $a(t)$"),
@@ -411,8 +401,7 @@ def clock_free(
         ax.loglog(_np(losses), _np(rec), color=method_color(method),
                   lw=widths.get(method, 1.5), ls=styles.get(method, "-"), label=_label(method))
     ax.invert_xaxis()
-    ax.set_xlabel("loss (decreasing to the right)")
-    ax.set_ylabel("recovery error rec")
+    ax.set(xlabel="loss (decreasing to the right)", ylabel="recovery error rec")
     legend_beside(ax)
     return fig
 
@@ -439,12 +428,9 @@ def balancedness(
     guide = next(iter(scalar_class))
     ref = [0.4 * finals[guide][-1] * eta / step_sizes[-1] for eta in step_sizes]
     ax1.loglog(step_sizes, ref, "k:", lw=1)
-    ax0.set_ylim(1e-4, 1.0)
-    ax0.set_xlabel(r"time $\eta \cdot$ step")
-    ax0.set_ylabel("relative imbalance")
-    ax0.set_title(rf"along the run, $\eta$ = {step_sizes[-1]:g}")
-    ax1.set_xlabel(r"step size $\eta$")
-    ax1.set_title(f"at T = {horizon:g}; dotted: slope 1")
+    ax0.set(ylim=(1e-4, 1.0), xlabel=r"time $\eta \cdot$ step", ylabel="relative imbalance",
+            title=rf"along the run, $\eta$ = {step_sizes[-1]:g}")
+    ax1.set(xlabel=r"step size $\eta$", title=f"at T = {horizon:g}; dotted: slope 1")
     legend_below(fig, ax0, ncol=4)
     return fig
 
@@ -471,7 +457,6 @@ def gap_collision(
     ax.axhline(residuals[gaps.index(0.0)], color="k", ls=":", label="δ = 0 (collision)")
     ax.loglog(pos, [at * 1e-8 / g for g in pos], color="0.5", ls="--", lw=1, label="∝ 1/δ")
     ax.axhline(threshold, color="0.6", lw=0.8, label="verdict threshold")
-    ax.set_xlabel("eigenvalue gap δ at the refresh")
-    ax.set_ylabel("audit residual")
+    ax.set(xlabel="eigenvalue gap δ at the refresh", ylabel="audit residual")
     legend_beside(ax)
     return fig

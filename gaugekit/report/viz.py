@@ -210,11 +210,9 @@ def lr_sensitivity(
     for diverged, color in diverged_at.values():
         y_top = (top * 1.6 if log else top * 1.08) if top else 1.0
         ax.plot(diverged, [y_top] * len(diverged), "x", color=color, ms=6)
-    ax.set_xscale("log")
+    ax.set(xscale="log", xlabel="learning rate", ylabel=f"mean {metric} over seeds")
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("learning rate")
-    ax.set_ylabel(f"mean {metric} over seeds")
     ax.legend(fontsize=7, ncol=3)
     return fig
 
@@ -247,8 +245,7 @@ def training_curves(
         if annotate:
             ax.annotate(text, pts[-1], fontsize=7, color=colour(method),
                         xytext=(3, 0), textcoords="offset points", va="center")
-    ax.set_xlabel("optimizer steps")
-    ax.set_ylabel(metric)
+    ax.set(xlabel="optimizer steps", ylabel=metric)
     if log:
         ax.set_yscale("log")
     return fig
@@ -267,8 +264,7 @@ def scatter_metrics(
             ax.plot(vx, vy, "o", ms=3.5, alpha=0.7, color=class_color(r["config"]["method"]))
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set(xlabel=x, ylabel=y)
     class_legend(ax)
     return fig
 
@@ -300,8 +296,7 @@ def protocol_comparison(
                         color=class_color(method), mec="k", mew=0.5, ms=6)
         handles.append(Line2D([], [], color="0.4", marker=marker, ls="", label=protocol))
     ax.set_xticks(range(len(methods)), [_label(m) for m in methods], rotation=30, ha="right")
-    ax.set_ylabel(metric)
-    ax.set_yscale("log")
+    ax.set(ylabel=metric, yscale="log")
     class_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
@@ -351,8 +346,7 @@ def value_curves(
         ax.set_xlim(min(ticks) / 1.15, max(ticks) * 1.15)
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     if legend:
         from matplotlib.legend_handler import HandlerTuple
 
