@@ -108,8 +108,7 @@ def adam_defect_check(loss: LossFn, U0: Tensor, V0: Tensor, Q: Tensor, lrs: Sequ
     def measured(lr: float, eps: float) -> float:
         U, V = _trajectory("adam", loss, U0, V0, 1, lr=lr, eps=eps)
         U_r, V_r = _trajectory("adam", loss, U0 @ Q, V0 @ Q, 1, lr=lr, eps=eps)
-        step = U[1] @ V[1].T - U0 @ V0.T
-        return relative_distance(U_r[1] @ V_r[1].T - U0 @ V0.T, step).item()
+        return relative_distance(U_r[1] @ V_r[1].T - U0 @ V0.T, U[1] @ V[1].T - U0 @ V0.T).item()
 
     delta = closed(lrs, epss)
     points = [(lr, eps) for eps in epss for lr in check_lrs]

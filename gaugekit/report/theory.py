@@ -7,8 +7,6 @@ the prose uses), the lines the page prints and the inputs of the figure that fol
 figure function draws one figure of the book and returns it; the chapter cell is then one call.
 Lines that are not optimizers (gradient flow, a path, a formula) are black or grey. Legends sit
 outside the axes, beside them or below the figure, so that they never cover a curve.
-Those that sort update rules (chapter 2, chapter 3's Gram form and transfer functions) are in
-:mod:`gaugekit.report.taxonomy`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -395,11 +393,10 @@ def clock_free(
 ) -> Figure:
     """``runs[method] = (losses, rec)``: recovery error against loss on log axes, the loss
     decreasing to the right, one colour per method."""
-    widths, styles = dict(widths or {}), dict(styles or {})
     fig, ax = plt.subplots(figsize=(WIDTH * 0.75, 3.4), layout="constrained")
     for method, (losses, rec) in runs.items():
-        ax.loglog(_np(losses), _np(rec), color=method_color(method),
-                  lw=widths.get(method, 1.5), ls=styles.get(method, "-"), label=_label(method))
+        ax.loglog(_np(losses), _np(rec), color=method_color(method), label=_label(method),
+                  lw=(widths or {}).get(method, 1.5), ls=(styles or {}).get(method, "-"))
     ax.invert_xaxis()
     ax.set(xlabel="loss (decreasing to the right)", ylabel="recovery error rec")
     legend_beside(ax)
@@ -425,8 +422,7 @@ def balancedness(
         ax0.semilogy(_np(times), _np(curve.clamp_min(1e-18)), color=color, ls=ls,
                      label=_label(method))
         ax1.loglog(step_sizes, finals[method], "o", color=color, ls=ls)
-    guide = next(iter(scalar_class))
-    ref = [0.4 * finals[guide][-1] * eta / step_sizes[-1] for eta in step_sizes]
+    ref = [0.4 * finals[scalar_class[0]][-1] * eta / step_sizes[-1] for eta in step_sizes]
     ax1.loglog(step_sizes, ref, "k:", lw=1)
     ax0.set(ylim=(1e-4, 1.0), xlabel=r"time $\eta \cdot$ step", ylabel="relative imbalance",
             title=rf"along the run, $\eta$ = {step_sizes[-1]:g}")

@@ -187,8 +187,7 @@ def lr_sensitivity(
     for method in order:
         by_lr = grouped.get(method, {})
         xs, ys, filled, diverged = [], [], [], []
-        for lr in sorted(by_lr):
-            runs = by_lr[lr]
+        for lr, runs in sorted(by_lr.items()):
             if any(r["status"] != "ok" for r in runs):
                 diverged.append(lr)
                 continue
@@ -240,8 +239,7 @@ def training_curves(
             continue
         method = r["config"]["method"]
         text = label(r) if label else _label(method)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour(method), lw=1.2,
-                label=text)
+        ax.plot(*zip(*pts, strict=True), color=colour(method), lw=1.2, label=text)
         if annotate:
             ax.annotate(text, pts[-1], fontsize=7, color=colour(method),
                         xytext=(3, 0), textcoords="offset points", va="center")
@@ -281,9 +279,7 @@ def protocol_comparison(
     fig, ax = _axes(ax, (7.0, 3.2))
     markers = "osD^v"
     protocols = list(rows_by_protocol)
-    methods: list[str] = []
-    for rows in rows_by_protocol.values():
-        methods.extend(r["method"] for r in rows if r["method"] not in methods)
+    methods = list(dict.fromkeys(r["method"] for rows in rows_by_protocol.values() for r in rows))
     width = 0.6 / max(len(protocols), 1)
     handles = []
     for j, protocol in enumerate(protocols):
