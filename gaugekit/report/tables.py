@@ -1,12 +1,9 @@
 """Tables, numbers and words of a page, and the glue that puts them there; no figures.
 
-What every chapter module writes the same way lives here once: the aliases of a record and a
-table row, the no-break space that keeps a cell on one line, the registry's label of an
-optimizer, the em dash of a missing number (:func:`fmt`), words for flags and lists,
-:func:`table_html` (an HTML table for a chapter), :func:`records_note` (which records a page
-shows and the command that made them) and :func:`glue_page` (the one glue helper of the
-chapters). It imports no plotting library, so that modules of numbers can use it without
-matplotlib; :mod:`gaugekit.report.viz` shows the same names beside the figures.
+What every chapter module writes the same way lives here once, from the em dash of a missing
+number (:func:`fmt`) to :func:`table_html`, :func:`records_note` and :func:`glue_page`. It
+imports no plotting library, so that modules of numbers can use it without matplotlib;
+:mod:`gaugekit.report.viz` shows the same names beside the figures.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.

@@ -158,10 +158,7 @@ def audit_summary(zoo_rows: Sequence[AuditRow], torch_rows: Sequence[AuditRow]) 
     ``torch.optim``: both tables, the agreement count, the residual extremes of each verdict and
     the decades between them, and the audit's settings (threshold, shapes, steps)."""
     specs = {spec.name: spec for spec in all_specs()}
-
-    def md_escape(text: str) -> str:
-        return text.replace("_", r"\_").replace("*", r"\*")
-
+    md_escape = str.maketrans({"_": r"\_", "*": r"\*"})
     zoo = [{"rule": specs[r.name].label, "name": r.name,
             "classified": "equivariant" if specs[r.name].equivariant else "not equivariant",
             "audit": r.verdict, "residual": _residual(r), "why": specs[r.name].reason}
@@ -176,7 +173,7 @@ def audit_summary(zoo_rows: Sequence[AuditRow], torch_rows: Sequence[AuditRow]) 
                                       headers={"name": "registry name",
                                                "audit": "audit verdict"}),
         "zoo_why": as_markdown("\n\n".join(f"{r['rule']} (`{r['name']}`)\n: "
-                                            f"{md_escape(r['why'])}" for r in zoo)),
+                                            f"{r['why'].translate(md_escape)}" for r in zoo)),
         "torch_audit_table": table_html(
             [{"name": r.name, "audit": r.verdict, "residual": _residual(r),
               "moved": r.result.displacement if r.result else None} for r in torch_rows],

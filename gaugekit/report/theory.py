@@ -2,11 +2,10 @@
 balancedness, the clock-free view) and of the appendix's EigenAdam.
 
 Each ``*_check`` function runs one small float64 experiment of a chapter on the tensors the cell
-has drawn and returns its :class:`Findings`: the numbers the text cites (glued under the names
-the prose uses), the lines the page prints and the inputs of the figure that follows. Each
-figure function draws one figure of the book and returns it; the chapter cell is then one call.
-Lines that are not optimizers (gradient flow, a path, a formula) are black or grey. Legends sit
-outside the axes, beside them or below the figure, so that they never cover a curve.
+has drawn and returns its :class:`Findings`; each figure function draws one figure of the book
+and returns it, so that a chapter cell is one call. Lines that are not optimizers (gradient flow,
+a path, a formula) are black or grey. Legends sit outside the axes, beside them or below the
+figure, so that they never cover a curve.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
