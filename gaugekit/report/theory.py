@@ -275,12 +275,10 @@ def time_change_check(loss: LossFn, U0: Tensor, V0: Tensor, T: Tensor,
     t_dense = torch.linspace(0.0, tau_wrong[-1].item(), 121, dtype=T.dtype)
     dense = flow(t_dense)
     stacked = torch.cat(pre, dim=-2)
-    v = {"right_clock_error": relative_distance(stacked, torch.cat(flow(tau), dim=-2))
-         .max().item(),
-         "wrong_clock_error": relative_distance(stacked, torch.cat(flow(tau_wrong), dim=-2))
-         .max().item(),
-         "tau_end": tau[-1].item(), "tau_wrong_end": tau_wrong[-1].item(),
-         "T_end": T[-1].item()}
+    right, wrong = (relative_distance(stacked, torch.cat(flow(t), dim=-2)).max().item()
+                    for t in (tau, tau_wrong))
+    v = {"right_clock_error": right, "wrong_clock_error": wrong, "tau_end": tau[-1].item(),
+         "tau_wrong_end": tau_wrong[-1].item(), "T_end": T[-1].item()}
     return Findings(v, [
         f"tau({T[-1]:.1f}) = {tau[-1]:.4f}, wrong clock {tau_wrong[-1]:.4f}",
         f"right clock: {v['right_clock_error']:.1e}   wrong clock: {v['wrong_clock_error']:.2f}"],

@@ -22,6 +22,7 @@ require_extra("gaugekit.report.viz", "experiments", "matplotlib")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -344,8 +345,6 @@ def value_curves(
         ax.set_yscale("log")
     ax.set(xlabel=xlabel, ylabel=ylabel)
     if legend:
-        from matplotlib.legend_handler import HandlerTuple
-
         handles, labels = ax.get_legend_handles_labels()
         if hollow:
             handles.append(tuple(hollow))
