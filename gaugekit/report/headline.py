@@ -6,12 +6,11 @@ published ones) and the figure it shows; ``python -m gaugekit headline --check``
 README no longer matches the records (tests/test_headline.py runs that check). Nothing here is
 typed in: every number comes from an experiment's records through its ``headline`` provider.
 
-A provider is a function of an experiment module or of its chapter's report module
-(:data:`PROVIDERS`; the sensing, tails and hyperspectral rows are in :mod:`gaugekit.report`'s
-chapter modules, beside the chapter's tables); it takes nothing, reads
-its committed records (raising :class:`~gaugekit.runs.collection.MissingRecords` when they are
-missing) and returns :class:`HeadlineRow` objects. An experiment whose records are missing is
-listed as such in the block instead of silently dropped.
+A provider (:data:`PROVIDERS`) is a function of a chapter's report module, beside the chapter's
+tables; it takes nothing, reads its committed records (raising
+:class:`~gaugekit.runs.collection.MissingRecords` when they are missing) and returns
+:class:`HeadlineRow` objects. An experiment whose records are missing is listed as such in the
+block instead of silently dropped.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
