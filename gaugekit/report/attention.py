@@ -37,27 +37,6 @@ from gaugekit.report.attention_summary import (
 )
 from gaugekit.report.tables import NBSP, fmt, gauge_class, yes_no
 
-__all__ = [
-    "TWIN_STYLES",
-    "accuracy_table",
-    "color",
-    "drift_figure",
-    "final_tables",
-    "float64_table",
-    "fmt",
-    "heads_figure",
-    "lm_comparison_table",
-    "lm_table",
-    "multiseed_figure",
-    "multiseed_rows",
-    "multiseed_table",
-    "ratio_table",
-    "ratio_verdicts",
-    "twin_text",
-    "step1_table",
-    "yes_no",
-]
-
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
 #: How a twin is drawn along training: line style, grey level and marker (never an optimizer's

@@ -18,20 +18,6 @@ from typing import Any
 from gaugekit.experiments import attention as att
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
-__all__ = [
-    "RUN_HEADERS",
-    "headline",
-    "machine_throughput",
-    "pick",
-    "ratio",
-    "readme_headline",
-    "run_rows",
-    "structural_ratio",
-    "twin_label",
-    "unique_runs",
-    "usable",
-]
-
 #: The headers of the columns of :func:`run_rows` in the chapters' tables.
 RUN_HEADERS: dict[str, str] = {
     "init_seed": "init seed", "step1_logit_drift": "step-1 logit drift",

@@ -21,26 +21,6 @@ from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD
 from gaugekit.experiments import ecosystem as eco
 from gaugekit.report.tables import Row, as_markdown, table_html, value_text
 
-__all__ = [
-    "KEPT",
-    "NAMED_MAIN",
-    "NO_REASON",
-    "REASONS",
-    "change_text",
-    "count_rows",
-    "failed_rows",
-    "followup_values",
-    "investigation_rows",
-    "kept_rows",
-    "library_label",
-    "live_note",
-    "live_residuals",
-    "names_with_verdict",
-    "residual_text",
-    "value_text",
-    "verdict_values",
-]
-
 #: The verdicts that keep the gauge (exactly, or to a small residual).
 KEPT: tuple[str, ...] = ("equivariant", "approximately")
 #: What a kept verdict without a line in :data:`REASONS` shows.

@@ -26,18 +26,6 @@ from gaugekit.problems.attention import cross_entropy, forward, init_params, mak
 from gaugekit.report.attention_summary import run_rows
 from gaugekit.report.tables import Row, as_markdown, join_words, records_note, table_html
 
-__all__ = [
-    "COLLISION_GAPS",
-    "COMPARED",
-    "Comparison",
-    "collision_residual",
-    "comparison_values",
-    "eigen_adam_comparison",
-    "eigen_audit_values",
-    "initial_q_gradients",
-]
-
-
 #: The gaps δ of the collision audit: the first refresh sees the spectrum (1, (1+δ)², 4).
 COLLISION_GAPS: tuple[float, ...] = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1e-1)
 

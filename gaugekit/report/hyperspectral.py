@@ -26,36 +26,6 @@ from gaugekit.runs import matched_loss as ml
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.verdicts import HeadlineRow
 
-__all__ = [
-    "equivariant_text",
-    "gap_verdict",
-    "published_headline",
-    "readme_headline",
-    "report_lines",
-    "arms_text",
-    "arms_verdict",
-    "sensitivity_text",
-    "levels_text",
-    "arm_rows",
-    "fmt_pct",
-    "gd_edge_text",
-    "gd_rate_rows",
-    "grid_rows",
-    "grid_variants",
-    "headline_rows",
-    "label",
-    "level_curves",
-    "lr_sensitivity_rows",
-    "main_parts",
-    "paper_parts",
-    "seeds_won",
-    "shown_parts",
-    "summary",
-    "table5_rows",
-    "table5_verdict",
-    "waiting",
-]
-
 
 def shown_parts(c: Collected) -> list[hs.Part]:
     """The parts whose records are complete, in the config's order (a page shows these)."""

@@ -21,19 +21,6 @@ from gaugekit.report.hyperspectral import fmt_pct, label
 from gaugekit.runs import collection
 from gaugekit.runs.collection import Collected
 
-__all__ = [
-    "absent",
-    "arm_items",
-    "beyond_items",
-    "claim_items",
-    "grid_items",
-    "headline_items",
-    "protocol_items",
-    "records_note",
-    "table5_items",
-    "waiting_markdown",
-]
-
 
 def records_note(c: Collected) -> Any:
     """:func:`gaugekit.report.viz.records_note` of the records shown; the runs still missing

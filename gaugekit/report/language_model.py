@@ -28,10 +28,6 @@ from gaugekit.report import viz
 from gaugekit.report.attention_summary import RUN_HEADERS, run_rows, usable
 from gaugekit.report.tables import NBSP, yes_no
 
-__all__ = ["cost_table", "drift_figure", "fresh_table", "loss_figure", "selection_table",
-           "split_table", "style", "suite_summary", "suite_table", "suite_text_table",
-           "twin_table"]
-
 Records = Sequence[Mapping[str, Any]]
 
 _COLOR_OF = {"adamw": "adam", "muon_adam": "muon"}

@@ -18,19 +18,6 @@ from gaugekit.experiments import language_model as lm
 from gaugekit.report.attention_summary import twin_label
 from gaugekit.runs.verdicts import HeadlineRow
 
-__all__ = [
-    "SPLIT_RATIO",
-    "cost_rows",
-    "fresh_rows",
-    "readme_headline",
-    "selection_rows",
-    "split_rows",
-    "split_sentence",
-    "timing",
-    "twin_rows",
-    "verdict",
-]
-
 
 def _mean_sd(xs: Sequence[float]) -> tuple[float | None, float | None]:
     xs = [x for x in xs if x is not None and math.isfinite(x)]
