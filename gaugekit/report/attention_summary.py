@@ -128,18 +128,15 @@ def machine_throughput(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         wall = float(batch["wall_time_s"])
         key = (att.family_key(r["config"]), wall)
         steps = int(batch["size"]) * int(r["config"]["num_steps"])
-        start = end - wall
-        old = batches.get(key)
-        batches[key] = (min(start, old[0]) if old else start, max(end, old[1]) if old else end,
-                        steps)
+        old = batches.get(key, (end - wall, end))
+        batches[key] = (min(end - wall, old[0]), max(end, old[1]), steps)
     if not batches:
         return {"rate": None, "per_batch_rate": None, "workers": None, "model_steps": 0,
                 "span_s": None, "batches": 0}
     spans = list(batches.values())
     t0, t1 = min(a for a, _, _ in spans), max(b for _, b, _ in spans)
     total = sum(n for _, _, n in spans)
-    events = sorted([(a, 1) for a, _, _ in spans] + [(b, -1) for _, b, _ in spans],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted([(a, 1) for a, _, _ in spans] + [(b, -1) for _, b, _ in spans])
     running = workers = 0
     for _, step in events:
         running += step
@@ -203,17 +200,11 @@ def readme_headline() -> list[Any]:
         return f"{x:.0f}" if abs(x) >= 100 else f"{x:.2g}"
 
     ratio = h["structural"]["adam"]
-    n = ratio["num_gauge"], ratio["num_noise"]
-    adam, scalar = h["adam"]["gauge_final_m"], h["scalar_adam"]["gauge_final_m"]
-    return [
-        HeadlineRow(att.NAME, "attention, Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
-                    fmt(adam), fmt(att.PUBLISHED["adam_final_m_drift"]), "8",
-                    number_verdict(adam, att.PUBLISHED["adam_final_m_drift"])),
-        HeadlineRow(att.NAME, "attention, shared-scale Adam: the same drift (equivariant)",
-                    fmt(scalar), fmt(att.PUBLISHED["scalar_adam_final_m_drift"]), "8",
-                    number_verdict(scalar, att.PUBLISHED["scalar_adam_final_m_drift"])),
-        HeadlineRow(att.NAME, f"attention, Adam: min gauge / max noise drift ({n[0]} gauge, "
-                    f"{n[1]} noise twins)", fmt(ratio["ratio"]),
-                    fmt(att.PUBLISHED["structural_ratio"]), "8",
-                    number_verdict(ratio["ratio"], att.PUBLISHED["structural_ratio"])),
-    ]
+    rows = [("Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
+             h["adam"]["gauge_final_m"], "adam_final_m_drift"),
+            ("shared-scale Adam: the same drift (equivariant)",
+             h["scalar_adam"]["gauge_final_m"], "scalar_adam_final_m_drift"),
+            (f"Adam: min gauge / max noise drift ({ratio['num_gauge']} gauge, "
+             f"{ratio['num_noise']} noise twins)", ratio["ratio"], "structural_ratio")]
+    return [HeadlineRow(att.NAME, f"attention, {what}", fmt(ours), fmt(att.PUBLISHED[key]), "8",
+                        number_verdict(ours, att.PUBLISHED[key])) for what, ours, key in rows]

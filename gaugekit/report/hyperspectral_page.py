@@ -55,7 +55,7 @@ def _ip_parts(c: Collected) -> list[hs.Part]:
 
 
 def _other_parts(c: Collected) -> list[hs.Part]:
-    return [p for p in views.main_parts(c) if views.published_headline(p) is None
+    return [p for p in views.main_parts(c) if (p.scene.name, p.density) not in hs.PUBLISHED_HEADLINE
             and p.scene.name not in hs.PAPER_SCENES]
 
 

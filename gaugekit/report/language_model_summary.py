@@ -32,9 +32,8 @@ def _rows(records: Sequence[Mapping[str, Any]], role: str) -> list[Mapping[str, 
 
 def selection_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per optimizer and rate of the selection: mean final validation loss of the
-    selection seeds, how many diverged or collapsed, and whether the rate was chosen (by
-    :func:`~gaugekit.experiments.language_model.select_lr` on these records, the rule the
-    fresh runs were trained by)."""
+    selection seeds, and whether the rate was chosen (by :func:`~gaugekit.experiments.
+    language_model.select_lr` on these records, the rule the fresh runs were trained by)."""
     by: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
     for r in _rows(records, "select"):
         by.setdefault((r["config"]["method"], float(r["config"]["lr"])), []).append(r)
@@ -46,15 +45,9 @@ def selection_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         losses = {lr: [x["metrics"]["val_loss"] if x["status"] == "ok" else math.inf
                        for x in by[(method, lr)]] for lr in grid}
         choice = lm.select_lr(grid, losses)
-        for lr in grid:
-            runs = by[(method, lr)]
-            out.append({
-                "method": method, "label": lm.METHOD_LABELS[method], "lr": lr,
-                "mean_val_loss": choice["mean_val_loss"][str(lr)], "seeds": len(runs),
-                "diverged": sum(x["status"] != "ok" for x in runs),
-                "collapsed": sum(bool(x["metrics"].get("collapsed")) for x in runs),
-                "chosen": lr == choice["lr"], "at_edge": choice["at_edge"],
-            })
+        out += [{"method": method, "label": lm.METHOD_LABELS[method], "lr": lr,
+                 "mean_val_loss": choice["mean_val_loss"][str(lr)], "chosen": lr == choice["lr"],
+                 "at_edge": choice["at_edge"]} for lr in grid]
     return out
 
 
@@ -69,8 +62,7 @@ def _curve_at(curves: Mapping[str, Sequence[Any]], key: str, step: float) -> flo
     xs, ys = curves["step"], curves[key]
     if step > xs[-1] or step < xs[0]:
         return None
-    points = list(zip(xs, ys, strict=True))
-    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+    for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:], strict=False):
         if x0 <= step <= x1:
             if y0 is None or y1 is None:
                 return None
@@ -101,10 +93,9 @@ def fresh_rows(records: Sequence[Mapping[str, Any]],
         at_t = [] if step_eq is None else [_curve_at(r["curves"], "val_loss", step_eq)
                                            for r in ok]
         t_mean, t_sd = _mean_sd([x for x in at_t if x is not None])
-        sel = runs[0]["metrics"].get("selection") or {}
         out.append({
             "method": method, "label": lm.METHOD_LABELS[method],
-            "lr": runs[0]["metrics"].get("lr"), "at_edge": sel.get("at_edge"),
+            "lr": runs[0]["metrics"].get("lr"),
             "seeds": len(runs), "failed": len(runs) - len(ok),
             "val_loss": mean, "val_loss_sd": sd,
             "ms_per_step": ms.get(method), "steps_at_equal_time": step_eq,
@@ -296,7 +287,6 @@ def split_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
     kept = [r["label"] for r in rows if r["split"] is False]
     wrong = [r["label"] for r in rows if r["split"] is not None and r["split"] == r["keeps_gauge"]]
     loud = [r for r in rows if r["noise_step1"] is not None and r["noise_step1"] > 1e-4]
-    ends = [r["noise_final"] for r in rows if r["noise_final"] is not None]
     text = (f"At step 1 the gauge splits {', '.join(split) or 'no optimizer'} (gauge twin at "
             f"least {SPLIT_RATIO:g} times farther from its base than the noise twin), and "
             f"leaves {', '.join(kept) or 'none'} at the size of their noise twins")
