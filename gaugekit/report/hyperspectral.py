@@ -153,12 +153,10 @@ def lr_sensitivity_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str
     per part, ours and the published gap for the same scene and density)."""
     by_lr: dict[float, dict[str, Any]] = {}
     for part in parts:
-        s = summary(c, part)
         pub = hs.PUBLISHED_FIXED_LR_GAPS.get((part.scene.name, part.density), {})
-        for r in s.get("fixed_lr", []):
-            row = by_lr.setdefault(r["lr"], {"lr": r["lr"]})
-            row[f"{part.name}:gap"] = r["gap"]
-            row[f"{part.name}:pub"] = pub.get(r["lr"])
+        for r in summary(c, part).get("fixed_lr", []):
+            by_lr.setdefault(r["lr"], {"lr": r["lr"]}).update(
+                {f"{part.name}:gap": r["gap"], f"{part.name}:pub": pub.get(r["lr"])})
     return [by_lr[k] for k in sorted(by_lr)]
 
 

@@ -80,8 +80,7 @@ def fresh_rows(records: Sequence[Mapping[str, Any]],
     bases = [r for r in _rows(records, "fresh") if r["config"]["twin"]["kind"] == "base"]
     ms = dict(ms_per_step or {})
     budget = {r["config"]["method"]: int(r["config"]["num_steps"]) for r in bases}
-    timed = {m: ms[m] * budget[m] for m in budget if m in ms}
-    t_equal = min(timed.values()) if timed else None
+    t_equal = min((ms[m] * budget[m] for m in budget if m in ms), default=None)
     out = []
     for method in lm.METHODS:
         runs = [r for r in bases if r["config"]["method"] == method]
@@ -104,8 +103,8 @@ def fresh_rows(records: Sequence[Mapping[str, Any]],
         })
     for key, rank in (("val_loss", "rank"), ("val_loss_equal_time", "rank_equal_time")):
         ordered = sorted((r for r in out if r[key] is not None), key=lambda r: r[key])
-        for i, r in enumerate(ordered):
-            r[rank] = i + 1
+        for i, r in enumerate(ordered, start=1):
+            r[rank] = i
     return out
 
 
@@ -123,16 +122,13 @@ def twin_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         base = next((r for r in runs if r["config"]["init_seed"] == seed
                      and r["config"]["twin"]["kind"] == "base"), None)
         for r in twins:
-            twin = r["config"]["twin"]
             m = r["metrics"]
             out.append({
                 "method": method, "label": lm.METHOD_LABELS[method],
-                "twin": twin_label(r["config"]),
-                "kind": twin["kind"], "status": r["status"],
-                "collapsed": bool(m.get("collapsed")),
-                "step1_logit_drift": m.get("step1_logit_drift"),
-                "final_logit_drift": m.get("final_logit_drift"),
-                "final_m_drift": m.get("final_m_drift"), "val_loss": m.get("val_loss"),
+                "twin": twin_label(r["config"]), "kind": r["config"]["twin"]["kind"],
+                "status": r["status"], "collapsed": bool(m.get("collapsed")),
+                **{k: m.get(k) for k in ("step1_logit_drift", "final_logit_drift",
+                                         "final_m_drift", "val_loss")},
                 "val_loss_gap": (None if base is None or m.get("val_loss") is None
                                  else abs(m["val_loss"] - base["metrics"]["val_loss"])),
                 "curves": r["curves"],
@@ -178,8 +174,7 @@ def verdict(fresh: Sequence[Mapping[str, Any]], costs: Sequence[Mapping[str, Any
     """One sentence for the chapter: whether the best gauge-keeping optimizer beats Adam by
     more than the seeds' spread, and whether Adam's gauge twins are as far apart in loss as
     its seeds."""
-    by = {r["method"]: r for r in fresh}
-    adam = by.get("adam")
+    adam = next((r for r in fresh if r["method"] == "adam"), None)
     keep = [r for r in fresh if r["keeps_gauge"] and r["val_loss"] is not None]
     if adam is None or adam["val_loss"] is None or not keep:
         return "The records needed for a verdict are missing."
@@ -230,9 +225,8 @@ def readme_headline() -> list[HeadlineRow]:
     got = lm.collect("paper")
     records = [r for part in got.records.values() for r in part]
     fresh = fresh_rows(records, timing(records))
-    by = {r["method"]: r for r in fresh}
     keep = [r for r in fresh if r["keeps_gauge"] and r["val_loss"] is not None]
-    adam = by.get("adam")
+    adam = next((r for r in fresh if r["method"] == "adam"), None)
     rows = []
     if adam and adam["val_loss"] is not None and keep:
         best = min(keep, key=lambda r: r["val_loss"])
