@@ -298,8 +298,7 @@ def drift_figure(records: Sequence[Mapping[str, Any]]) -> Figure:
     axes[0, 0].set_ylabel("mean $M_h$ drift")
     axes[1, 0].set_ylabel("logit drift")
     fig.supxlabel("step (step 0 drawn at 0.5)", fontsize=10)
-    handles = [Line2D([], [], ls=s["ls"], color=s["color"], marker=s["marker"], ms=3, lw=1.3,
-                      label=s["label"]) for s in TWIN_STYLES.values()]
+    handles = [Line2D([], [], ms=3, lw=1.3, **style) for style in TWIN_STYLES.values()]
     fig.legend(handles=handles, loc="outside upper center", ncol=len(handles))
     return fig
 

@@ -163,9 +163,8 @@ def drift_figure(records: Records) -> Figure:
                              sharey=True, layout="constrained", squeeze=False)
     for i, method in enumerate(methods):
         ax = axes[i // cols, i % cols]
-        for r in (r for r in rows if r["method"] == method):
-            if r["twin"] not in ("gauge 777", "noise 1e-07"):
-                continue
+        for r in (r for r in rows if r["method"] == method
+                  and r["twin"] in ("gauge 777", "noise 1e-07")):
             steps = np.array(r["curves"]["step"], dtype=float)
             vals = np.array([np.nan if v is None or v <= 0 else v
                              for v in r["curves"]["logit_drift"]], dtype=float)
@@ -208,7 +207,6 @@ def suite_summary(config: Any, records: Mapping[str, Records]) -> list[dict[str,
     out = []
     for part in att.SUITE_PARTS:
         fams = config.families(part)
-        planned = sum(len(f.twins) for f in fams)
         rows = run_rows(records.get(part, []))
         ok = usable(rows)
         adam = [r for r in ok if r["method"] == "adam"]
@@ -220,7 +218,7 @@ def suite_summary(config: Any, records: Mapping[str, Records]) -> list[dict[str,
         out.append({
             "part": part, "size": f"{m.num_layers}\u00d7{m.d_model}, {m.num_heads} heads, "
             f"{fams[0].num_steps:,} steps",
-            "recorded": f"{len(rows)} of {planned}", "runs": len(rows),
+            "recorded": f"{len(rows)} of {sum(len(f.twins) for f in fams)}", "runs": len(rows),
             "step1_ratio": ratio, "paper_step1_ratio": pub["step1_ratio"],
             "adam_gauge_final": _range([r["final_logit_drift"] for r in adam
                                         if r["kind"] == "gauge"]),
