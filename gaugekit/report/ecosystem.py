@@ -140,11 +140,6 @@ def failed_rows(rows: Sequence[Row], *, width: int = 150) -> list[dict[str, Any]
             for r in rows if r["verdict"] == "could not run"]
 
 
-def names_with_verdict(rows: Sequence[Row], library: str, verdict: str) -> list[str]:
-    """The class names of ``library`` with ``verdict``, in the records' order."""
-    return [r["optimizer"] for r in rows if r["library"] == library and r["verdict"] == verdict]
-
-
 def change_text(investigation: eco.Investigation) -> str:
     """What a follow-up changed against the main audit, in words: its keyword arguments, its
     param group, train mode, and a horizon other than the main audit's."""
@@ -222,7 +217,7 @@ def verdict_values(records: Mapping[str, Sequence[Row]], rows: Sequence[Row]
     values["failed_table"] = table_html(failed_rows(rows), ["library", "class", "why"],
                                             headers={"why": "why it could not run"})
     for lib in ("pytorch_optimizer", "heavyball"):
-        names = names_with_verdict(rows, lib, "not")
+        names = [r["optimizer"] for r in rows if r["library"] == lib and r["verdict"] == "not"]
         values[f"not_{_TAG[lib]}"] = as_markdown(", ".join(f"`{name}`" for name in names))
     broken = sorted(r["residual"] for r in rows if r["verdict"] == "not")
     values["min_not_residual"] = broken[0]
