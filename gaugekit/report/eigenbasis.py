@@ -30,9 +30,8 @@ from gaugekit.report.tables import Row, as_markdown, join_words, records_note, t
 COLLISION_GAPS: tuple[float, ...] = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1e-1)
 
 
-def collision_residual(factory: Callable[[Any], Any], delta: float, num_steps: int = 20
-                       ) -> float:
-    r"""The float64 audit residual of ``factory`` on the linear loss
+def collision_residual(factory: Callable[[Any], Any], delta: float) -> float:
+    r"""The float64 20-step audit residual of ``factory`` on the linear loss
     :math:`\langle I, UV^\top\rangle` with :math:`U_0` of shape 4 × 3 and :math:`V_0` of
     orthogonal columns of norms :math:`1, 1 + \delta, 2` (fixed seeds 16 and 17, a Haar
     :math:`Q`): the first refresh of the gauge side's statistic sees the spectrum
@@ -43,13 +42,9 @@ def collision_residual(factory: Callable[[Any], Any], delta: float, num_steps: i
     cols, _ = torch.linalg.qr(torch.randn(4, 3, generator=gen, dtype=f64))
     Q = haar_orthogonal(3, generator=torch.Generator().manual_seed(17), dtype=f64)
     eye = torch.eye(4, dtype=f64)
-
-    def linear_loss(U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-        return (eye * (U @ V.T)).sum()
-
     V0 = cols * torch.tensor([1.0, 1.0 + delta, 2.0], dtype=f64)
-    return audit_equivariance(factory, U=U0, V=V0, Q=Q, num_steps=num_steps,
-                              loss=linear_loss).residual
+    return audit_equivariance(factory, U=U0, V=V0, Q=Q, num_steps=20,
+                              loss=lambda U, V: (eye * (U @ V.T)).sum()).residual
 
 
 def eigen_audit_values(simple: Any, adam_residual: float,

@@ -96,7 +96,6 @@ def split_table(records: Records) -> str:
     rows = lms.split_rows(records)
     out = [{**r, "optimizer": r["label"], "class": "keeps" if r["keeps_gauge"] else "breaks",
             "split": yes_no(r["split"])} for r in rows]
-    e = ".1e"
     return viz.table_html(
         out, ["optimizer", "class", "gauge_step1", "noise_step1", "step1_ratio", "split",
               "gauge_final", "noise_final", "gauge_final_m", "noise_final_m"],
@@ -104,8 +103,8 @@ def split_table(records: Records) -> str:
                  "noise_step1": "noise", "step1_ratio": "ratio", "split": "split",
                  "gauge_final": "end: gauge", "noise_final": "noise",
                  "gauge_final_m": "end M_h: gauge", "noise_final_m": "noise"},
-        formats={k: e for k in ("gauge_step1", "noise_step1", "gauge_final", "noise_final",
-                                "gauge_final_m", "noise_final_m")} | {"step1_ratio": ".3g"})
+        formats=dict.fromkeys(("gauge_step1", "noise_step1", "gauge_final", "noise_final",
+                               "gauge_final_m", "noise_final_m"), ".1e") | {"step1_ratio": ".3g"})
 
 
 def cost_table(records: Records) -> str:
