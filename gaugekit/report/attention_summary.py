@@ -17,6 +17,7 @@ from itertools import accumulate
 from typing import Any
 
 from gaugekit.experiments import attention as att
+from gaugekit.report import tables
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
 #: The headers of the columns of :func:`run_rows` in the chapters' tables.
@@ -174,13 +175,10 @@ def readme_headline() -> list[Any]:
     """README rows (:mod:`gaugekit.report.headline`) from the committed paper records:
     Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
     ratio; a missing value shows as a dash."""
-    got = att.collect("paper")
-    h = headline(got.records)
+    h = headline(att.collect("paper").records)
 
     def fmt(x: float | None) -> str:
-        if x is None or not math.isfinite(x):
-            return "—"
-        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.2g}"
+        return tables.fmt(x, ".0f" if tables.finite(x) and abs(x) >= 100 else ".2g")
 
     ratio = h["structural"]["adam"]
     rows = [("Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
