@@ -93,9 +93,8 @@ def twin_table(records: Records) -> str:
 def split_table(records: Records) -> str:
     """Each optimizer's gauge twin beside its noise twin: step-1 logit drifts and their
     ratio, final logit and ``M_h`` drifts."""
-    rows = lms.split_rows(records)
     out = [{**r, "optimizer": r["label"], "class": "keeps" if r["keeps_gauge"] else "breaks",
-            "split": yes_no(r["split"])} for r in rows]
+            "split": yes_no(r["split"])} for r in lms.split_rows(records)]
     return viz.table_html(
         out, ["optimizer", "class", "gauge_step1", "noise_step1", "step1_ratio", "split",
               "gauge_final", "noise_final", "gauge_final_m", "noise_final_m"],
