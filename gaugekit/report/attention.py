@@ -37,27 +37,6 @@ from gaugekit.report.attention_summary import (
 )
 from gaugekit.report.tables import NBSP, fmt, gauge_class, yes_no
 
-__all__ = [
-    "TWIN_STYLES",
-    "accuracy_table",
-    "color",
-    "drift_figure",
-    "final_tables",
-    "float64_table",
-    "fmt",
-    "heads_figure",
-    "lm_comparison_table",
-    "lm_table",
-    "multiseed_figure",
-    "multiseed_rows",
-    "multiseed_table",
-    "ratio_table",
-    "ratio_verdicts",
-    "twin_text",
-    "step1_table",
-    "yes_no",
-]
-
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
 #: How a twin is drawn along training: line style, grey level and marker (never an optimizer's
@@ -262,16 +241,11 @@ def lm_comparison_table(family: Any, records: Sequence[Mapping[str, Any]]) -> st
     :class:`~gaugekit.experiments.attention.TwinFamily`; ``records``: the part's records."""
     pub = att.PUBLISHED["charlm_gpu"]
     ok = usable(run_rows(records))
-
-    def adam(twin: str, key: str) -> float | None:
-        return (pick(ok, "adam", twin, None) or {}).get(key)
-
+    gauge, noise = ((pick(ok, "adam", twin, None) or {}) for twin in ("gauge 777", "noise 1e-07"))
     shape = family.model
     devices = ", ".join(sorted({r["device"] for r in records if r.get("device")})) or "—"
-    gauge, noise = adam("gauge 777", "final_logit_drift"), adam("noise 1e-07",
-                                                                "final_logit_drift")
-    step1 = ratio(adam("gauge 777", "step1_logit_drift"),
-                   adam("noise 1e-07", "step1_logit_drift"))
+    step1 = ratio(gauge.get("step1_logit_drift"), noise.get("step1_logit_drift"))
+    final = [fmt(twin.get("final_logit_drift"), ".3g") for twin in (gauge, noise)]
     rows = [
         {"item": "model", "ours": f"{shape.num_layers} layers of width {shape.d_model}, "
          f"{shape.num_heads} heads", "paper": f"{pub['num_layers']} layers of width "
@@ -281,9 +255,9 @@ def lm_comparison_table(family: Any, records: Sequence[Mapping[str, Any]]) -> st
         {"item": "steps", "ours": f"{family.num_steps:,}", "paper": f"{pub['num_steps']:,}"},
         {"item": "precision, device", "ours": f"{family.dtype}, {devices}",
          "paper": f"{pub['dtype']}, {pub['device']}"},
-        {"item": "Adam, final logit drift: gauge twin", "ours": fmt(gauge, ".3g"),
+        {"item": "Adam, final logit drift: gauge twin", "ours": final[0],
          "paper": "{:g}–{:g}".format(*pub["adam_gauge_final_logit_drift"])},
-        {"item": "Adam, final logit drift: noise twins", "ours": f"{fmt(noise, '.3g')} (10⁻⁷)",
+        {"item": "Adam, final logit drift: noise twins", "ours": f"{final[1]} (10⁻⁷)",
          "paper": "{:g}–{:g} (10⁻⁷, 10⁻⁵)".format(*pub["adam_noise_final_logit_drift"])},
         {"item": "Adam, step 1: gauge / noise", "ours": f"{fmt(step1, '.3g')} (10⁻⁷)",
          "paper": f"{pub['adam_step1_structural_ratio']:g} (10⁻⁵)"},
@@ -324,8 +298,7 @@ def drift_figure(records: Sequence[Mapping[str, Any]]) -> Figure:
     axes[0, 0].set_ylabel("mean $M_h$ drift")
     axes[1, 0].set_ylabel("logit drift")
     fig.supxlabel("step (step 0 drawn at 0.5)", fontsize=10)
-    handles = [Line2D([], [], ls=s["ls"], color=s["color"], marker=s["marker"], ms=3, lw=1.3,
-                      label=s["label"]) for s in TWIN_STYLES.values()]
+    handles = [Line2D([], [], ms=3, lw=1.3, **style) for style in TWIN_STYLES.values()]
     fig.legend(handles=handles, loc="outside upper center", ncol=len(handles))
     return fig
 

@@ -27,19 +27,6 @@ from gaugekit.problems import attention as A
 from gaugekit.report.attention_summary import machine_throughput, pick, ratio, usable
 from gaugekit.report.tables import as_markdown, fmt
 
-__all__ = [
-    "accuracy_numbers",
-    "final_numbers",
-    "float64_numbers",
-    "live_gauge_check",
-    "lm_numbers",
-    "mha_regression",
-    "twin_audit_rows",
-    "ratio_numbers",
-    "setup_numbers",
-    "step1_numbers",
-]
-
 PUB = att.PUBLISHED
 Values = dict[str, Any]
 

@@ -13,24 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 from gaugekit.experiments import attention as att
+from gaugekit.report import tables
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
-
-__all__ = [
-    "RUN_HEADERS",
-    "headline",
-    "machine_throughput",
-    "pick",
-    "ratio",
-    "readme_headline",
-    "run_rows",
-    "structural_ratio",
-    "twin_label",
-    "unique_runs",
-    "usable",
-]
 
 #: The headers of the columns of :func:`run_rows` in the chapters' tables.
 RUN_HEADERS: dict[str, str] = {
@@ -61,17 +49,13 @@ def run_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rows.append({
             "method": c["method"], "label": att.METHOD_LABELS.get(c["method"], c["method"]),
             "init_seed": c["init_seed"], "twin": twin_label(c), "kind": c["twin"]["kind"],
-            "noise_scale": c["twin"].get("scale"), "dtype": c["dtype"], "status": r["status"],
-            "final_m_drift": m.get("final_m_drift"),
-            "final_logit_drift": m.get("final_logit_drift"),
-            "step1_m_drift": m.get("step1_m_drift"),
-            "step1_logit_drift": m.get("step1_logit_drift"),
-            "train_loss": m.get("train_loss"), "val_loss": m.get("val_loss"),
-            "train_acc": m.get("train_acc"), "val_acc": m.get("val_acc"),
+            "noise_scale": c["twin"].get("scale"), "status": r["status"],
+            **{k: m.get(k) for k in ("final_m_drift", "final_logit_drift", "step1_m_drift",
+                                     "step1_logit_drift", "train_loss", "val_loss", "train_acc",
+                                     "val_acc", "text_used")},
             "acc_gap": (None if m.get("val_acc") is None or m.get("base_val_acc") is None
                         else abs(m["val_acc"] - m["base_val_acc"])),
             "collapsed": bool(m.get("collapsed")) or bool(m.get("base_collapsed")),
-            "text_used": m.get("text_used"),
             "max_curve_drift": max(
                 [abs(x) for k in ("m_drift", "logit_drift") for x in r["curves"].get(k, [])
                  if x is not None] or [math.nan]),
@@ -87,13 +71,10 @@ def usable(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def unique_runs(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """``rows`` without repeats: the first row of each (method, init seed, twin), in order."""
-    seen, out = set(), []
+    first: dict[tuple[Any, ...], Mapping[str, Any]] = {}
     for r in rows:
-        key = (r["method"], r["init_seed"], r["twin"])
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
+        first.setdefault((r["method"], r["init_seed"], r["twin"]), r)
+    return list(first.values())
 
 
 def pick(rows: Sequence[Mapping[str, Any]], method: str, twin: str,
@@ -115,12 +96,11 @@ def structural_ratio(rows: Sequence[Mapping[str, Any]], method: str = "adam") ->
     ok = [r for r in usable(rows) if r["method"] == method]
     gauge = [r["final_logit_drift"] for r in ok if r["kind"] == "gauge"]
     noise = [r["final_logit_drift"] for r in ok if r["kind"] == "noise"]
+    counts = {"num_gauge": len(gauge), "num_noise": len(noise)}
     if not gauge or not noise:
-        return {"ratio": None, "gauge_min": None, "gauge_max": None, "noise_max": None,
-                "num_gauge": len(gauge), "num_noise": len(noise)}
+        return {"ratio": None, "gauge_min": None, "gauge_max": None, "noise_max": None, **counts}
     return {"ratio": min(gauge) / max(noise) if max(noise) > 0 else math.inf,
-            "gauge_min": min(gauge), "gauge_max": max(gauge), "noise_max": max(noise),
-            "num_gauge": len(gauge), "num_noise": len(noise)}
+            "gauge_min": min(gauge), "gauge_max": max(gauge), "noise_max": max(noise), **counts}
 
 
 def machine_throughput(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -142,22 +122,16 @@ def machine_throughput(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         wall = float(batch["wall_time_s"])
         key = (att.family_key(r["config"]), wall)
         steps = int(batch["size"]) * int(r["config"]["num_steps"])
-        start = end - wall
-        old = batches.get(key)
-        batches[key] = (min(start, old[0]) if old else start, max(end, old[1]) if old else end,
-                        steps)
+        old = batches.get(key, (end - wall, end))
+        batches[key] = (min(end - wall, old[0]), max(end, old[1]), steps)
     if not batches:
         return {"rate": None, "per_batch_rate": None, "workers": None, "model_steps": 0,
                 "span_s": None, "batches": 0}
     spans = list(batches.values())
     t0, t1 = min(a for a, _, _ in spans), max(b for _, b, _ in spans)
     total = sum(n for _, _, n in spans)
-    events = sorted([(a, 1) for a, _, _ in spans] + [(b, -1) for _, b, _ in spans],
-                    key=lambda e: (e[0], e[1]))
-    running = workers = 0
-    for _, step in events:
-        running += step
-        workers = max(workers, running)
+    events = sorted([(a, 1) for a, _, _ in spans] + [(b, -1) for _, b, _ in spans])
+    workers = max(accumulate(step for _, step in events))  # the most batches running at once
     return {"rate": total / (t1 - t0) if t1 > t0 else None,
             "per_batch_rate": sum(n / (b - a) for a, b, n in spans) / len(spans),
             "workers": workers, "model_steps": total, "span_s": t1 - t0,
@@ -167,15 +141,12 @@ def machine_throughput(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """The closing note's measured numbers, each ``None`` when its records are missing or its
     runs collapsed: Adam's final mean ``M_h`` and logit drift, its step-1 split, the
-    equivariant drifts (float32 and float64), Muon's gauge vs noise, the structural ratio and
-    the collapsed runs."""
+    equivariant drifts (float32 and float64), Muon's gauge vs noise and the structural ratio."""
     single = run_rows(records.get("single", []))
     ok = usable(single)
     out: dict[str, Any] = {}
     for method in att.METHODS:
-        g = pick(ok, method, "gauge 777")
-        n7 = pick(ok, method, "noise 1e-07")
-        n5 = pick(ok, method, "noise 1e-05")
+        g, n7, n5 = (pick(ok, method, twin) for twin in ("gauge 777", "noise 1e-07", "noise 1e-05"))
         ident = pick(single, method, "A = I")
         out[method] = {
             "gauge_final_m": g and g["final_m_drift"],
@@ -193,14 +164,10 @@ def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
     f64 = usable(run_rows(records.get("float64", [])))
     out["float64_step1"] = {r["method"]: r["step1_logit_drift"] for r in f64
                             if r["kind"] == "gauge"}
-    out["float64_final_m"] = {r["method"]: r["final_m_drift"] for r in f64 if r["kind"] == "gauge"}
     uniq = unique_runs(run_rows([*records.get("multiseed", []),
                                  *records.get("multiseed_controls", []),
                                  *records.get("single", [])]))
     out["structural"] = {m: structural_ratio(uniq, m) for m in att.METHODS}
-    everything = [r for part in records.values() for r in run_rows(part)]
-    out["collapsed"] = sorted({(r["label"], r["dtype"], r["init_seed"], r["twin"])
-                               for r in everything if r["collapsed"]})
     return out
 
 
@@ -208,26 +175,17 @@ def readme_headline() -> list[Any]:
     """README rows (:mod:`gaugekit.report.headline`) from the committed paper records:
     Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
     ratio; a missing value shows as a dash."""
-    got = att.collect("paper")
-    h = headline(got.records)
+    h = headline(att.collect("paper").records)
 
     def fmt(x: float | None) -> str:
-        if x is None or not math.isfinite(x):
-            return "—"
-        return f"{x:.0f}" if abs(x) >= 100 else f"{x:.2g}"
+        return tables.fmt(x, ".0f" if tables.finite(x) and abs(x) >= 100 else ".2g")
 
     ratio = h["structural"]["adam"]
-    n = ratio["num_gauge"], ratio["num_noise"]
-    adam, scalar = h["adam"]["gauge_final_m"], h["scalar_adam"]["gauge_final_m"]
-    return [
-        HeadlineRow(att.NAME, "attention, Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
-                    fmt(adam), fmt(att.PUBLISHED["adam_final_m_drift"]), "8",
-                    number_verdict(adam, att.PUBLISHED["adam_final_m_drift"])),
-        HeadlineRow(att.NAME, "attention, shared-scale Adam: the same drift (equivariant)",
-                    fmt(scalar), fmt(att.PUBLISHED["scalar_adam_final_m_drift"]), "8",
-                    number_verdict(scalar, att.PUBLISHED["scalar_adam_final_m_drift"])),
-        HeadlineRow(att.NAME, f"attention, Adam: min gauge / max noise drift ({n[0]} gauge, "
-                    f"{n[1]} noise twins)", fmt(ratio["ratio"]),
-                    fmt(att.PUBLISHED["structural_ratio"]), "8",
-                    number_verdict(ratio["ratio"], att.PUBLISHED["structural_ratio"])),
-    ]
+    rows = [("Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
+             h["adam"]["gauge_final_m"], "adam_final_m_drift"),
+            ("shared-scale Adam: the same drift (equivariant)",
+             h["scalar_adam"]["gauge_final_m"], "scalar_adam_final_m_drift"),
+            (f"Adam: min gauge / max noise drift ({ratio['num_gauge']} gauge, "
+             f"{ratio['num_noise']} noise twins)", ratio["ratio"], "structural_ratio")]
+    return [HeadlineRow(att.NAME, f"attention, {what}", fmt(ours), fmt(att.PUBLISHED[key]), "8",
+                        number_verdict(ours, att.PUBLISHED[key])) for what, ours, key in rows]

@@ -21,26 +21,6 @@ from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD
 from gaugekit.experiments import ecosystem as eco
 from gaugekit.report.tables import Row, as_markdown, table_html, value_text
 
-__all__ = [
-    "KEPT",
-    "NAMED_MAIN",
-    "NO_REASON",
-    "REASONS",
-    "change_text",
-    "count_rows",
-    "failed_rows",
-    "followup_values",
-    "investigation_rows",
-    "kept_rows",
-    "library_label",
-    "live_note",
-    "live_residuals",
-    "names_with_verdict",
-    "residual_text",
-    "value_text",
-    "verdict_values",
-]
-
 #: The verdicts that keep the gauge (exactly, or to a small residual).
 KEPT: tuple[str, ...] = ("equivariant", "approximately")
 #: What a kept verdict without a line in :data:`REASONS` shows.
@@ -111,16 +91,6 @@ REASONS: dict[tuple[str, str], str] = {
 }
 
 
-def _unbroken(name: str) -> str:
-    """``name`` with non-breaking hyphens: a table breaks a cell at its spaces only."""
-    return name.replace("-", "\u2011")
-
-
-def _plain(message: str) -> str:
-    """An error message for an HTML cell: its Markdown code quotes (`x`) as plain quotes."""
-    return message.replace("`", "'")
-
-
 def library_label(library: str, *, version: bool = False) -> str:
     """``pytorch-optimizer`` (``pytorch-optimizer 4.1.0`` with ``version``)."""
     lib = eco.LIBRARIES[library]
@@ -138,12 +108,10 @@ def residual_text(row: Row) -> str | None:
 def count_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One row per library and one for both: ``library``, ``classes`` and the count of each
     verdict of :data:`~gaugekit.experiments.ecosystem.VERDICTS` (keys as the verdicts)."""
-    out = []
     groups = [(library_label(lib, version=True), [r for r in rows if r["library"] == lib])
               for lib in eco.LIBRARIES]
-    for label, group in [*groups, ("both", list(rows))]:
-        out.append({"library": label, "classes": len(group), **eco.counts(group)})
-    return out
+    return [{"library": label, "classes": len(group), **eco.counts(group)}
+            for label, group in [*groups, ("both", list(rows))]]
 
 
 def kept_rows(rows: Sequence[Row], library: str) -> list[dict[str, Any]]:
@@ -168,13 +136,8 @@ def failed_rows(rows: Sequence[Row], *, width: int = 150) -> list[dict[str, Any]
     """The runs that could not run: ``library``, ``class`` and ``why`` (the recorded reason,
     else the note, cut to ``width`` characters, its backquotes as plain quotes)."""
     return [{"library": library_label(r["library"]), "class": r["optimizer"],
-             "why": _plain(r["reason"] or r["note"])[:width]}
+             "why": (r["reason"] or r["note"]).replace("`", "'")[:width]}
             for r in rows if r["verdict"] == "could not run"]
-
-
-def names_with_verdict(rows: Sequence[Row], library: str, verdict: str) -> list[str]:
-    """The class names of ``library`` with ``verdict``, in the records' order."""
-    return [r["optimizer"] for r in rows if r["library"] == library and r["verdict"] == verdict]
 
 
 def change_text(investigation: eco.Investigation) -> str:
@@ -194,9 +157,11 @@ def change_text(investigation: eco.Investigation) -> str:
 
 def investigation_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One row per follow-up record: ``class`` (with the library), ``change``
-    (:func:`change_text`), ``verdict``, ``residual`` (text) and ``dtype``."""
+    (:func:`change_text`), ``verdict``, ``residual`` (text) and ``dtype``; the library's name
+    with non-breaking hyphens (a table breaks a cell at its spaces only)."""
     by_key = {inv.key: inv for inv in eco.INVESTIGATIONS}
-    return [{"class": f"{r['optimizer']} ({_unbroken(library_label(r['library']))})",
+    unbroken = {lib: library_label(lib).replace("-", "\u2011") for lib in eco.LIBRARIES}
+    return [{"class": f"{r['optimizer']} ({unbroken[r['library']]})",
              "change": change_text(by_key[r["key"]]), "verdict": r["verdict"],
              "residual": residual_text(r), "dtype": r["dtype"]} for r in rows]
 
@@ -252,7 +217,7 @@ def verdict_values(records: Mapping[str, Sequence[Row]], rows: Sequence[Row]
     values["failed_table"] = table_html(failed_rows(rows), ["library", "class", "why"],
                                             headers={"why": "why it could not run"})
     for lib in ("pytorch_optimizer", "heavyball"):
-        names = names_with_verdict(rows, lib, "not")
+        names = [r["optimizer"] for r in rows if r["library"] == lib and r["verdict"] == "not"]
         values[f"not_{_TAG[lib]}"] = as_markdown(", ".join(f"`{name}`" for name in names))
     broken = sorted(r["residual"] for r in rows if r["verdict"] == "not")
     values["min_not_residual"] = broken[0]

@@ -23,28 +23,15 @@ from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.gauge import haar_orthogonal
 from gaugekit.optim import get_spec
 from gaugekit.problems.attention import cross_entropy, forward, init_params, make_modadd_data
-from gaugekit.report.attention_summary import run_rows
+from gaugekit.report.attention_summary import pick, run_rows
 from gaugekit.report.tables import Row, as_markdown, join_words, records_note, table_html
-
-__all__ = [
-    "COLLISION_GAPS",
-    "COMPARED",
-    "Comparison",
-    "collision_residual",
-    "comparison_values",
-    "eigen_adam_comparison",
-    "eigen_audit_values",
-    "initial_q_gradients",
-]
-
 
 #: The gaps δ of the collision audit: the first refresh sees the spectrum (1, (1+δ)², 4).
 COLLISION_GAPS: tuple[float, ...] = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1e-1)
 
 
-def collision_residual(factory: Callable[[Any], Any], delta: float, num_steps: int = 20
-                       ) -> float:
-    r"""The float64 audit residual of ``factory`` on the linear loss
+def collision_residual(factory: Callable[[Any], Any], delta: float) -> float:
+    r"""The float64 20-step audit residual of ``factory`` on the linear loss
     :math:`\langle I, UV^\top\rangle` with :math:`U_0` of shape 4 × 3 and :math:`V_0` of
     orthogonal columns of norms :math:`1, 1 + \delta, 2` (fixed seeds 16 and 17, a Haar
     :math:`Q`): the first refresh of the gauge side's statistic sees the spectrum
@@ -55,13 +42,9 @@ def collision_residual(factory: Callable[[Any], Any], delta: float, num_steps: i
     cols, _ = torch.linalg.qr(torch.randn(4, 3, generator=gen, dtype=f64))
     Q = haar_orthogonal(3, generator=torch.Generator().manual_seed(17), dtype=f64)
     eye = torch.eye(4, dtype=f64)
-
-    def linear_loss(U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-        return (eye * (U @ V.T)).sum()
-
     V0 = cols * torch.tensor([1.0, 1.0 + delta, 2.0], dtype=f64)
-    return audit_equivariance(factory, U=U0, V=V0, Q=Q, num_steps=num_steps,
-                              loss=linear_loss).residual
+    return audit_equivariance(factory, U=U0, V=V0, Q=Q, num_steps=20,
+                              loss=lambda U, V: (eye * (U @ V.T)).sum()).residual
 
 
 def eigen_audit_values(simple: Any, adam_residual: float,
@@ -97,9 +80,6 @@ def initial_q_gradients(scale: str = "paper") -> list[torch.Tensor]:
 #: name in the attention experiment (Muon's twin runs are Muon + Adam).
 COMPARED: dict[str, str] = {"adam": "adam", "scalar_adam": "scalar_adam", "muon": "muon_adam",
                             "eigen_adam": "eigen_adam", "eigen_adam_pooled": "eigen_adam_pooled"}
-#: The twins of the comparison: the gauge twin (seed 777) and the noise twin (1e-7) of the
-#: base model started from seed 42.
-GAUGE_TWIN, NOISE_TWIN, BASE_SEED = "gauge 777", "noise 1e-07", 42
 
 
 @dataclass(frozen=True)
@@ -109,7 +89,8 @@ class Comparison:
     ``rows``: one per method of :data:`COMPARED`, with ``method`` (its label), ``rec`` and
     ``lr`` (the sensing zoo's oracle selection at the paper's Table 2 protocol; NaN where the
     method was not run there) and the final mean relative drift of the heads' ``W_Qᵀ W_K`` of
-    its gauge twin (``gauge``), noise twin (``noise``) and float64 gauge twin (``gauge64``).
+    its gauge twin (``gauge``, seed 777), noise twin (``noise``, 1e-7) and float64 gauge twin
+    (``gauge64``), each of the base model started from seed 42.
     ``collected``: the eigenbasis experiment's records (for the page's records note);
     ``sensing``: EigenAdam's sensing row (``None`` without records); ``zoo``: the zoo's rows by
     method; ``float64``: the float64 twin rows.
@@ -123,12 +104,7 @@ class Comparison:
 
     def float64_twin(self, method: str) -> Mapping[str, Any] | None:
         """The float64 gauge twin of ``method`` (attention name), or ``None``."""
-        return _twin(self.float64, method, GAUGE_TWIN)
-
-
-def _twin(rows: Sequence[Row], method: str, label: str) -> Row | None:
-    return next((r for r in rows if r["method"] == method and r["twin"] == label
-                 and r["init_seed"] == BASE_SEED), None)
+        return pick(self.float64, method, "gauge 777")
 
 
 def eigen_adam_comparison(scale: str = "paper") -> Comparison:
@@ -145,7 +121,8 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
     f64 = runs(base, "float64") + runs(ebc, "attention_float64", "attention_float64_pooled")
     sensing = eb.sensing_row(ebc.records["sensing"]) if ebc.records["sensing"] else None
 
-    def drift(row: Row | None) -> float:
+    def drift(rows: Sequence[Row], method: str, twin: str) -> float:
+        row = pick(rows, method, twin)
         return row["final_m_drift"] if row else math.nan
 
     rows = []
@@ -157,9 +134,9 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
             "method": label,
             "rec": srow["rec"] if srow else math.nan,
             "lr": srow["lr"] if srow else math.nan,
-            "gauge": drift(_twin(twins, twin_method, GAUGE_TWIN)),
-            "noise": drift(_twin(twins, twin_method, NOISE_TWIN)),
-            "gauge64": drift(_twin(f64, twin_method, GAUGE_TWIN)),
+            "gauge": drift(twins, twin_method, "gauge 777"),
+            "noise": drift(twins, twin_method, "noise 1e-07"),
+            "gauge64": drift(f64, twin_method, "gauge 777"),
         })
     return Comparison(rows, ebc, sensing, zoo, f64)
 
@@ -171,10 +148,8 @@ def comparison_values(comparison: Comparison) -> dict[str, Any]:
     sensing selection (grid, edge, effective rank, steps; NaN without records)."""
     compare, sensing = comparison.rows, comparison.sensing
     eigen = get_spec("eigen_adam").label
-    rec = {r["method"]: r["rec"] for r in compare}
-    eigen_rec = rec.pop(eigen)
-    beaten = [name for name, value in rec.items() if value < eigen_rec]
     eigen_row = next(r for r in compare if r["method"] == eigen)
+    beaten = [r["method"] for r in compare if r["rec"] < eigen_row["rec"]]
     g1 = comparison.float64_twin("eigen_adam")
     g1s = comparison.float64_twin("scalar_adam")
     return {

@@ -26,36 +26,6 @@ from gaugekit.runs import matched_loss as ml
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.verdicts import HeadlineRow
 
-__all__ = [
-    "equivariant_text",
-    "gap_verdict",
-    "published_headline",
-    "readme_headline",
-    "report_lines",
-    "arms_text",
-    "arms_verdict",
-    "sensitivity_text",
-    "levels_text",
-    "arm_rows",
-    "fmt_pct",
-    "gd_edge_text",
-    "gd_rate_rows",
-    "grid_rows",
-    "grid_variants",
-    "headline_rows",
-    "label",
-    "level_curves",
-    "lr_sensitivity_rows",
-    "main_parts",
-    "paper_parts",
-    "seeds_won",
-    "shown_parts",
-    "summary",
-    "table5_rows",
-    "table5_verdict",
-    "waiting",
-]
-
 
 def shown_parts(c: Collected) -> list[hs.Part]:
     """The parts whose records are complete, in the config's order (a page shows these)."""
@@ -108,15 +78,6 @@ def label(method: str) -> str:
     return _LABELS.get(method, method)
 
 
-def grid_variants(part: hs.Part) -> dict[str, Mapping[str, Sequence[float]] | None]:
-    """Name → selection grid per method: the paper's GPU grid (its Table 5), its CPU grid (GD
-    only up to 10) and the extended grid (every rate the part ran: one more above the top of
-    each, ``EXTENDED_LR``, to see whether a selection at the top of the paper's is an edge)."""
-    return {"GPU grid (the paper's Table 5)": hs.PAPER_LR_GRIDS,
-            "CPU grid (the paper's CPU script)": hs.PAPER_CPU_LR_GRIDS,
-            "extended grid (one rate above each)": part.lr_grids}
-
-
 def table5_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     """The paper's Table 5 for ``part``, cell by cell beside the published one: per method and
     level, our held-out RMSE and effective rank (means over the seeds that reached the level,
@@ -146,22 +107,28 @@ def headline_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]
     rows = []
     for part in parts:
         h = summary(c, part)["headline"]
-        pub = published_headline(part) or {}
+        pub = hs.PUBLISHED_HEADLINE.get((part.scene.name, part.density), {})
         rows.append({
             "setting": f"{part.scene.label}, ρ = {part.density:g}", "level": h["level"],
             "gd": h["gd"], "adam": h["adam"], "gap": h["gap"], "wins": seeds_won(h),
-            "gd_pub": pub.get("gd"), "adam_pub": pub.get("adam"), "gap_pub": pub.get("gap"),
+            "gap_pub": pub.get("gap"),
             "wins_pub": None if pub.get("wins") is None else f"{pub['wins']}/4",
         })
     return rows
 
 
 def grid_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
-    """The selected rate of every method under each grid of :func:`grid_variants` (a star: at
-    the top of that grid), the published selection, and the headline each grid gives."""
+    """The selected rate of every method under each grid (a star: at the top of that grid), the
+    published selection, and the headline each grid gives. The grids: the paper's GPU grid (its
+    Table 5), its CPU grid (GD only up to 10) and the extended grid (every rate the part ran:
+    one more above the top of each, ``EXTENDED_LR``, to see whether a selection at the top of
+    the paper's is an edge)."""
     published = hs.PUBLISHED_TABLE5.get((part.scene.name, part.density), {})
+    grids = {"GPU grid (the paper's Table 5)": hs.PAPER_LR_GRIDS,
+             "CPU grid (the paper's CPU script)": hs.PAPER_CPU_LR_GRIDS,
+             "extended grid (one rate above each)": part.lr_grids}
     rows = []
-    for name, grid in grid_variants(part).items():
+    for name, grid in grids.items():
         s = summary(c, part, grid)
         row: dict[str, Any] = {"grid": name}
         for m in part.methods:
@@ -175,7 +142,7 @@ def grid_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
         for m in part.methods:
             lr = published.get(m, {}).get("lr")
             row[m] = None if lr is None else f"{lr:g}*"
-        pub = published_headline(part) or {}
+        pub = hs.PUBLISHED_HEADLINE.get((part.scene.name, part.density), {})
         row.update(gap=pub.get("gap"), wins=f"{pub['wins']}/4" if pub.get("wins") else None)
         rows.append(row)
     return rows
@@ -186,13 +153,10 @@ def lr_sensitivity_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str
     per part, ours and the published gap for the same scene and density)."""
     by_lr: dict[float, dict[str, Any]] = {}
     for part in parts:
-        s = summary(c, part)
         pub = hs.PUBLISHED_FIXED_LR_GAPS.get((part.scene.name, part.density), {})
-        for r in s.get("fixed_lr", []):
-            row = by_lr.setdefault(r["lr"], {"lr": r["lr"]})
-            row[f"{part.name}:gap"] = r["gap"]
-            row[f"{part.name}:level"] = r["level"]
-            row[f"{part.name}:pub"] = pub.get(r["lr"])
+        for r in summary(c, part).get("fixed_lr", []):
+            by_lr.setdefault(r["lr"], {"lr": r["lr"]}).update(
+                {f"{part.name}:gap": r["gap"], f"{part.name}:pub": pub.get(r["lr"])})
     return [by_lr[k] for k in sorted(by_lr)]
 
 
@@ -404,10 +368,7 @@ def _points(delta: float) -> str:
 def equivariant_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """At the deepest level of :func:`table5_rows`: the held-out error of every method, best
     first."""
-    deepest: dict[str, Any] = {}
-    for r in rows:
-        if r["n"]:
-            deepest[r["method"].split(" (")[0]] = r
+    deepest = {r["method"].split(" (")[0]: r for r in rows if r["n"]}
     order = sorted(deepest.items(), key=lambda kv: kv[1]["rmse"])
     return " < ".join(f"{m} {r['rmse']:.4f}" for m, r in order) or "—"
 
@@ -445,12 +406,6 @@ def report_lines(collected: Collected) -> list[str]:
     return lines
 
 
-def published_headline(part: hs.Part) -> dict[str, Any] | None:
-    """The paper's headline numbers for the scene and density of ``part`` when the paper ran
-    them (:data:`~gaugekit.experiments.hyperspectral.PUBLISHED_HEADLINE`), else ``None``."""
-    return hs.PUBLISHED_HEADLINE.get((part.scene.name, part.density))
-
-
 def gap_verdict(ours: Mapping[str, Any], published: Mapping[str, Any], tol: float = 0.05) -> str:
     """Our headline gap against the paper's for the same scene and density: ``"holds"`` when
     within ``tol`` (absolute, in fractions) with the same win count where the paper gives one,
@@ -472,11 +427,12 @@ def readme_headline() -> list[HeadlineRow]:
     marked as beyond the paper."""
     got = hs.collect("paper")
     rows, paper = [], paper_parts(got)
-    for part in [*paper, *(p for p in main_parts(got) if published_headline(p) is None)]:
+    others = [p for p in main_parts(got) if (p.scene.name, p.density) not in hs.PUBLISHED_HEADLINE]
+    for part in [*paper, *others]:
         h = summary(got, part)["headline"]
         ours = "—" if not math.isfinite(h["gap"]) else (
             f"{h['gap']:+.1%} ({h['wins']}/{len(h['seeds'])} seeds)")
-        pub = published_headline(part)
+        pub = hs.PUBLISHED_HEADLINE.get((part.scene.name, part.density))
         if pub is not None:
             published, verdict = _published_gap(pub), gap_verdict(h, pub)
             setting = "the paper's protocol"

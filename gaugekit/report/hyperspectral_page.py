@@ -21,19 +21,6 @@ from gaugekit.report.hyperspectral import fmt_pct, label
 from gaugekit.runs import collection
 from gaugekit.runs.collection import Collected
 
-__all__ = [
-    "absent",
-    "arm_items",
-    "beyond_items",
-    "claim_items",
-    "grid_items",
-    "headline_items",
-    "protocol_items",
-    "records_note",
-    "table5_items",
-    "waiting_markdown",
-]
-
 
 def records_note(c: Collected) -> Any:
     """:func:`gaugekit.report.viz.records_note` of the records shown; the runs still missing
@@ -65,11 +52,6 @@ def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], **kw: Any)
 
 def _ip_parts(c: Collected) -> list[hs.Part]:
     return [p for p in views.paper_parts(c) if p.scene.name == "indian_pines"]
-
-
-def _other_parts(c: Collected) -> list[hs.Part]:
-    return [p for p in views.main_parts(c) if views.published_headline(p) is None
-            and p.scene.name not in hs.PAPER_SCENES]
 
 
 def claim_items() -> dict[str, str]:
@@ -176,12 +158,10 @@ def grid_items(c: Collected) -> dict[str, str]:
     """The lr-sensitivity and the grid tables of Indian Pines, and their sentences."""
     parts = _ip_parts(c)
     sens = views.lr_sensitivity_rows(c, parts)
-    cols, heads, fmts = ["lr"], {"lr": "Adam lr (fixed)"}, {"lr": "g"}
+    heads = {"lr": "Adam lr (fixed)"}
     for p in parts:
-        for key, name in (("gap", f"ρ = {p.density:g}"), ("pub", f"ρ = {p.density:g}, paper")):
-            cols.append(f"{p.name}:{key}")
-            heads[f"{p.name}:{key}"] = name
-            fmts[f"{p.name}:{key}"] = fmt_pct
+        rho = f"ρ = {p.density:g}"
+        heads |= {f"{p.name}:gap": rho, f"{p.name}:pub": f"{rho}, paper"}
     grids = {p.density: views.grid_rows(c, p) for p in parts}
     rows = [{"density": d, **r} for d, rs in grids.items() for r in rs]
 
@@ -194,7 +174,8 @@ def grid_items(c: Collected) -> dict[str, str]:
         return "; ".join(out) or "—"
 
     return {
-        "hsi_tab_sens": _table(sens, cols, headers=heads, formats=fmts),
+        "hsi_tab_sens": _table(sens, list(heads), headers=heads,
+                               formats=dict.fromkeys(heads, fmt_pct) | {"lr": "g"}),
         "hsi_sens_text": views.sensitivity_text(sens, parts),
         "hsi_tab_grids": _table(rows, ["density", "grid", *hs.METHODS, "level", "gap", "wins"],
                                 headers={**{m: label(m) for m in hs.METHODS}, **_TAB_HEADERS},
@@ -215,14 +196,16 @@ def arm_items(c: Collected) -> dict[str, str]:
 
 def beyond_items(c: Collected) -> dict[str, str]:
     """The scenes beyond the paper: selections and headline, Samson's GD rates."""
+    others = [p for p in views.main_parts(c) if p.scene.name not in hs.PAPER_SCENES
+              and (p.scene.name, p.density) not in hs.PUBLISHED_HEADLINE]
     beyond = []
-    for p in _other_parts(c):
+    for p in others:
         s = views.summary(c, p)
         h, comp = s["headline"], s["comparison"]["methods"]
         beyond.append({"setting": f"{p.scene.label}, ρ = {p.density:g}", "level": h["level"],
                        "gap": h["gap"], "wins": views.seeds_won(h),
                        **{m: comp[m]["lr"] for m in hs.METHODS}})
-    samson = [p for p in _other_parts(c) if p.scene.name == "samson"]
+    samson = [p for p in others if p.scene.name == "samson"]
     gd = [{"density": p.density, **r} for p in samson for r in views.gd_rate_rows(c, p)]
     return {
         "hsi_tab_beyond": _table(beyond, ["setting", *hs.METHODS, "level", "gap", "wins"],

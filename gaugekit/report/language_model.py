@@ -28,10 +28,6 @@ from gaugekit.report import viz
 from gaugekit.report.attention_summary import RUN_HEADERS, run_rows, usable
 from gaugekit.report.tables import NBSP, yes_no
 
-__all__ = ["cost_table", "drift_figure", "fresh_table", "loss_figure", "selection_table",
-           "split_table", "style", "suite_summary", "suite_table", "suite_text_table",
-           "twin_table"]
-
 Records = Sequence[Mapping[str, Any]]
 
 _COLOR_OF = {"adamw": "adam", "muon_adam": "muon"}
@@ -52,17 +48,13 @@ def _pm(mean: float | None, sd: float | None, spec: str = ".3f") -> str:
 def selection_table(records: Records) -> str:
     """Each optimizer's grid: mean final validation loss of the selection seeds per rate, the
     chosen rate in bold-free brackets, and whether the choice is at an edge of the grid."""
-    rows = lms.selection_rows(records)
     by: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        row = by.setdefault(r["method"], {"optimizer": r["label"], "edge": yes_no(r["at_edge"])})
+    for r in lms.selection_rows(records):
+        row = by.setdefault(r["method"], {"optimizer": r["label"], "edge": yes_no(r["at_edge"]),
+                                          "grid": []})
         text = "diverged" if not math.isfinite(r["mean_val_loss"]) else f"{r['mean_val_loss']:.3f}"
-        row[f"{r['lr']:g}"] = f"[{text}]" if r["chosen"] else text
-        row.setdefault("rates", []).append(r["lr"])
-    out = []
-    for row in by.values():
-        cells = [f"{lr:g}:{NBSP}{row[f'{lr:g}']}" for lr in row.pop("rates")]
-        out.append({**row, "grid": "  ".join(cells)})
+        row["grid"].append(f"{r['lr']:g}:{NBSP}" + (f"[{text}]" if r["chosen"] else text))
+    out = [{**row, "grid": "  ".join(row["grid"])} for row in by.values()]
     return viz.table_html(out, ["optimizer", "grid", "edge"],
                           headers={"grid": "rate: mean final validation loss ([chosen])",
                                    "edge": "chosen at an edge"})
@@ -90,12 +82,10 @@ def fresh_table(records: Records) -> str:
 def twin_table(records: Records) -> str:
     """The twins of the first fresh seed: final logit and ``M_h`` drift, validation loss gap
     to their base."""
-    rows = lms.twin_rows(records)
-    out = [{**r, "optimizer": r["label"]} for r in rows]
     return viz.table_html(
-        out, ["optimizer", "twin", "step1_logit_drift", "final_logit_drift", "final_m_drift",
-              "val_loss", "val_loss_gap"],
-        headers={**RUN_HEADERS, "val_loss_gap": "|Δ val loss| to base"},
+        lms.twin_rows(records), ["label", "twin", "step1_logit_drift", "final_logit_drift",
+                                 "final_m_drift", "val_loss", "val_loss_gap"],
+        headers={**RUN_HEADERS, "label": "optimizer", "val_loss_gap": "|Δ val loss| to base"},
         formats={"step1_logit_drift": ".1e", "final_logit_drift": ".2e",
                  "final_m_drift": ".2e", "val_loss": ".4f", "val_loss_gap": ".1e"})
 
@@ -103,10 +93,8 @@ def twin_table(records: Records) -> str:
 def split_table(records: Records) -> str:
     """Each optimizer's gauge twin beside its noise twin: step-1 logit drifts and their
     ratio, final logit and ``M_h`` drifts."""
-    rows = lms.split_rows(records)
     out = [{**r, "optimizer": r["label"], "class": "keeps" if r["keeps_gauge"] else "breaks",
-            "split": yes_no(r["split"])} for r in rows]
-    e = ".1e"
+            "split": yes_no(r["split"])} for r in lms.split_rows(records)]
     return viz.table_html(
         out, ["optimizer", "class", "gauge_step1", "noise_step1", "step1_ratio", "split",
               "gauge_final", "noise_final", "gauge_final_m", "noise_final_m"],
@@ -114,8 +102,8 @@ def split_table(records: Records) -> str:
                  "noise_step1": "noise", "step1_ratio": "ratio", "split": "split",
                  "gauge_final": "end: gauge", "noise_final": "noise",
                  "gauge_final_m": "end M_h: gauge", "noise_final_m": "noise"},
-        formats={k: e for k in ("gauge_step1", "noise_step1", "gauge_final", "noise_final",
-                                "gauge_final_m", "noise_final_m")} | {"step1_ratio": ".3g"})
+        formats=dict.fromkeys(("gauge_step1", "noise_step1", "gauge_final", "noise_final",
+                               "gauge_final_m", "noise_final_m"), ".1e") | {"step1_ratio": ".3g"})
 
 
 def cost_table(records: Records) -> str:
@@ -173,9 +161,8 @@ def drift_figure(records: Records) -> Figure:
                              sharey=True, layout="constrained", squeeze=False)
     for i, method in enumerate(methods):
         ax = axes[i // cols, i % cols]
-        for r in (r for r in rows if r["method"] == method):
-            if r["twin"] not in ("gauge 777", "noise 1e-07"):
-                continue
+        for r in (r for r in rows if r["method"] == method
+                  and r["twin"] in ("gauge 777", "noise 1e-07")):
             steps = np.array(r["curves"]["step"], dtype=float)
             vals = np.array([np.nan if v is None or v <= 0 else v
                              for v in r["curves"]["logit_drift"]], dtype=float)
@@ -201,19 +188,13 @@ def drift_figure(records: Records) -> Figure:
 # --------------------------------------------------------------------------------------------
 
 
-def _range(xs: Sequence[float]) -> str:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
+def _range(xs: Sequence[float] | None, spec: str = ".3g") -> str:
+    """``lo–hi`` of the finite values of ``xs`` (one value when they agree, ``—`` for none)."""
+    xs = [x for x in xs or () if x is not None and math.isfinite(x)]
     if not xs:
         return "—"
     lo, hi = min(xs), max(xs)
-    return f"{lo:.3g}" if lo == hi else f"{lo:.3g}–{hi:.3g}"
-
-
-def _pub_range(pair: Sequence[float] | None) -> str:
-    if not pair:
-        return "—"
-    lo, hi = pair
-    return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+    return f"{lo:{spec}}" if lo == hi else f"{lo:{spec}}–{hi:{spec}}"
 
 
 def suite_summary(config: Any, records: Mapping[str, Records]) -> list[dict[str, Any]]:
@@ -224,7 +205,6 @@ def suite_summary(config: Any, records: Mapping[str, Records]) -> list[dict[str,
     out = []
     for part in att.SUITE_PARTS:
         fams = config.families(part)
-        planned = sum(len(f.twins) for f in fams)
         rows = run_rows(records.get(part, []))
         ok = usable(rows)
         adam = [r for r in ok if r["method"] == "adam"]
@@ -235,8 +215,8 @@ def suite_summary(config: Any, records: Mapping[str, Records]) -> list[dict[str,
         pub = att.PUBLISHED["gpu_suite"][part]
         out.append({
             "part": part, "size": f"{m.num_layers}\u00d7{m.d_model}, {m.num_heads} heads, "
-            f"{fams[0].num_steps:,} steps", "task": fams[0].task["name"],
-            "recorded": f"{len(rows)} of {planned}", "runs": len(rows),
+            f"{fams[0].num_steps:,} steps",
+            "recorded": f"{len(rows)} of {sum(len(f.twins) for f in fams)}", "runs": len(rows),
             "step1_ratio": ratio, "paper_step1_ratio": pub["step1_ratio"],
             "adam_gauge_final": _range([r["final_logit_drift"] for r in adam
                                         if r["kind"] == "gauge"]),
@@ -270,12 +250,12 @@ def suite_text_table(summary: Sequence[Mapping[str, Any]]) -> str:
     pub = att.PUBLISHED["gpu_suite"]["suite_text"]
     rows = [
         {"quantity": "Adam, final logit drift, gauge twins", "ours": text["adam_gauge_final"],
-         "paper": _pub_range(pub["adam_gauge_final_logit_drift"])},
+         "paper": _range(pub["adam_gauge_final_logit_drift"], "g")},
         {"quantity": "Adam, final logit drift, noise twins", "ours": text["adam_noise_final"],
-         "paper": _pub_range(pub["adam_noise_final_logit_drift"])},
+         "paper": _range(pub["adam_noise_final_logit_drift"], "g")},
     ]
     for meth in att.METHODS:
         rows.append({"quantity": f"{att.METHOD_LABELS[meth]}, validation loss (untuned rate)",
                      "ours": text["val_loss"][meth],
-                     "paper": _pub_range(pub["val_loss"].get(meth))})
+                     "paper": _range(pub["val_loss"].get(meth), "g")})
     return viz.table_html(rows, ["quantity", "ours", "paper"])

@@ -18,19 +18,6 @@ from gaugekit.experiments import language_model as lm
 from gaugekit.report.attention_summary import twin_label
 from gaugekit.runs.verdicts import HeadlineRow
 
-__all__ = [
-    "SPLIT_RATIO",
-    "cost_rows",
-    "fresh_rows",
-    "readme_headline",
-    "selection_rows",
-    "split_rows",
-    "split_sentence",
-    "timing",
-    "twin_rows",
-    "verdict",
-]
-
 
 def _mean_sd(xs: Sequence[float]) -> tuple[float | None, float | None]:
     xs = [x for x in xs if x is not None and math.isfinite(x)]
@@ -45,9 +32,8 @@ def _rows(records: Sequence[Mapping[str, Any]], role: str) -> list[Mapping[str, 
 
 def selection_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per optimizer and rate of the selection: mean final validation loss of the
-    selection seeds, how many diverged or collapsed, and whether the rate was chosen (by
-    :func:`~gaugekit.experiments.language_model.select_lr` on these records, the rule the
-    fresh runs were trained by)."""
+    selection seeds, and whether the rate was chosen (by :func:`~gaugekit.experiments.
+    language_model.select_lr` on these records, the rule the fresh runs were trained by)."""
     by: dict[tuple[str, float], list[Mapping[str, Any]]] = {}
     for r in _rows(records, "select"):
         by.setdefault((r["config"]["method"], float(r["config"]["lr"])), []).append(r)
@@ -59,15 +45,9 @@ def selection_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         losses = {lr: [x["metrics"]["val_loss"] if x["status"] == "ok" else math.inf
                        for x in by[(method, lr)]] for lr in grid}
         choice = lm.select_lr(grid, losses)
-        for lr in grid:
-            runs = by[(method, lr)]
-            out.append({
-                "method": method, "label": lm.METHOD_LABELS[method], "lr": lr,
-                "mean_val_loss": choice["mean_val_loss"][str(lr)], "seeds": len(runs),
-                "diverged": sum(x["status"] != "ok" for x in runs),
-                "collapsed": sum(bool(x["metrics"].get("collapsed")) for x in runs),
-                "chosen": lr == choice["lr"], "at_edge": choice["at_edge"],
-            })
+        out += [{"method": method, "label": lm.METHOD_LABELS[method], "lr": lr,
+                 "mean_val_loss": choice["mean_val_loss"][str(lr)], "chosen": lr == choice["lr"],
+                 "at_edge": choice["at_edge"]} for lr in grid]
     return out
 
 
@@ -82,8 +62,7 @@ def _curve_at(curves: Mapping[str, Sequence[Any]], key: str, step: float) -> flo
     xs, ys = curves["step"], curves[key]
     if step > xs[-1] or step < xs[0]:
         return None
-    points = list(zip(xs, ys, strict=True))
-    for (x0, y0), (x1, y1) in zip(points, points[1:], strict=False):
+    for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:], strict=False):
         if x0 <= step <= x1:
             if y0 is None or y1 is None:
                 return None
@@ -101,8 +80,7 @@ def fresh_rows(records: Sequence[Mapping[str, Any]],
     bases = [r for r in _rows(records, "fresh") if r["config"]["twin"]["kind"] == "base"]
     ms = dict(ms_per_step or {})
     budget = {r["config"]["method"]: int(r["config"]["num_steps"]) for r in bases}
-    timed = {m: ms[m] * budget[m] for m in budget if m in ms}
-    t_equal = min(timed.values()) if timed else None
+    t_equal = min((ms[m] * budget[m] for m in budget if m in ms), default=None)
     out = []
     for method in lm.METHODS:
         runs = [r for r in bases if r["config"]["method"] == method]
@@ -114,10 +92,9 @@ def fresh_rows(records: Sequence[Mapping[str, Any]],
         at_t = [] if step_eq is None else [_curve_at(r["curves"], "val_loss", step_eq)
                                            for r in ok]
         t_mean, t_sd = _mean_sd([x for x in at_t if x is not None])
-        sel = runs[0]["metrics"].get("selection") or {}
         out.append({
             "method": method, "label": lm.METHOD_LABELS[method],
-            "lr": runs[0]["metrics"].get("lr"), "at_edge": sel.get("at_edge"),
+            "lr": runs[0]["metrics"].get("lr"),
             "seeds": len(runs), "failed": len(runs) - len(ok),
             "val_loss": mean, "val_loss_sd": sd,
             "ms_per_step": ms.get(method), "steps_at_equal_time": step_eq,
@@ -126,8 +103,8 @@ def fresh_rows(records: Sequence[Mapping[str, Any]],
         })
     for key, rank in (("val_loss", "rank"), ("val_loss_equal_time", "rank_equal_time")):
         ordered = sorted((r for r in out if r[key] is not None), key=lambda r: r[key])
-        for i, r in enumerate(ordered):
-            r[rank] = i + 1
+        for i, r in enumerate(ordered, start=1):
+            r[rank] = i
     return out
 
 
@@ -145,16 +122,13 @@ def twin_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         base = next((r for r in runs if r["config"]["init_seed"] == seed
                      and r["config"]["twin"]["kind"] == "base"), None)
         for r in twins:
-            twin = r["config"]["twin"]
             m = r["metrics"]
             out.append({
                 "method": method, "label": lm.METHOD_LABELS[method],
-                "twin": twin_label(r["config"]),
-                "kind": twin["kind"], "status": r["status"],
-                "collapsed": bool(m.get("collapsed")),
-                "step1_logit_drift": m.get("step1_logit_drift"),
-                "final_logit_drift": m.get("final_logit_drift"),
-                "final_m_drift": m.get("final_m_drift"), "val_loss": m.get("val_loss"),
+                "twin": twin_label(r["config"]), "kind": r["config"]["twin"]["kind"],
+                "status": r["status"], "collapsed": bool(m.get("collapsed")),
+                **{k: m.get(k) for k in ("step1_logit_drift", "final_logit_drift",
+                                         "final_m_drift", "val_loss")},
                 "val_loss_gap": (None if base is None or m.get("val_loss") is None
                                  else abs(m["val_loss"] - base["metrics"]["val_loss"])),
                 "curves": r["curves"],
@@ -200,8 +174,7 @@ def verdict(fresh: Sequence[Mapping[str, Any]], costs: Sequence[Mapping[str, Any
     """One sentence for the chapter: whether the best gauge-keeping optimizer beats Adam by
     more than the seeds' spread, and whether Adam's gauge twins are as far apart in loss as
     its seeds."""
-    by = {r["method"]: r for r in fresh}
-    adam = by.get("adam")
+    adam = next((r for r in fresh if r["method"] == "adam"), None)
     keep = [r for r in fresh if r["keeps_gauge"] and r["val_loss"] is not None]
     if adam is None or adam["val_loss"] is None or not keep:
         return "The records needed for a verdict are missing."
@@ -252,9 +225,8 @@ def readme_headline() -> list[HeadlineRow]:
     got = lm.collect("paper")
     records = [r for part in got.records.values() for r in part]
     fresh = fresh_rows(records, timing(records))
-    by = {r["method"]: r for r in fresh}
     keep = [r for r in fresh if r["keeps_gauge"] and r["val_loss"] is not None]
-    adam = by.get("adam")
+    adam = next((r for r in fresh if r["method"] == "adam"), None)
     rows = []
     if adam and adam["val_loss"] is not None and keep:
         best = min(keep, key=lambda r: r["val_loss"])
@@ -309,7 +281,6 @@ def split_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
     kept = [r["label"] for r in rows if r["split"] is False]
     wrong = [r["label"] for r in rows if r["split"] is not None and r["split"] == r["keeps_gauge"]]
     loud = [r for r in rows if r["noise_step1"] is not None and r["noise_step1"] > 1e-4]
-    ends = [r["noise_final"] for r in rows if r["noise_final"] is not None]
     text = (f"At step 1 the gauge splits {', '.join(split) or 'no optimizer'} (gauge twin at "
             f"least {SPLIT_RATIO:g} times farther from its base than the noise twin), and "
             f"leaves {', '.join(kept) or 'none'} at the size of their noise twins")
