@@ -14,8 +14,6 @@ from typing import Any
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.report.tables import NBSP, Record, table_html
 
-__all__ = ["GATE_WORDS", "decay_html", "decay_seeds_html", "decay_texts", "decay_values"]
-
 #: The two gates of the weight-decay table, in two words each (the caption says them in full).
 GATE_WORDS: dict[str, str] = {"oracle_mean": "paper's", "oracle_loose": "loose"}
 
