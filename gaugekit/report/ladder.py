@@ -30,31 +30,6 @@ from gaugekit.report.tables import gauge_class, label, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.collection import run_command
 
-__all__ = [
-    "CLAIM_TEXT",
-    "agreement_text",
-    "arm_table",
-    "arm_values",
-    "claims_table",
-    "claims_values",
-    "fmt_rec",
-    "gate_changes",
-    "label",
-    "protocol_table",
-    "protocol_values",
-    "published_table",
-    "published_values",
-    "rec_table",
-    "record_table",
-    "record_text",
-    "recovery_figure",
-    "recovery_values",
-    "settings_rows",
-    "settings_values",
-    "sizes_text",
-    "survival_text",
-]
-
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 Info = Sequence[Mapping[str, Any]]
 
@@ -94,28 +69,6 @@ def _seeds(k: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# what was run
-# --------------------------------------------------------------------------------------------
-
-
-def settings_rows(records: Records, info: Info) -> list[dict[str, Any]]:
-    """One row per part of ``info`` (:func:`~gaugekit.experiments.ladder.size_rows` of the
-    arms, concatenated): its sizes and budget, the seeds and runs recorded, the device and the
-    sum of the runs' shares of their batch time."""
-    out = []
-    for row in info:
-        recs = records.get(row["part"], [])
-        left_out = "".join(f" ({s} in part, left out)" for s in row["partial_seeds"])
-        out.append({
-            **row, "seeds_text": (", ".join(map(str, row["seeds"])) or "none") + left_out,
-            "runs_text": f"{row['runs']} / {row['planned']}",
-            "device": ", ".join(sorted({r["device"] for r in recs})) or "—",
-            "batch_s": sum(r.get("wall_time_s") or 0.0 for r in recs) or None,
-        })
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # recovery: tables and the figure
 # --------------------------------------------------------------------------------------------
 
@@ -138,12 +91,6 @@ def rec_table(info: Info, arm: str, methods: Sequence[str] = ladder.LADDER_METHO
     return viz.table_html(rows, ["optimizer", "class", *headers], headers=headers)
 
 
-def _published_series(methods: Sequence[str]) -> tuple[list[int], dict[str, list[Any]]]:
-    sizes = sorted({n for v in ladder.PUBLISHED_LADDER_REC.values() for n in v})
-    return sizes, {m: [ladder.PUBLISHED_LADDER_REC.get(m, {}).get(n) for n in sizes]
-                   for m in methods}
-
-
 def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS) -> Figure:
     """Recovery error against ``n``, ours (left: the sizes with records, values below 1e-7
     drawn at 1e-7) beside the paper's Table 11 (right: its sizes; a printed 0.0000, a mean
@@ -156,7 +103,9 @@ def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS)
     x = [row["n"] for row in ran]
     values = {m: [(row["rows"].get(m) or {}).get("rec") for row in ran] for m in methods}
     viz.value_curves(x, values, ax=ours, legend=False, floor=1e-7)
-    px, pvalues = _published_series(methods)
+    pub = ladder.PUBLISHED_LADDER_REC
+    px = sorted({n for v in pub.values() for n in v})
+    pvalues = {m: [pub.get(m, {}).get(n) for n in px] for m in methods}
     viz.value_curves(px, pvalues, ax=paper, legend=False, floor=5e-5, ylabel="")
     ours.set_title("ours (mean over the recorded seeds)")
     paper.set_title("published (Table 11)")
@@ -283,10 +232,6 @@ def record_text(rec96: Sequence[Mapping[str, Any]], ours_seeds: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _verdict(value: bool | None, detail: str = "") -> str:
-    return f"{yes_no(value)} ({detail})" if detail and value is not None else yes_no(value)
-
-
 def claims_table(config: ladder.LadderConfig, ran: Info
                  ) -> tuple[str, dict[str, tuple[list[int], list[int]]]]:
     """The paper's ladder claims (its words) and the same statements on our records at each
@@ -308,7 +253,8 @@ def claims_table(config: ladder.LadderConfig, ran: Info
                           f"{fmt_rec(s['worst_equivariant_rec'])}, best c.-w. "
                           f"{label(s['best_coordinatewise'])} "
                           f"{fmt_rec(s['best_coordinatewise_rec'])}")
-            out[f"n{row['n']}"] = _verdict(value, detail)
+            out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
+                                   else yes_no(value))
             expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
             if expected is not None and value is not None:
                 (agree if value == expected else disagree).append(row["n"])
@@ -319,11 +265,6 @@ def claims_table(config: ladder.LadderConfig, ran: Info
         headers={"published": "published (n = 40 … 384)",
                  **{f"n{row['n']}": f"ours, n = {row['n']}" for row in ran}})
     return html, survival
-
-
-def sizes_text(ns: Sequence[int], seeds: Mapping[int, int]) -> str:
-    """``n = 40 (3 seeds), n = 96 (1 seed)``; ``none`` for no size."""
-    return ", ".join(f"n = {n} ({_seeds(seeds[n])})" for n in ns) if ns else "none"
 
 
 def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
@@ -361,9 +302,21 @@ def published_values(config: ladder.LadderConfig, gate: str) -> dict[str, Any]:
 
 def settings_values(config: ladder.LadderConfig, records: Records, info: Info
                     ) -> dict[str, Any]:
-    """The settings table of every part of ``info`` (``tab_ladder_settings``), the parts
-    recorded with every seed, with some and with none, and the runs planned."""
-    rows = settings_rows(records, info)
+    """The settings table (``tab_ladder_settings``): one row per part of ``info``
+    (:func:`~gaugekit.experiments.ladder.size_rows` of the arms, concatenated), its sizes and
+    budget, the seeds and runs recorded, the device and the sum of the runs' shares of their
+    batch time; the parts recorded with every seed, with some and with none, and the runs
+    planned."""
+    rows = []
+    for row in info:
+        recs = records.get(row["part"], [])
+        left_out = "".join(f" ({s} in part, left out)" for s in row["partial_seeds"])
+        rows.append({
+            **row, "seeds_text": (", ".join(map(str, row["seeds"])) or "none") + left_out,
+            "runs_text": f"{row['runs']} / {row['planned']}",
+            "device": ", ".join(sorted({r["device"] for r in recs})) or "—",
+            "batch_s": sum(r.get("wall_time_s") or 0.0 for r in recs) or None,
+        })
     done = [r["part"] for r in rows if r["complete"]]
     partial = [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
                if r["runs"] and not r["complete"]]
@@ -448,8 +401,8 @@ def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
     values: dict[str, Any] = {"tab_ladder_claims": html}
     values |= {f"surv_{claim}": md(survival_text(agree, disagree))
                for claim, (agree, disagree) in survival.items()}
-    seeds = {row["n"]: len(row["seeds"]) for row in ran}
-    values["ladder_sizes_ran"] = md(sizes_text([row["n"] for row in ran], seeds))
+    values["ladder_sizes_ran"] = md(  # n = 40 (3 seeds), n = 96 (1 seed)
+        ", ".join(f"n = {row['n']} ({_seeds(len(row['seeds']))})" for row in ran) or "none")
     counted = {n for pair in survival.values() for ns in pair for n in ns}
     values["surv_note"] = md(
         "Sizes outside the paper's setting are not counted." if counted
@@ -472,6 +425,5 @@ def arm_table(config: ladder.LadderConfig, info: Info, arm: str) -> str:
 
 def arm_values(config: ladder.LadderConfig, arms: Mapping[str, Info]) -> dict[str, Any]:
     """The two arms' tables (``tab_ladder_rank``, ``tab_ladder_mdof``) and their size."""
-    return {"tab_ladder_rank": arm_table(config, arms["rank"], "rank"),
-            "tab_ladder_mdof": arm_table(config, arms["mdof"], "mdof"),
+    return {**{f"tab_ladder_{arm}": arm_table(config, arms[arm], arm) for arm in ("rank", "mdof")},
             "arm_n": config.arm("rank")[0].problem.n}
