@@ -18,8 +18,6 @@ from gaugekit.report.matrix_sensing import split_text
 from gaugekit.report.tables import as_markdown, join_words, label, table_html
 from gaugekit.runs import selection
 
-__all__ = ["n40_protocols", "n40_values"]
-
 
 def _selection_at_40(rows: Mapping[str, Mapping[str, Any]], method: str) -> str:
     sel = rows.get(method)

@@ -18,16 +18,6 @@ from gaugekit.experiments import ladder
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
-__all__ = [
-    "claims",
-    "comparison_rows",
-    "headline",
-    "published_expectation",
-    "published_rec",
-    "published_seeds",
-    "record_comparison",
-]
-
 
 def published_rec(part: ladder.LadderPart) -> dict[str, float] | None:
     """The published mean rec per method of ``part`` when ``part`` is one of the paper's own
