@@ -232,41 +232,6 @@ def record_text(rec96: Sequence[Mapping[str, Any]], ours_seeds: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def claims_table(config: ladder.LadderConfig, ran: Info
-                 ) -> tuple[str, dict[str, tuple[list[int], list[int]]]]:
-    """The paper's ladder claims (its words) and the same statements on our records at each
-    size with records; and, per claim, the sizes where ours agrees and disagrees with the
-    paper's statement (only the paper's own sizes and setting count)."""
-    rows, survival = [], {}
-    for claim, text in CLAIM_TEXT.items():
-        out = {"claim": text, "published": ladder.PUBLISHED_LADDER_CLAIMS[claim]}
-        agree, disagree = [], []
-        for row in ran:
-            c = ladder_paper.claims(row["rows"])
-            value = c[claim]
-            detail = ""
-            if claim in ("muon_exact", "signum_exact"):
-                detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
-            elif claim == "clean_split" and c["split"] is not None:
-                s = c["split"]
-                detail = (f"worst eq. {label(s['worst_equivariant'])} "
-                          f"{fmt_rec(s['worst_equivariant_rec'])}, best c.-w. "
-                          f"{label(s['best_coordinatewise'])} "
-                          f"{fmt_rec(s['best_coordinatewise_rec'])}")
-            out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
-                                   else yes_no(value))
-            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
-            if expected is not None and value is not None:
-                (agree if value == expected else disagree).append(row["n"])
-        survival[claim] = (agree, disagree)
-        rows.append(out)
-    html = viz.table_html(
-        rows, ["claim", "published", *[f"n{row['n']}" for row in ran]],
-        headers={"published": "published (n = 40 … 384)",
-                 **{f"n{row['n']}": f"ours, n = {row['n']}" for row in ran}})
-    return html, survival
-
-
 def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
     """Where a claim of the paper agrees with ours, in words: at every size compared, at none,
     or at which and not at which."""
@@ -395,10 +360,37 @@ def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, ga
 
 
 def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
-    """The claims table, where each claim survives (``surv_<claim>``), the sizes with records
-    and their seeds, and the note on what is counted."""
-    html, survival = claims_table(config, ran)
-    values: dict[str, Any] = {"tab_ladder_claims": html}
+    """The claims table: the paper's ladder claims (its words) and the same statements on our
+    records at each size with records; where each claim survives (``surv_<claim>``: the sizes
+    where ours agrees and disagrees with the paper's statement, only the paper's own sizes and
+    setting counting); the sizes with records and their seeds; the note on what is counted."""
+    rows, survival = [], {}
+    for claim, text in CLAIM_TEXT.items():
+        out = {"claim": text, "published": ladder.PUBLISHED_LADDER_CLAIMS[claim]}
+        agree, disagree = [], []
+        for row in ran:
+            c = ladder_paper.claims(row["rows"])
+            value = c[claim]
+            detail = ""
+            if claim in ("muon_exact", "signum_exact"):
+                detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
+            elif claim == "clean_split" and c["split"] is not None:
+                s = c["split"]
+                detail = (f"worst eq. {label(s['worst_equivariant'])} "
+                          f"{fmt_rec(s['worst_equivariant_rec'])}, best c.-w. "
+                          f"{label(s['best_coordinatewise'])} "
+                          f"{fmt_rec(s['best_coordinatewise_rec'])}")
+            out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
+                                   else yes_no(value))
+            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
+            if expected is not None and value is not None:
+                (agree if value == expected else disagree).append(row["n"])
+        survival[claim] = (agree, disagree)
+        rows.append(out)
+    values: dict[str, Any] = {"tab_ladder_claims": viz.table_html(
+        rows, ["claim", "published", *[f"n{row['n']}" for row in ran]],
+        headers={"published": "published (n = 40 … 384)",
+                 **{f"n{row['n']}": f"ours, n = {row['n']}" for row in ran}})}
     values |= {f"surv_{claim}": md(survival_text(agree, disagree))
                for claim, (agree, disagree) in survival.items()}
     values["ladder_sizes_ran"] = md(  # n = 40 (3 seeds), n = 96 (1 seed)

@@ -93,12 +93,11 @@ def record_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     the runs of ``n96_s42``."""
     out = []
     for method, (lr, paper_rec) in ladder.PAPER_RECORDS_N96_SEED42.items():
-        runs = [r for r in records if r["config"]["method"] == method and r["config"]["seed"] == 42
-                and r.get("status") == "ok"
-                and math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=3e-3)]
-        if not runs:
+        r = next((r for r in records if r["config"]["method"] == method
+                  and r["config"]["seed"] == 42 and r.get("status") == "ok"
+                  and math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=3e-3)), None)
+        if r is None:
             continue
-        r = runs[0]
         ours = float(r["metrics"]["rec"])
         out.append({"method": method, "lr": r["config"]["hparams"]["lr"], "paper_lr": lr,
                     "schedule": r["config"]["schedule"],
