@@ -73,13 +73,13 @@ def _seeds(k: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def rec_table(info: Info, arm: str, methods: Sequence[str] = ladder.LADDER_METHODS) -> str:
+def rec_table(info: Info, arm: str) -> str:
     """Mean rec at the selected lr, one row per optimizer and one column per recorded point of
     the arm (its seeds in the header); ``*`` marks a selection at a grid edge, ``incomplete``
     an optimizer with only part of its grid recorded there."""
     points = [row for row in info if row["runs"]]
     rows = []
-    for m in methods:
+    for m in ladder.LADDER_METHODS:
         out = {"optimizer": label(m), "class": gauge_class(get_spec(m).equivariant)}
         for row in points:
             sel = row["rows"].get(m)
@@ -91,7 +91,7 @@ def rec_table(info: Info, arm: str, methods: Sequence[str] = ladder.LADDER_METHO
     return viz.table_html(rows, ["optimizer", "class", *headers], headers=headers)
 
 
-def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS) -> Figure:
+def recovery_figure(sizes: Info) -> Figure:
     """Recovery error against ``n``, ours (left: the sizes with records, values below 1e-7
     drawn at 1e-7) beside the paper's Table 11 (right: its sizes; a printed 0.0000, a mean
     below 5e-5, drawn at 5e-5), the same colour and marker per optimizer in both panels and
@@ -101,6 +101,7 @@ def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS)
     fig, (ours, paper) = plt.subplots(1, 2, figsize=(7.0, 4.0), sharey=True,
                                       layout="constrained")
     x = [row["n"] for row in ran]
+    methods = ladder.LADDER_METHODS
     values = {m: [(row["rows"].get(m) or {}).get("rec") for row in ran] for m in methods}
     viz.value_curves(x, values, ax=ours, legend=False, floor=1e-7)
     pub = ladder.PUBLISHED_LADDER_REC

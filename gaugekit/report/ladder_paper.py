@@ -24,8 +24,7 @@ def published_rec(part: ladder.LadderPart) -> dict[str, float] | None:
     all-seed parts (a size: :data:`~gaugekit.experiments.ladder.PUBLISHED_LADDER_REC`; a rank
     or m/dof arm point: :data:`~gaugekit.experiments.ladder.PUBLISHED_LADDER_RANK`,
     :data:`~gaugekit.experiments.ladder.PUBLISHED_LADDER_MDOF`), else ``None``."""
-    paper = ladder.get_config("paper")
-    if part not in paper.parts:
+    if part not in ladder.get_config("paper").parts:
         return None
     if part.arm == "size":
         n = part.problem.n
