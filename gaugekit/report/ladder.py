@@ -283,10 +283,10 @@ def settings_values(config: ladder.LadderConfig, records: Records, info: Info
             "device": ", ".join(sorted({r["device"] for r in recs})) or "—",
             "batch_s": sum(r.get("wall_time_s") or 0.0 for r in recs) or None,
         })
-    done = [r["part"] for r in rows if r["complete"]]
-    partial = [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
-               if r["runs"] and not r["complete"]]
-    missing = [r["part"] for r in rows if not r["runs"]]
+    parts = {"done": [r["part"] for r in rows if r["complete"]],
+             "partial": [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
+                         if r["runs"] and not r["complete"]],
+             "missing": [r["part"] for r in rows if not r["runs"]]}
     seeds = len(config.parts[0].seeds)
     return {
         "tab_ladder_settings": viz.table_html(
@@ -295,9 +295,7 @@ def settings_values(config: ladder.LadderConfig, records: Records, info: Info
             headers={"seeds_text": "seeds recorded", "runs_text": "runs recorded / planned",
                      "batch_s": "batch time (s)"},
             formats={"batch_s": ".0f"}),
-        "ladder_parts_done": md(", ".join(done) or "none"),
-        "ladder_parts_partial": md(", ".join(partial) or "none"),
-        "ladder_parts_missing": md(", ".join(missing) or "none"),
+        **{f"ladder_parts_{k}": md(", ".join(v) or "none") for k, v in parts.items()},
         "ladder_methods": len(ladder.LADDER_METHODS),
         "ladder_runs_per_seed": len(config.part(info[0]["part"]).specs()) // seeds,
         "ladder_seeds_planned": seeds,
