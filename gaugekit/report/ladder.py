@@ -30,31 +30,6 @@ from gaugekit.report.tables import gauge_class, label, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.collection import run_command
 
-__all__ = [
-    "CLAIM_TEXT",
-    "agreement_text",
-    "arm_table",
-    "arm_values",
-    "claims_table",
-    "claims_values",
-    "fmt_rec",
-    "gate_changes",
-    "label",
-    "protocol_table",
-    "protocol_values",
-    "published_table",
-    "published_values",
-    "rec_table",
-    "record_table",
-    "record_text",
-    "recovery_figure",
-    "recovery_values",
-    "settings_rows",
-    "settings_values",
-    "sizes_text",
-    "survival_text",
-]
-
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 Info = Sequence[Mapping[str, Any]]
 
@@ -94,39 +69,17 @@ def _seeds(k: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# what was run
-# --------------------------------------------------------------------------------------------
-
-
-def settings_rows(records: Records, info: Info) -> list[dict[str, Any]]:
-    """One row per part of ``info`` (:func:`~gaugekit.experiments.ladder.size_rows` of the
-    arms, concatenated): its sizes and budget, the seeds and runs recorded, the device and the
-    sum of the runs' shares of their batch time."""
-    out = []
-    for row in info:
-        recs = records.get(row["part"], [])
-        left_out = "".join(f" ({s} in part, left out)" for s in row["partial_seeds"])
-        out.append({
-            **row, "seeds_text": (", ".join(map(str, row["seeds"])) or "none") + left_out,
-            "runs_text": f"{row['runs']} / {row['planned']}",
-            "device": ", ".join(sorted({r["device"] for r in recs})) or "—",
-            "batch_s": sum(r.get("wall_time_s") or 0.0 for r in recs) or None,
-        })
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # recovery: tables and the figure
 # --------------------------------------------------------------------------------------------
 
 
-def rec_table(info: Info, arm: str, methods: Sequence[str] = ladder.LADDER_METHODS) -> str:
+def rec_table(info: Info, arm: str) -> str:
     """Mean rec at the selected lr, one row per optimizer and one column per recorded point of
     the arm (its seeds in the header); ``*`` marks a selection at a grid edge, ``incomplete``
     an optimizer with only part of its grid recorded there."""
     points = [row for row in info if row["runs"]]
     rows = []
-    for m in methods:
+    for m in ladder.LADDER_METHODS:
         out = {"optimizer": label(m), "class": gauge_class(get_spec(m).equivariant)}
         for row in points:
             sel = row["rows"].get(m)
@@ -138,13 +91,7 @@ def rec_table(info: Info, arm: str, methods: Sequence[str] = ladder.LADDER_METHO
     return viz.table_html(rows, ["optimizer", "class", *headers], headers=headers)
 
 
-def _published_series(methods: Sequence[str]) -> tuple[list[int], dict[str, list[Any]]]:
-    sizes = sorted({n for v in ladder.PUBLISHED_LADDER_REC.values() for n in v})
-    return sizes, {m: [ladder.PUBLISHED_LADDER_REC.get(m, {}).get(n) for n in sizes]
-                   for m in methods}
-
-
-def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS) -> Figure:
+def recovery_figure(sizes: Info) -> Figure:
     """Recovery error against ``n``, ours (left: the sizes with records, values below 1e-7
     drawn at 1e-7) beside the paper's Table 11 (right: its sizes; a printed 0.0000, a mean
     below 5e-5, drawn at 5e-5), the same colour and marker per optimizer in both panels and
@@ -154,9 +101,12 @@ def recovery_figure(sizes: Info, methods: Sequence[str] = ladder.LADDER_METHODS)
     fig, (ours, paper) = plt.subplots(1, 2, figsize=(7.0, 4.0), sharey=True,
                                       layout="constrained")
     x = [row["n"] for row in ran]
+    methods = ladder.LADDER_METHODS
     values = {m: [(row["rows"].get(m) or {}).get("rec") for row in ran] for m in methods}
     viz.value_curves(x, values, ax=ours, legend=False, floor=1e-7)
-    px, pvalues = _published_series(methods)
+    pub = ladder.PUBLISHED_LADDER_REC
+    px = sorted({n for v in pub.values() for n in v})
+    pvalues = {m: [pub.get(m, {}).get(n) for n in px] for m in methods}
     viz.value_curves(px, pvalues, ax=paper, legend=False, floor=5e-5, ylabel="")
     ours.set_title("ours (mean over the recorded seeds)")
     paper.set_title("published (Table 11)")
@@ -283,49 +233,6 @@ def record_text(rec96: Sequence[Mapping[str, Any]], ours_seeds: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _verdict(value: bool | None, detail: str = "") -> str:
-    return f"{yes_no(value)} ({detail})" if detail and value is not None else yes_no(value)
-
-
-def claims_table(config: ladder.LadderConfig, ran: Info
-                 ) -> tuple[str, dict[str, tuple[list[int], list[int]]]]:
-    """The paper's ladder claims (its words) and the same statements on our records at each
-    size with records; and, per claim, the sizes where ours agrees and disagrees with the
-    paper's statement (only the paper's own sizes and setting count)."""
-    rows, survival = [], {}
-    for claim, text in CLAIM_TEXT.items():
-        out = {"claim": text, "published": ladder.PUBLISHED_LADDER_CLAIMS[claim]}
-        agree, disagree = [], []
-        for row in ran:
-            c = ladder_paper.claims(row["rows"])
-            value = c[claim]
-            detail = ""
-            if claim in ("muon_exact", "signum_exact"):
-                detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
-            elif claim == "clean_split" and c["split"] is not None:
-                s = c["split"]
-                detail = (f"worst eq. {label(s['worst_equivariant'])} "
-                          f"{fmt_rec(s['worst_equivariant_rec'])}, best c.-w. "
-                          f"{label(s['best_coordinatewise'])} "
-                          f"{fmt_rec(s['best_coordinatewise_rec'])}")
-            out[f"n{row['n']}"] = _verdict(value, detail)
-            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
-            if expected is not None and value is not None:
-                (agree if value == expected else disagree).append(row["n"])
-        survival[claim] = (agree, disagree)
-        rows.append(out)
-    html = viz.table_html(
-        rows, ["claim", "published", *[f"n{row['n']}" for row in ran]],
-        headers={"published": "published (n = 40 … 384)",
-                 **{f"n{row['n']}": f"ours, n = {row['n']}" for row in ran}})
-    return html, survival
-
-
-def sizes_text(ns: Sequence[int], seeds: Mapping[int, int]) -> str:
-    """``n = 40 (3 seeds), n = 96 (1 seed)``; ``none`` for no size."""
-    return ", ".join(f"n = {n} ({_seeds(seeds[n])})" for n in ns) if ns else "none"
-
-
 def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
     """Where a claim of the paper agrees with ours, in words: at every size compared, at none,
     or at which and not at which."""
@@ -361,13 +268,25 @@ def published_values(config: ladder.LadderConfig, gate: str) -> dict[str, Any]:
 
 def settings_values(config: ladder.LadderConfig, records: Records, info: Info
                     ) -> dict[str, Any]:
-    """The settings table of every part of ``info`` (``tab_ladder_settings``), the parts
-    recorded with every seed, with some and with none, and the runs planned."""
-    rows = settings_rows(records, info)
-    done = [r["part"] for r in rows if r["complete"]]
-    partial = [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
-               if r["runs"] and not r["complete"]]
-    missing = [r["part"] for r in rows if not r["runs"]]
+    """The settings table (``tab_ladder_settings``): one row per part of ``info``
+    (:func:`~gaugekit.experiments.ladder.size_rows` of the arms, concatenated), its sizes and
+    budget, the seeds and runs recorded, the device and the sum of the runs' shares of their
+    batch time; the parts recorded with every seed, with some and with none, and the runs
+    planned."""
+    rows = []
+    for row in info:
+        recs = records.get(row["part"], [])
+        left_out = "".join(f" ({s} in part, left out)" for s in row["partial_seeds"])
+        rows.append({
+            **row, "seeds_text": (", ".join(map(str, row["seeds"])) or "none") + left_out,
+            "runs_text": f"{row['runs']} / {row['planned']}",
+            "device": ", ".join(sorted({r["device"] for r in recs})) or "—",
+            "batch_s": sum(r.get("wall_time_s") or 0.0 for r in recs) or None,
+        })
+    parts = {"done": [r["part"] for r in rows if r["complete"]],
+             "partial": [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
+                         if r["runs"] and not r["complete"]],
+             "missing": [r["part"] for r in rows if not r["runs"]]}
     seeds = len(config.parts[0].seeds)
     return {
         "tab_ladder_settings": viz.table_html(
@@ -376,9 +295,7 @@ def settings_values(config: ladder.LadderConfig, records: Records, info: Info
             headers={"seeds_text": "seeds recorded", "runs_text": "runs recorded / planned",
                      "batch_s": "batch time (s)"},
             formats={"batch_s": ".0f"}),
-        "ladder_parts_done": md(", ".join(done) or "none"),
-        "ladder_parts_partial": md(", ".join(partial) or "none"),
-        "ladder_parts_missing": md(", ".join(missing) or "none"),
+        **{f"ladder_parts_{k}": md(", ".join(v) or "none") for k, v in parts.items()},
         "ladder_methods": len(ladder.LADDER_METHODS),
         "ladder_runs_per_seed": len(config.part(info[0]["part"]).specs()) // seeds,
         "ladder_seeds_planned": seeds,
@@ -442,14 +359,41 @@ def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, ga
 
 
 def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
-    """The claims table, where each claim survives (``surv_<claim>``), the sizes with records
-    and their seeds, and the note on what is counted."""
-    html, survival = claims_table(config, ran)
-    values: dict[str, Any] = {"tab_ladder_claims": html}
+    """The claims table: the paper's ladder claims (its words) and the same statements on our
+    records at each size with records; where each claim survives (``surv_<claim>``: the sizes
+    where ours agrees and disagrees with the paper's statement, only the paper's own sizes and
+    setting counting); the sizes with records and their seeds; the note on what is counted."""
+    rows, survival = [], {}
+    for claim, text in CLAIM_TEXT.items():
+        out = {"claim": text, "published": ladder.PUBLISHED_LADDER_CLAIMS[claim]}
+        agree, disagree = [], []
+        for row in ran:
+            c = ladder_paper.claims(row["rows"])
+            value = c[claim]
+            detail = ""
+            if claim in ("muon_exact", "signum_exact"):
+                detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
+            elif claim == "clean_split" and c["split"] is not None:
+                s = c["split"]
+                detail = (f"worst eq. {label(s['worst_equivariant'])} "
+                          f"{fmt_rec(s['worst_equivariant_rec'])}, best c.-w. "
+                          f"{label(s['best_coordinatewise'])} "
+                          f"{fmt_rec(s['best_coordinatewise_rec'])}")
+            out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
+                                   else yes_no(value))
+            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
+            if expected is not None and value is not None:
+                (agree if value == expected else disagree).append(row["n"])
+        survival[claim] = (agree, disagree)
+        rows.append(out)
+    values: dict[str, Any] = {"tab_ladder_claims": viz.table_html(
+        rows, ["claim", "published", *[f"n{row['n']}" for row in ran]],
+        headers={"published": "published (n = 40 … 384)",
+                 **{f"n{row['n']}": f"ours, n = {row['n']}" for row in ran}})}
     values |= {f"surv_{claim}": md(survival_text(agree, disagree))
                for claim, (agree, disagree) in survival.items()}
-    seeds = {row["n"]: len(row["seeds"]) for row in ran}
-    values["ladder_sizes_ran"] = md(sizes_text([row["n"] for row in ran], seeds))
+    values["ladder_sizes_ran"] = md(  # n = 40 (3 seeds), n = 96 (1 seed)
+        ", ".join(f"n = {row['n']} ({_seeds(len(row['seeds']))})" for row in ran) or "none")
     counted = {n for pair in survival.values() for ns in pair for n in ns}
     values["surv_note"] = md(
         "Sizes outside the paper's setting are not counted." if counted
@@ -472,6 +416,5 @@ def arm_table(config: ladder.LadderConfig, info: Info, arm: str) -> str:
 
 def arm_values(config: ladder.LadderConfig, arms: Mapping[str, Info]) -> dict[str, Any]:
     """The two arms' tables (``tab_ladder_rank``, ``tab_ladder_mdof``) and their size."""
-    return {"tab_ladder_rank": arm_table(config, arms["rank"], "rank"),
-            "tab_ladder_mdof": arm_table(config, arms["mdof"], "mdof"),
+    return {**{f"tab_ladder_{arm}": arm_table(config, arms[arm], arm) for arm in ("rank", "mdof")},
             "arm_n": config.arm("rank")[0].problem.n}

@@ -18,8 +18,6 @@ from gaugekit.report.matrix_sensing import split_text
 from gaugekit.report.tables import as_markdown, join_words, label, table_html
 from gaugekit.runs import selection
 
-__all__ = ["n40_protocols", "n40_values"]
-
 
 def _selection_at_40(rows: Mapping[str, Mapping[str, Any]], method: str) -> str:
     sel = rows.get(method)
@@ -41,8 +39,9 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
     ladder's gate). ``table2``: the records of the zoo part; ``ladder_records``: the ladder's
     records with part ``n40``. Returns the table (budget, precision, gate, schedules,
     optimizers, GD's and signum's grids; GD and signum at ``n = 40``, ours and published; the
-    equivariant / coordinate-wise split) and sentences for the text (``gd_lrs``: GD's selected
-    rates and the smallest rate of Table 2's grid)."""
+    equivariant / coordinate-wise split) and the sentences the text says of it, each computed
+    from the configs and selections (``differ``: what differs; ``gd``: GD's selected rates and
+    the smallest rate of Table 2's grid; ``signum``; ``split``)."""
     zoo = ms.get_config("paper").part("zoo")
     config = ladder.get_config("paper")
     part = config.part("n40")
@@ -52,9 +51,8 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
             for p in (gate, "oracle")}
     ch9 = info[gate]
     nine = {m: r for m, r in ch9.items() if m in ms.TABLE2_METHODS}
-
-    def cosine(methods: Sequence[str], schedule: Any) -> str:
-        return ", ".join(label(m) for m in sorted(methods) if schedule(m) == "cosine")
+    cos4 = sorted(m for m in zoo.methods if zoo.schedules.get(m, "constant") == "cosine")
+    cos9 = sorted(m for m in part.methods if part.schedule(m) == "cosine")
 
     def grid(values: Sequence[float]) -> str:
         return ", ".join(f"{v:g}" for v in values)
@@ -69,9 +67,8 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
         {"item": "precision", "ch4": zoo.dtype, "ch9": part.dtype},
         {"item": "selection gate", "ch4": selection.PROTOCOLS["oracle"].gate_text,
          "ch9": selection.PROTOCOLS[gate].gate_text},
-        {"item": "cosine decay (over the budget)",
-         "ch4": cosine(zoo.methods, lambda m: zoo.schedules.get(m, "constant")),
-         "ch9": cosine(part.methods, part.schedule)},
+        {"item": "cosine decay (over the budget)", "ch4": ", ".join(map(label, cos4)),
+         "ch9": ", ".join(map(label, cos9))},
         {"item": "lr grid, GD", "ch4": grid(zoo.lr_grids["gd"]), "ch9": grid(part.lr_grid("gd"))},
         {"item": "lr grid, signum", "ch4": grid(zoo.lr_grids["signum"]),
          "ch9": grid(part.lr_grid("signum"))},
@@ -91,17 +88,6 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
     html = table_html(rows, ["item", "ch4", "ch9"],
                       headers={"ch4": "Table 2's protocol (matrix sensing)",
                                "ch9": "the ladder's (this chapter)"})
-    return html, _n40_text(zoo, part, gate, ch4, info, nine)
-
-
-def _n40_text(zoo: ms.Part, part: ladder.LadderPart, gate: str,
-              ch4: Mapping[str, Mapping[str, Any]],
-              info: Mapping[str, Mapping[str, Mapping[str, Any]]],
-              nine: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """The sentences of :func:`n40_protocols`, each computed from the configs and selections."""
-    ch9 = info[gate]
-    cos4 = sorted(m for m in zoo.methods if zoo.schedules.get(m, "constant") == "cosine")
-    cos9 = sorted(m for m in part.methods if part.schedule(m) == "cosine")
     items = {
         "the budget": (zoo.budget.num_steps, part.budget.num_steps),
         "the precision": (zoo.dtype, part.dtype),
@@ -159,7 +145,7 @@ def _n40_text(zoo: ms.Part, part: ladder.LadderPart, gate: str,
     if c9 is False and c9n is not None:
         text["split"] += (f", and {word[c9n]} among Table 2's nine alone" if t9n == t9 else
                           f"; among Table 2's nine alone it {word[c9n]} ({t9n})")
-    return text
+    return html, text
 
 
 def n40_values(table2: Sequence[Mapping[str, Any]], ladder_records: Records) -> dict[str, Any]:

@@ -18,24 +18,13 @@ from gaugekit.experiments import ladder
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
-__all__ = [
-    "claims",
-    "comparison_rows",
-    "headline",
-    "published_expectation",
-    "published_rec",
-    "published_seeds",
-    "record_comparison",
-]
-
 
 def published_rec(part: ladder.LadderPart) -> dict[str, float] | None:
     """The published mean rec per method of ``part`` when ``part`` is one of the paper's own
     all-seed parts (a size: :data:`~gaugekit.experiments.ladder.PUBLISHED_LADDER_REC`; a rank
     or m/dof arm point: :data:`~gaugekit.experiments.ladder.PUBLISHED_LADDER_RANK`,
     :data:`~gaugekit.experiments.ladder.PUBLISHED_LADDER_MDOF`), else ``None``."""
-    paper = ladder.get_config("paper")
-    if part not in paper.parts:
+    if part not in ladder.get_config("paper").parts:
         return None
     if part.arm == "size":
         n = part.problem.n
@@ -103,12 +92,11 @@ def record_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     the runs of ``n96_s42``."""
     out = []
     for method, (lr, paper_rec) in ladder.PAPER_RECORDS_N96_SEED42.items():
-        runs = [r for r in records if r["config"]["method"] == method and r["config"]["seed"] == 42
-                and r.get("status") == "ok"
-                and math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=3e-3)]
-        if not runs:
+        r = next((r for r in records if r["config"]["method"] == method
+                  and r["config"]["seed"] == 42 and r.get("status") == "ok"
+                  and math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=3e-3)), None)
+        if r is None:
             continue
-        r = runs[0]
         ours = float(r["metrics"]["rec"])
         out.append({"method": method, "lr": r["config"]["hparams"]["lr"], "paper_lr": lr,
                     "schedule": r["config"]["schedule"],

@@ -14,18 +14,9 @@ from typing import Any
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.report.tables import NBSP, Record, label, rec_lr, table_html, yes_no
 
-__all__ = ["SURVIVAL_SETTINGS", "controls", "survival"]
-
 # --------------------------------------------------------------------------------------------
 # the controls
 # --------------------------------------------------------------------------------------------
-
-def _control_titles(config: ms.ScaleConfig) -> dict[str, str]:
-    second = config.part("second_size").problem
-    return {"zoo": "main sweep", "cosine_all": "cosine decay for every optimizer",
-            "init_1e-2": f"initial scale {config.part('init_1e-2').problem.init_scale:g}",
-            "second_size": f"second size: n = {second.n}, r = {second.r}, m = {second.m}"}
-
 
 def controls(records: Mapping[str, Sequence[Record]],
              config: ms.ScaleConfig) -> tuple[str, dict[str, Any]]:
@@ -34,18 +25,18 @@ def controls(records: Mapping[str, Sequence[Record]],
     equivariant and best coordinate-wise optimizer per sweep, how often the paper's gate
     (mean over seeds below the tolerance) selects the same lr, Muon's rec and the convex
     program's largest rec at the second size."""
-    titles = _control_titles(config)
+    second = config.part("second_size").problem
+    titles = {"zoo": "main sweep", "cosine_all": "cosine decay for every optimizer",
+              "init_1e-2": f"initial scale {config.part('init_1e-2').problem.init_scale:g}",
+              "second_size": f"second size: n = {second.n}, r = {second.r}, m = {second.m}"}
     rows = {part: ms.selection_rows(records[part]) for part in titles}
     mean_gate = {part: {r["method"]: r["lr"]
                         for r in ms.selection_rows(records[part], "oracle_mean")}
                  for part in titles}
-    table = []
-    for method in ms.TABLE2_METHODS:
-        entry: dict[str, Any] = {"label": label(method)}
-        for part, rows_ in rows.items():
-            row = next((r for r in rows_ if r["method"] == method), None)
-            entry[part] = None if row is None else rec_lr(row["rec"], row["lr"])
-        table.append(entry)
+    by_method = {part: {r["method"]: r for r in rows_} for part, rows_ in rows.items()}
+    table = [{"label": label(m), **{part: rec_lr(sel[m]["rec"], sel[m]["lr"]) if m in sel
+                                    else None for part, sel in by_method.items()}}
+             for m in ms.TABLE2_METHODS]
     html = table_html(table, ["label", *titles],
                        headers={"label": "optimizer", **titles})
     out: dict[str, Any] = {

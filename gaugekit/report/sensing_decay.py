@@ -14,8 +14,6 @@ from typing import Any
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.report.tables import NBSP, Record, table_html
 
-__all__ = ["GATE_WORDS", "decay_html", "decay_seeds_html", "decay_texts", "decay_values"]
-
 #: The two gates of the weight-decay table, in two words each (the caption says them in full).
 GATE_WORDS: dict[str, str] = {"oracle_mean": "paper's", "oracle_loose": "loose"}
 
@@ -50,14 +48,6 @@ def _seed_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
              "pub": pub["seeds"].get(r["config"]["seed"]),
              "train": r["metrics"]["train_loss"], "steps": r["metrics"]["steps"]}
             for r in ms.decay_runs(decay, pub["arm"], pub["lr"], pub["wd"])]
-
-
-def decay_seeds_html(decay: Sequence[Record]) -> str:
-    """Adam + L2 at the paper's selected cell, seed by seed, beside the published values."""
-    return table_html(
-        _seed_rows(decay), ["seed", "rec", "pub", "train", "steps"],
-        headers={"rec": "rec", "pub": "rec, paper", "train": "final training loss"},
-        formats={"rec": ".3f", "pub": ".3f", "train": ".1e"})
 
 
 def decay_texts(decay: Sequence[Record], zoo_records: Sequence[Record],
@@ -102,7 +92,12 @@ def decay_texts(decay: Sequence[Record], zoo_records: Sequence[Record],
 
 def decay_values(decay: Sequence[Record], zoo_records: Sequence[Record], tol: float
                  ) -> dict[str, Any]:
-    """The section's tables (``tab_decay``, ``tab_decay_seeds``) and its sentences
+    """The section's tables (``tab_decay``; ``tab_decay_seeds``: Adam + L2 at the paper's
+    selected cell, seed by seed, beside the published values) and its sentences
     (:func:`decay_texts`, as ``decay_<name>``)."""
-    return {"tab_decay": decay_html(decay), "tab_decay_seeds": decay_seeds_html(decay),
+    seeds = table_html(
+        _seed_rows(decay), ["seed", "rec", "pub", "train", "steps"],
+        headers={"rec": "rec", "pub": "rec, paper", "train": "final training loss"},
+        formats={"rec": ".3f", "pub": ".3f", "train": ".1e"})
+    return {"tab_decay": decay_html(decay), "tab_decay_seeds": seeds,
             **{f"decay_{k}": v for k, v in decay_texts(decay, zoo_records, tol).items()}}
