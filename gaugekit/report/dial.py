@@ -38,12 +38,6 @@ from gaugekit.report.viz import (
     method_color,
 )
 
-__all__ = [
-    "SCALAR_COLORS", "ablation_figure", "ablation_html", "audit_html", "dial_curve",
-    "dial_figure", "dial_html", "fixed_lr_heatmap", "flow_html", "gauge_residuals", "lr_edge",
-    "lr_edge_html", "power_color", "spread_cdf", "trigger_figure",
-]
-
 #: ``'rms'`` (gauge-invariant at p = 0) in the equivariant blue, ``'geomean'`` in orange.
 SCALAR_COLORS: dict[str, str] = {"rms": EQUIVARIANT_COLOR, "geomean": COORDINATEWISE_COLOR}
 

@@ -38,23 +38,6 @@ from gaugekit.experiments.dial import (
 from gaugekit.report.tables import NBSP, rec_lr
 from gaugekit.runs.selection import ORACLE, Protocol, Selection, mean_metric, select
 
-__all__ = [
-    "collect_chapter",
-    "dial_numbers",
-    "dial_rows",
-    "dial_table",
-    "fixed_lr_numbers",
-    "fixed_lr_table",
-    "flow_row_name",
-    "flow_rows",
-    "gd_reference",
-    "is_paper_setting",
-    "lr_edge_numbers",
-    "lr_edge_rows",
-    "lr_edge_table",
-    "published_lr_edge",
-    "seed_stats",
-]
 
 def _fmt(x: Any, spec: str = ".4f") -> str | None:
     """``x`` formatted, or ``None`` (a table's dash) when it is missing or not finite."""

@@ -25,8 +25,6 @@ from gaugekit.optim import GD, FlowAdam, SharedScaleAdam
 from gaugekit.report.flow_adam_numbers import hand_numbers, spread_ratios
 from gaugekit.report.tables import fmt
 
-__all__ = ["POWERS_SHOWN", "TEXT_FORMS", "Demo", "anisotropy_demo", "text_forms", "warmup_demo"]
-
 #: The values of :math:`p` at which the per-entry learning rate is shown.
 POWERS_SHOWN = (0.0, 0.25, 0.5, 0.75, 1.0)
 

@@ -52,32 +52,6 @@ from gaugekit.report.dial_numbers import (
 from gaugekit.report.tables import NBSP, rec_lr, yes_no
 from gaugekit.runs.selection import ORACLE, select
 
-__all__ = [
-    "ablation_labels",
-    "best_selection",
-    "eligible_steps",
-    "interpolated_by_lr",
-    "lower_rec_count",
-    "mean_by_lr",
-    "select_lr",
-    "trigger_rates",
-    "trigger_share",
-    "ablation_numbers",
-    "ablation_rows",
-    "audit_numbers",
-    "audit_rows",
-    "describe",
-    "flow_numbers",
-    "flow_published",
-    "flow_table",
-    "hand_numbers",
-    "relative_gap",
-    "spread_ratios",
-    "trigger_lines",
-    "trigger_numbers",
-]
-
-
 # --------------------------------------------------------------------------------------------
 # the ablation's columns: trigger rates, per-lr summaries and the paper's selection protocol
 # --------------------------------------------------------------------------------------------

@@ -27,26 +27,6 @@ from gaugekit.report.tables import NBSP, Record, Row, fmt, label, table_html, ye
 from gaugekit.runs import selection
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
-__all__ = [
-    "balancedness_figure",
-    "headline",
-    "balancedness_html",
-    "balancedness_numbers",
-    "instance_numbers",
-    "instance_rows",
-    "instances_html",
-    "label",
-    "modes_figure",
-    "phase_figure",
-    "phase_html",
-    "phase_numbers",
-    "problem_numbers",
-    "signum_figure",
-    "signum_html",
-    "signum_numbers",
-    "spectrum_figure",
-]
-
 # --------------------------------------------------------------------------------------------
 # the tail problem
 # --------------------------------------------------------------------------------------------

@@ -15,8 +15,6 @@ from typing import Any
 from gaugekit.experiments import spectral_tails as st
 from gaugekit.report.tables import NBSP, Row, table_html
 
-__all__ = ["crossing_figure", "crossing_html", "crossing_numbers", "crossing_values"]
-
 
 def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool) -> Any:
     """Muon's rec minus GD's per seed (dots) and for the mean (line, Muon's colour) against
