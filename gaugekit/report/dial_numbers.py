@@ -35,21 +35,16 @@ from gaugekit.experiments.dial import (
     flow_hparams,
     get_config,
 )
-from gaugekit.report.tables import NBSP, rec_lr
+from gaugekit.report.tables import NBSP, finite, fmt, rec_lr
 from gaugekit.runs.selection import ORACLE, Protocol, Selection, mean_metric, select
-
-
-def _fmt(x: Any, spec: str = ".4f") -> str | None:
-    """``x`` formatted, or ``None`` (a table's dash) when it is missing or not finite."""
-    return None if x is None or not math.isfinite(x) else format(x, spec)
 
 
 def _rec_sd(row: Mapping[str, Any]) -> str | None:
     """``"0.1234 ± 0.0012"`` of a row's ``rec`` and ``rec_sd`` (no-break spaces), or ``None``
     (a table's dash) without a rec."""
-    if _fmt(row["rec"]) is None:
+    if not finite(row["rec"]):
         return None
-    return f"{row['rec']:.4f}{NBSP}±{NBSP}{_fmt(row['rec_sd']) or '—'}"
+    return f"{row['rec']:.4f}{NBSP}±{NBSP}{fmt(row['rec_sd'], '.4f')}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,11 +101,8 @@ def dial_rows(records: Sequence[Mapping[str, Any]], scalar: str,
     published = PUBLISHED_DIAL.get(scalar, {}) if is_paper_setting(records) else {}
     if scalar == "geomean" and published:
         published = {1.0: PUBLISHED_DIAL["rms"][1.0], **published}
-    rows = []
-    for p in sorted(chosen, reverse=True):
-        rows.append({"p": float(p), "scalar": scalar, **_row(chosen[p]),
-                     "published": published.get(float(p), math.nan)})
-    return rows
+    return [{"p": float(p), "scalar": scalar, **_row(chosen[p]),
+             "published": published.get(float(p), math.nan)} for p in sorted(chosen, reverse=True)]
 
 
 def fixed_lr_table(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -175,10 +167,9 @@ def lr_edge_rows(records: Sequence[Mapping[str, Any]], ddof: int = 1) -> list[di
 def flow_row_name(record: Mapping[str, Any]) -> str:
     """The name in :data:`FLOW_ROWS` of a FlowAdam record (by its hyperparameters), or
     ``"other"``."""
-    hp = {k: v for k, v in record["config"]["hparams"].items() if k != "lr"}
+    hp = record["config"]["hparams"]
     for name in FLOW_ROWS:
-        want = flow_hparams(name)
-        if all(_same(hp.get(k), v) for k, v in want.items()):
+        if all(_same(hp.get(k), v) for k, v in flow_hparams(name).items()):
             return name
     return "other"
 
@@ -197,13 +188,9 @@ def flow_rows(records: Sequence[Mapping[str, Any]],
     tagged = [{**r, "row": flow_row_name(r)} for r in records]
     chosen = select(tagged, protocol, group_by="row")
     published = PUBLISHED_FLOW_ROWS if is_paper_setting(records) else {}
-    rows = []
-    for name, (label, _, _) in FLOW_ROWS.items():
-        if name not in chosen:
-            continue
-        rows.append({"row": name, "label": label, **_row(chosen[name]),
-                     "published": published.get(name, math.nan)})
-    return rows
+    return [{"row": name, "label": label, **_row(chosen[name]),
+             "published": published.get(name, math.nan)}
+            for name, (label, _, _) in FLOW_ROWS.items() if name in chosen]
 
 
 # --------------------------------------------------------------------------------------------
