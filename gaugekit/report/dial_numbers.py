@@ -334,8 +334,7 @@ def lr_edge_numbers(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
     full = [r for r in edge if r["interpolated"] == r["seeds"] and r["seeds"]]
     for p in sorted({r["p"] for r in edge}):
-        rows_p = [r for r in full if r["p"] == p]
-        best = min(rows_p, key=lambda r: r["rec"]) if rows_p else {}
+        best = min((r for r in full if r["p"] == p), key=lambda r: r["rec"], default={})
         tag = f"p{round(100 * p)}"
         out[f"edge_best_{tag}_rec"] = best.get("rec", math.nan)
         out[f"edge_best_{tag}_sd"] = best.get("rec_sd", math.nan)

@@ -355,17 +355,14 @@ def signum_html(hz: Sequence[Row], records: Sequence[Record], published: bool) -
                  r["config"]["seed"]): r["metrics"]["rec"]
                 for r in records if r["status"] == "ok"}
     seeds = sorted({key[2] for key in per_seed})
-    table = []
-    for r in hz:
-        row = {"cell": f"{r['T']}{NBSP}{r['schedule']}",
-               "rec": f"{r['rec']:.3g}" + ("" if r["interpolated"] else "*"),
-               "exact_seeds": r["exact_seeds"], "steps": r["steps"],
-               "ours": yes_no(r["exact"]),
-               "published": (yes_no(st.PUBLISHED_SIGNUM["recovers"].get(r["T"]))
-                             if published and r["T"] in st.PUBLISHED_SIGNUM["recovers"]
-                             else None),
-               **{f"s{s}": per_seed.get((r["T"], r["schedule"], s)) for s in seeds}}
-        table.append(row)
+    recovers = st.PUBLISHED_SIGNUM["recovers"]
+    table = [{"cell": f"{r['T']}{NBSP}{r['schedule']}",
+              "rec": f"{r['rec']:.3g}" + ("" if r["interpolated"] else "*"),
+              "exact_seeds": r["exact_seeds"], "steps": r["steps"],
+              "ours": yes_no(r["exact"]),
+              "published": yes_no(recovers[r["T"]]) if published and r["T"] in recovers else None,
+              **{f"s{s}": per_seed.get((r["T"], r["schedule"], s)) for s in seeds}}
+             for r in hz]
     return table_html(
         table, ["cell", "rec", *[f"s{s}" for s in seeds], "exact_seeds", "steps", "ours",
                 "published"],
@@ -382,7 +379,7 @@ def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
     many cells recover exactly, the smallest budget where one does, the partial cells."""
     largest = max(r["T"] for r in hz)
     best = min(hz, key=lambda r: r["rec"])
-    out: dict[str, Any] = {
+    return {
         "tails_signum_lr": config.horizon.lr, "tails_pub_signum_lr": st.PUBLISHED_SIGNUM["lr"],
         "tails_pub_signum_from": st.PUBLISHED_SIGNUM["recovers_from"],
         "tails_pub_signum_t2": st.PUBLISHED_SIGNUM["table2_rec_at_2e4"],
@@ -399,7 +396,6 @@ def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
         "tails_signum_smallest_T": min((r["T"] for r in hz if r["exact"]), default=None)
         or "none",
     }
-    return out
 
 
 # --------------------------------------------------------------------------------------------
