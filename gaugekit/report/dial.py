@@ -109,14 +109,12 @@ def fixed_lr_heatmap(table: Mapping[str, Any], *, ax: Axes | None = None) -> Fig
 
 def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None,
             reference: float | None = None, ax: Axes | None = None) -> Figure:
-    """Mean rec ± sd over seeds against lr, one line per ``p``; hollow where some seed missed
-    the bar; ``published`` (``{"p", "lr", "rec", "rec_sd"}``) as a cross with its error bar;
-    ``reference`` (GD) as a dashed line."""
+    """Mean rec ± sd over seeds against lr, one line per ``p`` (:func:`power_color`); hollow
+    where some seed missed the bar; ``published`` (``{"p", "lr", "rec", "rec_sd"}``) as a cross
+    with its error bar; ``reference`` (GD) as a dashed line."""
     fig, ax = _axes(ax, (7.0, 3.6))
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    powers = sorted({r["p"] for r in rows}, reverse=True)
-    for index, p in enumerate(powers):
-        color = power_color(p) if p in (0.0, 1.0) else palette[index % len(palette)]
+    for p in sorted({r["p"] for r in rows}, reverse=True):
+        color = power_color(p)
         mine = [r for r in rows if r["p"] == p and finite(r["rec"])]
         ax.plot([r["lr"] for r in mine], [r["rec"] for r in mine], "-", color=color, lw=1.2,
                 label=f"$p = {p:g}$")
@@ -128,7 +126,7 @@ def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None
         ax.errorbar(published["lr"], published["rec"], yerr=published.get("rec_sd"), fmt="x",
                     color="k", ms=8, mew=1.5, capsize=3,
                     label=f"published, $p = {published['p']:g}$")
-    if reference is not None and finite(reference):
+    if finite(reference):
         ax.axhline(reference, color="0.3", ls="--", lw=1, label="GD")
     log_ticks(ax, sorted({r["lr"] for r in rows}))
     ax.set_xlabel("learning rate")

@@ -14,6 +14,7 @@ from typing import Any
 
 from gaugekit.experiments import spectral_tails as st
 from gaugekit.report.tables import NBSP, Row, table_html
+from gaugekit.report.viz import _axes, legend_below, method_color
 
 
 def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool) -> Any:
@@ -21,14 +22,10 @@ def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool
     ``τ``; vertical lines at the paper's estimate (solid) and ours (dashed); the 90% bootstrap
     band of ours; the published crossings as diamonds (paper's setting only). The legend
     below the axes."""
-    import matplotlib.pyplot as plt
-
-    from gaugekit.report.viz import legend_below, method_color
-
     paper_x, ours_x = est["paper"], est["ours"]
     taus_m, rec_muon, seeds_m = st.rec_matrix(rows, "muon")
     _, rec_gd, _ = st.rec_matrix(rows, "gd")
-    fig, ax = plt.subplots(figsize=(7.0, 4.2), layout="constrained")
+    fig, ax = _axes(None, (7.0, 4.2))
     color = method_color("muon")
     for j in range(len(seeds_m)):
         ax.plot(taus_m, [a[j] - b[j] for a, b in zip(rec_muon, rec_gd, strict=True)], ".",
