@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from itertools import groupby
 from typing import Any
 
 import torch
@@ -234,15 +235,9 @@ def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
 def _best_text(best_at: Mapping[float, Row]) -> str:
     """The best optimizer per ``τ``, runs of the same one joined (``"Muon for τ ≤ 0.2; GD at
     τ = 0.35"``)."""
-    runs: list[tuple[str, list[float]]] = []
-    for tau, r in best_at.items():
-        name = label(r["method"])
-        if runs and runs[-1][0] == name:
-            runs[-1][1].append(tau)
-        else:
-            runs.append((name, [tau]))
     parts = []
-    for i, (name, taus) in enumerate(runs):
+    for i, (name, run) in enumerate(groupby(best_at, key=lambda t: label(best_at[t]["method"]))):
+        taus = list(run)
         if len(taus) == 1:
             parts.append(f"{name} at τ = {taus[0]:g}")
         elif i == 0:

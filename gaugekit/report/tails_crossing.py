@@ -116,13 +116,11 @@ def crossing_numbers(rows: Sequence[Row], est: Mapping[str, Any],
     out["tails_paper_where"] = (
         f"at τ* = {paper_x.tau_star:g}, the first grid point at which its mean is no longer "
         "below" if paper_x.tau_star is not None else "nowhere inside the grid")
+    bracket = None if ours_x.bracket is None else " and ".join(f"{t:g}" for t in ours_x.bracket)
     out["tails_ours_where"] = (
-        f"at τ* ≈ {ours_x.tau_star:.3f}, between the grid points "
-        + " and ".join(f"{t:g}" for t in ours_x.bracket)
-        if ours_x.tau_star is not None and ours_x.bracket is not None
-        else "nowhere inside the grid")
-    out["tails_bracket_text"] = ("—" if ours_x.bracket is None
-                                 else " and ".join(f"{t:g}" for t in ours_x.bracket))
+        f"at τ* ≈ {ours_x.tau_star:.3f}, between the grid points {bracket}"
+        if ours_x.tau_star is not None and bracket is not None else "nowhere inside the grid")
+    out["tails_bracket_text"] = "—" if bracket is None else bracket
     qualitative = ours_x.status == "crossing" and ours_x.difference[0] < 0
     out["tails_tau_qualitative"] = "holds" if qualitative else "fails"
     out["tails_small_tau_muon_better"] = sum(d < 0 for d in ours_x.difference[:2])
