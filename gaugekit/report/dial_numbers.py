@@ -47,11 +47,6 @@ def _rec_sd(row: Mapping[str, Any]) -> str | None:
     return f"{row['rec']:.4f}{NBSP}±{NBSP}{fmt(row['rec_sd'], '.4f')}"
 
 
-# --------------------------------------------------------------------------------------------
-# summaries of the records: selections over lrs, cells, rows
-# --------------------------------------------------------------------------------------------
-
-
 def seed_stats(values: Sequence[float], ddof: int = 1) -> tuple[float, float]:
     """Mean and standard deviation: the sample one for ``ddof=1`` (``nan`` for fewer than two
     values), the population one (``np.std``, the paper's ``collect.py``) for ``ddof=0``."""
@@ -191,11 +186,6 @@ def flow_rows(records: Sequence[Mapping[str, Any]],
     return [{"row": name, "label": label, **_row(chosen[name]),
              "published": published.get(name, math.nan)}
             for name, (label, _, _) in FLOW_ROWS.items() if name in chosen]
-
-
-# --------------------------------------------------------------------------------------------
-# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
-# --------------------------------------------------------------------------------------------
 
 
 def collect_chapter(config: DialConfig | None = None) -> tuple[dict[str, list], Any, Any]:

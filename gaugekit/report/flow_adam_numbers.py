@@ -51,10 +51,6 @@ from gaugekit.report.dial_numbers import (
 from gaugekit.report.tables import NBSP, rec_lr, yes_no
 from gaugekit.runs.selection import ORACLE, select
 
-# --------------------------------------------------------------------------------------------
-# the ablation's columns: trigger rates, per-lr summaries and the paper's selection protocol
-# --------------------------------------------------------------------------------------------
-
 
 def eligible_steps(runs: RunColumns, warmup: int = INVARIANT["flow_warmup"]) -> Tensor:
     """Per run, the updates at which the flow could fire: those after step ``warmup + 1`` up to
@@ -132,11 +128,6 @@ def best_selection(results: Mapping[str, RunColumns], labels: Iterable[str]) -> 
     chosen = [select_lr(results[label]) for label in labels]
     finite = [c for c in chosen if not math.isnan(c[0])]
     return min(finite) if finite else (math.nan, math.nan)
-
-
-# --------------------------------------------------------------------------------------------
-# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
-# --------------------------------------------------------------------------------------------
 
 
 def flow_published(name: str) -> tuple[float, str]:
