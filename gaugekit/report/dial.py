@@ -3,12 +3,10 @@
 
 Each figure function takes rows from :mod:`gaugekit.report.dial_numbers` (:func:`dial_rows`,
 :func:`fixed_lr_table`, :func:`lr_edge_rows`) or the ablation's columns
-(:mod:`gaugekit.report.flow_adam_numbers`),
-draws on a given ``ax`` (or a new figure) and returns the figure. Filled markers: every seed
+(:mod:`gaugekit.report.flow_adam_numbers`) and returns the figure. Filled markers: every seed
 reached the interpolation bar; hollow: some did not (the value is measured at a larger training
-loss). Published values are drawn as black crosses. The dial's ends are optimizers of the
-book: ``p = 1`` is Adam and ``p = 0`` (RMS) shared-scale Adam, so a value of ``p`` gets the
-colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables.
+loss). Published values are drawn as black crosses; a value of the dial ``p`` has the colour of
+:func:`power_color`. The ``*_html`` functions give the chapter's tables.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -133,11 +131,6 @@ def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None
     ax.set_ylabel("mean rec over seeds (± sd)")
     legend_beside(ax)
     return fig
-
-
-# --------------------------------------------------------------------------------------------
-# the chapter's other figures, and its tables
-# --------------------------------------------------------------------------------------------
 
 
 def power_color(p: float) -> str:
