@@ -3,12 +3,10 @@
 
 Each figure function takes rows from :mod:`gaugekit.report.dial_numbers` (:func:`dial_rows`,
 :func:`fixed_lr_table`, :func:`lr_edge_rows`) or the ablation's columns
-(:mod:`gaugekit.report.flow_adam_numbers`),
-draws on a given ``ax`` (or a new figure) and returns the figure. Filled markers: every seed
+(:mod:`gaugekit.report.flow_adam_numbers`) and returns the figure. Filled markers: every seed
 reached the interpolation bar; hollow: some did not (the value is measured at a larger training
-loss). Published values are drawn as black crosses. The dial's ends are optimizers of the
-book: ``p = 1`` is Adam and ``p = 0`` (RMS) shared-scale Adam, so a value of ``p`` gets the
-colour between theirs (:func:`power_color`). The ``*_html`` functions give the chapter's tables.
+loss). Published values are drawn as black crosses; a value of the dial ``p`` has the colour of
+:func:`power_color`. The ``*_html`` functions give the chapter's tables.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -23,10 +21,13 @@ from gaugekit._extras import require_extra
 require_extra("gaugekit.report.dial", "experiments", "matplotlib")
 
 import matplotlib.pyplot as plt
+import torch
 from matplotlib.axes import Axes
 from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 
+from gaugekit.experiments import flow_adam as fx
+from gaugekit.report import flow_adam_numbers as fn
 from gaugekit.report.tables import Row, finite, table_html
 from gaugekit.report.viz import (
     COORDINATEWISE_COLOR,
@@ -38,33 +39,16 @@ from gaugekit.report.viz import (
     method_color,
 )
 
-__all__ = [
-    "SCALAR_COLORS", "ablation_figure", "ablation_html", "audit_html", "dial_curve",
-    "dial_figure", "dial_html", "fixed_lr_heatmap", "flow_html", "gauge_residuals", "lr_edge",
-    "lr_edge_html", "power_color", "spread_cdf", "trigger_figure",
-]
-
 #: ``'rms'`` (gauge-invariant at p = 0) in the equivariant blue, ``'geomean'`` in orange.
 SCALAR_COLORS: dict[str, str] = {"rms": EQUIVARIANT_COLOR, "geomean": COORDINATEWISE_COLOR}
 
 
-def dial_curve(
-    rows_by_scalar: Mapping[str, Sequence[Row]],
-    *,
-    metric: str = "rec",
-    reference: float | None = None,
-    reference_label: str = "GD",
-    planted: float | None = None,
-    published: bool = True,
-    ax: Axes | None = None,
-    legend: bool = True,
-) -> Figure:
-    """``row[metric]`` of the selected lr against ``p``, one line per shared scalar, with seed
-    standard deviations for ``rec``, a horizontal ``reference`` (GD) and ``planted`` (the
-    planted rank, for ``effective_rank``) line, and the published values (``row["published"]``,
-    rec only) as crosses; ``legend=False`` leaves the legend to the caller (a figure legend
-    for several panels)."""
-    fig, ax = _axes(ax, (7.0, 3.6))
+def _dial_panel(ax: Axes, rows_by_scalar: Mapping[str, Sequence[Row]], metric: str,
+                reference: float, planted: float | None = None) -> None:
+    """``row[metric]`` of the selected lr against ``p`` on ``ax``, one line per shared scalar,
+    with seed standard deviations for ``rec``, a horizontal ``reference`` (GD) and ``planted``
+    (the planted rank, for ``effective_rank``) line, and the published values
+    (``row["published"]``, rec only) as crosses."""
     for scalar, rows in rows_by_scalar.items():
         color = SCALAR_COLORS.get(scalar, "0.4")
         xs = [r["p"] for r in rows if finite(r.get(metric))]
@@ -77,35 +61,30 @@ def dial_curve(
             sd = r.get("rec_sd") if metric == "rec" else None
             ax.errorbar(r["p"], r[metric], yerr=sd if finite(sd) else None, fmt="o",
                         color=color, mfc=color if filled else "white", ms=6, capsize=3)
-        if published and metric == "rec":
+        if metric == "rec":
             pub = [(r["p"], r["published"]) for r in rows if finite(r.get("published"))]
             if pub:
                 ax.plot(*zip(*pub, strict=True), "x", color=color, mec="k", ms=7, mew=1.5,
                         label=f"'{scalar}' (published)")
-    if reference is not None and finite(reference):
-        ax.axhline(reference, color="0.3", ls="--", lw=1, label=reference_label)
+    if finite(reference):
+        ax.axhline(reference, color="0.3", ls="--", lw=1, label="GD")
     if planted is not None:
         ax.axhline(planted, color="0.3", ls=":", lw=1, label="planted rank")
     ax.set_xlabel("dial $p$ (0: shared scale, 1: Adam)")
-    ax.set_ylabel({"rec": "recovery error rec", "effective_rank": "effective rank"}.get(
-        metric, metric))
+    ax.set_ylabel({"rec": "recovery error rec", "effective_rank": "effective rank"}[metric])
     ax.invert_xaxis()
-    if legend:
-        ax.legend(fontsize=7)
-    return fig
 
 
-def fixed_lr_heatmap(table: Mapping[str, Any], *, key: str = "rec",
-                     ax: Axes | None = None, cmap: str = "viridis") -> Figure:
-    """The fixed-lr arm as a heat map: ``table[key][i][j]`` at lr ``i`` (rows) and ``p`` ``j``
-    (columns, 1 to 0), each cell annotated; a cell where some seed missed the bar is hatched.
-    Lrs where the values fall monotonically in ``p`` are marked ``✓`` on the right."""
+def fixed_lr_heatmap(table: Mapping[str, Any], *, ax: Axes | None = None) -> Figure:
+    """The fixed-lr arm as a heat map: mean rec ``table["rec"][i][j]`` at lr ``i`` (rows) and
+    ``p`` ``j`` (columns, 1 to 0), each cell annotated; a cell where some seed missed the bar
+    is hatched. Lrs where rec falls monotonically in ``p`` are marked ``✓`` on the right."""
     fig, ax = _axes(ax, (7.0, 3.6))
-    values = table[key]
+    values = table["rec"]
     lrs, powers = table["lrs"], table["powers"]
     shown = [v for row in values for v in row if finite(v)]
     lo, hi = (min(shown), max(shown)) if shown else (0.0, 1.0)
-    im = ax.imshow(values, cmap=cmap, aspect="auto", vmin=lo, vmax=hi)
+    im = ax.imshow(values, cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
     for i in range(len(lrs)):
         for j in range(len(powers)):
             v = values[i][j]
@@ -117,27 +96,23 @@ def fixed_lr_heatmap(table: Mapping[str, Any], *, key: str = "rec",
             if not table["interpolated"][i][j]:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//",
                                            ec="0.8", lw=0))
-    mono = table.get(f"monotone_{key}" if key != "rec" else "monotone_rec")
     ax.set_xticks(range(len(powers)), [f"{p:g}" for p in powers])
-    ax.set_yticks(range(len(lrs)), [f"{lr:g}" + ("  ✓" if mono and mono[i] else "")
+    ax.set_yticks(range(len(lrs)), [f"{lr:g}" + ("  ✓" if table["monotone_rec"][i] else "")
                                      for i, lr in enumerate(lrs)])
     ax.set_xlabel("dial $p$")
     ax.set_ylabel("learning rate (✓: monotone in p)")
-    fig.colorbar(im, ax=ax, label={"rec": "mean rec", "effective_rank": "mean effective rank"}
-                 .get(key, key))
+    fig.colorbar(im, ax=ax, label="mean rec")
     return fig
 
 
 def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None,
             reference: float | None = None, ax: Axes | None = None) -> Figure:
-    """Mean rec ± sd over seeds against lr, one line per ``p``; hollow where some seed missed
-    the bar; ``published`` (``{"p", "lr", "rec", "rec_sd"}``) as a cross with its error bar;
-    ``reference`` (GD) as a dashed line."""
+    """Mean rec ± sd over seeds against lr, one line per ``p`` (:func:`power_color`); hollow
+    where some seed missed the bar; ``published`` (``{"p", "lr", "rec", "rec_sd"}``) as a cross
+    with its error bar; ``reference`` (GD) as a dashed line."""
     fig, ax = _axes(ax, (7.0, 3.6))
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    powers = sorted({r["p"] for r in rows}, reverse=True)
-    for index, p in enumerate(powers):
-        color = power_color(p) if p in (0.0, 1.0) else palette[index % len(palette)]
+    for p in sorted({r["p"] for r in rows}, reverse=True):
+        color = power_color(p)
         mine = [r for r in rows if r["p"] == p and finite(r["rec"])]
         ax.plot([r["lr"] for r in mine], [r["rec"] for r in mine], "-", color=color, lw=1.2,
                 label=f"$p = {p:g}$")
@@ -149,18 +124,13 @@ def lr_edge(rows: Sequence[Row], *, published: Mapping[str, float] | None = None
         ax.errorbar(published["lr"], published["rec"], yerr=published.get("rec_sd"), fmt="x",
                     color="k", ms=8, mew=1.5, capsize=3,
                     label=f"published, $p = {published['p']:g}$")
-    if reference is not None and finite(reference):
+    if finite(reference):
         ax.axhline(reference, color="0.3", ls="--", lw=1, label="GD")
     log_ticks(ax, sorted({r["lr"] for r in rows}))
     ax.set_xlabel("learning rate")
     ax.set_ylabel("mean rec over seeds (± sd)")
     legend_beside(ax)
     return fig
-
-
-# --------------------------------------------------------------------------------------------
-# the chapter's other figures, and its tables
-# --------------------------------------------------------------------------------------------
 
 
 def power_color(p: float) -> str:
@@ -175,8 +145,6 @@ def spread_cdf(log_steps: Mapping[float, Any], *, ax: Axes | None = None) -> Fig
     """Empirical CDF of ``log₁₀`` of the per-entry learning rate at each ``p`` (the output of
     :func:`gaugekit.experiments.flow_adam.per_entry_log_lr`), the ends drawn thicker, the
     legend beside the axes."""
-    import torch
-
     fig, ax = _axes(ax, (7.0, 3.4))
     for p, values in log_steps.items():
         v = torch.sort(values).values
@@ -216,10 +184,7 @@ def trigger_figure(results: Mapping[str, Any], lrs: Sequence[float],
     run's learning rate, for the invariant preset and the prototype's configuration (one
     marker per seed). Right: the invariant preset's mean rate per learning rate against the
     stiffness threshold κ (the paper's, then ``kappas``)."""
-    from gaugekit.experiments import flow_adam as fx
-    from gaugekit.report.flow_adam_numbers import trigger_rates
-
-    rates = trigger_rates(results, warmup)
+    rates = fn.trigger_rates(results, warmup)
     inv = results["FlowAdam (invariant)"]
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(7.0, 3.6), layout="constrained")
     for label, marker, shift, color in (
@@ -253,9 +218,6 @@ def ablation_figure(results: Mapping[str, Any], labels: Sequence[str],
     ablation (FlowAdam in its colour, the dial alone in shared-scale Adam's, lighter as its
     factor shrinks, GD at ``lr·T`` in GD's); hollow where some seed did not reach the bar;
     the legend beside the axes."""
-    from gaugekit.experiments import flow_adam as fx
-    from gaugekit.report import flow_adam_numbers as fn
-
     fig, ax = _axes(ax=None, figsize=(7.0, 3.6))
     dial_shades = ("1.0", "0.72", "0.5", "0.35")
     for i, (label, marker) in enumerate(zip(labels, "o^vs<>D", strict=False)):
@@ -283,12 +245,11 @@ def ablation_figure(results: Mapping[str, Any], labels: Sequence[str],
 
 def dial_figure(dial: Mapping[str, Sequence[Row]], gd_rec: float, gd_erank: float,
                 planted: float) -> Figure:
-    """The dial's recovery table as two panels (:func:`dial_curve` of rec and of the
+    """The dial's recovery table as two panels (:func:`_dial_panel` of rec and of the
     effective rank) with one legend below both."""
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(7.0, 3.9), layout="constrained")
-    dial_curve(dial, metric="rec", reference=gd_rec, ax=ax0, legend=False)
-    dial_curve(dial, metric="effective_rank", reference=gd_erank, planted=planted, ax=ax1,
-               legend=False)
+    _dial_panel(ax0, dial, "rec", gd_rec)
+    _dial_panel(ax1, dial, "effective_rank", gd_erank, planted)
     legend_below(fig, ax0, ax1, ncol=3)
     return fig
 

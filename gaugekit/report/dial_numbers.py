@@ -35,43 +35,16 @@ from gaugekit.experiments.dial import (
     flow_hparams,
     get_config,
 )
-from gaugekit.report.tables import NBSP, rec_lr
+from gaugekit.report.tables import NBSP, finite, fmt, rec_lr
 from gaugekit.runs.selection import ORACLE, Protocol, Selection, mean_metric, select
-
-__all__ = [
-    "collect_chapter",
-    "dial_numbers",
-    "dial_rows",
-    "dial_table",
-    "fixed_lr_numbers",
-    "fixed_lr_table",
-    "flow_row_name",
-    "flow_rows",
-    "gd_reference",
-    "is_paper_setting",
-    "lr_edge_numbers",
-    "lr_edge_rows",
-    "lr_edge_table",
-    "published_lr_edge",
-    "seed_stats",
-]
-
-def _fmt(x: Any, spec: str = ".4f") -> str | None:
-    """``x`` formatted, or ``None`` (a table's dash) when it is missing or not finite."""
-    return None if x is None or not math.isfinite(x) else format(x, spec)
 
 
 def _rec_sd(row: Mapping[str, Any]) -> str | None:
     """``"0.1234 ± 0.0012"`` of a row's ``rec`` and ``rec_sd`` (no-break spaces), or ``None``
     (a table's dash) without a rec."""
-    if _fmt(row["rec"]) is None:
+    if not finite(row["rec"]):
         return None
-    return f"{row['rec']:.4f}{NBSP}±{NBSP}{_fmt(row['rec_sd']) or '—'}"
-
-
-# --------------------------------------------------------------------------------------------
-# summaries of the records: selections over lrs, cells, rows
-# --------------------------------------------------------------------------------------------
+    return f"{row['rec']:.4f}{NBSP}±{NBSP}{fmt(row['rec_sd'], '.4f')}"
 
 
 def seed_stats(values: Sequence[float], ddof: int = 1) -> tuple[float, float]:
@@ -123,11 +96,8 @@ def dial_rows(records: Sequence[Mapping[str, Any]], scalar: str,
     published = PUBLISHED_DIAL.get(scalar, {}) if is_paper_setting(records) else {}
     if scalar == "geomean" and published:
         published = {1.0: PUBLISHED_DIAL["rms"][1.0], **published}
-    rows = []
-    for p in sorted(chosen, reverse=True):
-        rows.append({"p": float(p), "scalar": scalar, **_row(chosen[p]),
-                     "published": published.get(float(p), math.nan)})
-    return rows
+    return [{"p": float(p), "scalar": scalar, **_row(chosen[p]),
+             "published": published.get(float(p), math.nan)} for p in sorted(chosen, reverse=True)]
 
 
 def fixed_lr_table(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -192,10 +162,9 @@ def lr_edge_rows(records: Sequence[Mapping[str, Any]], ddof: int = 1) -> list[di
 def flow_row_name(record: Mapping[str, Any]) -> str:
     """The name in :data:`FLOW_ROWS` of a FlowAdam record (by its hyperparameters), or
     ``"other"``."""
-    hp = {k: v for k, v in record["config"]["hparams"].items() if k != "lr"}
+    hp = record["config"]["hparams"]
     for name in FLOW_ROWS:
-        want = flow_hparams(name)
-        if all(_same(hp.get(k), v) for k, v in want.items()):
+        if all(_same(hp.get(k), v) for k, v in flow_hparams(name).items()):
             return name
     return "other"
 
@@ -214,18 +183,9 @@ def flow_rows(records: Sequence[Mapping[str, Any]],
     tagged = [{**r, "row": flow_row_name(r)} for r in records]
     chosen = select(tagged, protocol, group_by="row")
     published = PUBLISHED_FLOW_ROWS if is_paper_setting(records) else {}
-    rows = []
-    for name, (label, _, _) in FLOW_ROWS.items():
-        if name not in chosen:
-            continue
-        rows.append({"row": name, "label": label, **_row(chosen[name]),
-                     "published": published.get(name, math.nan)})
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
-# --------------------------------------------------------------------------------------------
+    return [{"row": name, "label": label, **_row(chosen[name]),
+             "published": published.get(name, math.nan)}
+            for name, (label, _, _) in FLOW_ROWS.items() if name in chosen]
 
 
 def collect_chapter(config: DialConfig | None = None) -> tuple[dict[str, list], Any, Any]:
@@ -364,8 +324,7 @@ def lr_edge_numbers(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
     full = [r for r in edge if r["interpolated"] == r["seeds"] and r["seeds"]]
     for p in sorted({r["p"] for r in edge}):
-        rows_p = [r for r in full if r["p"] == p]
-        best = min(rows_p, key=lambda r: r["rec"]) if rows_p else {}
+        best = min((r for r in full if r["p"] == p), key=lambda r: r["rec"], default={})
         tag = f"p{round(100 * p)}"
         out[f"edge_best_{tag}_rec"] = best.get("rec", math.nan)
         out[f"edge_best_{tag}_sd"] = best.get("rec_sd", math.nan)

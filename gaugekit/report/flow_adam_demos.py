@@ -25,8 +25,6 @@ from gaugekit.optim import GD, FlowAdam, SharedScaleAdam
 from gaugekit.report.flow_adam_numbers import hand_numbers, spread_ratios
 from gaugekit.report.tables import fmt
 
-__all__ = ["POWERS_SHOWN", "TEXT_FORMS", "Demo", "anisotropy_demo", "text_forms", "warmup_demo"]
-
 #: The values of :math:`p` at which the per-entry learning rate is shown.
 POWERS_SHOWN = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -72,15 +70,12 @@ def anisotropy_demo(config: FlowAdamConfig) -> Demo:
     :data:`POWERS_SHOWN` (``data``), whose spread over Adam's is :math:`p` times Adam's
     (``spread_dev``: the largest deviation)."""
     lr, steps = config.lrs[0], config.anisotropy_steps
-
-    def run(make: Callable[[list[torch.Tensor]], Any]) -> Any:
-        return fx.train_on_instance(make, config, steps)
-
-    adam_dial = run(_dial(lr, 1.0))
-    torch_adam = run(lambda p: torch.optim.Adam(p, lr=lr))
-    shared_adam = run(lambda p: SharedScaleAdam(p, lr=lr))
+    adam_dial = fx.train_on_instance(_dial(lr, 1.0), config, steps)
+    torch_adam = fx.train_on_instance(lambda p: torch.optim.Adam(p, lr=lr), config, steps)
+    shared_adam = fx.train_on_instance(lambda p: SharedScaleAdam(p, lr=lr), config, steps)
+    shared_dial = fx.train_on_instance(_dial(lr, 0.0), config, steps)
     gap_adam = fx.final_factor_gap(adam_dial, torch_adam)
-    gap_shared = fx.final_factor_gap(run(_dial(lr, 0.0)), shared_adam)
+    gap_shared = fx.final_factor_gap(shared_dial, shared_adam)
     log_steps = fx.per_entry_log_lr(adam_dial.optimizer, POWERS_SHOWN)
     ratio = spread_ratios(log_steps)
     numbers = {"gap_adam": gap_adam, "gap_shared": gap_shared, "anisotropy_steps": steps,

@@ -42,7 +42,6 @@ from gaugekit.experiments.flow_adam import (
     stiffness_label,
 )
 from gaugekit.report.dial_numbers import (
-    _fmt,
     _rec_sd,
     flow_row_name,
     flow_rows,
@@ -51,36 +50,6 @@ from gaugekit.report.dial_numbers import (
 )
 from gaugekit.report.tables import NBSP, rec_lr, yes_no
 from gaugekit.runs.selection import ORACLE, select
-
-__all__ = [
-    "ablation_labels",
-    "best_selection",
-    "eligible_steps",
-    "interpolated_by_lr",
-    "lower_rec_count",
-    "mean_by_lr",
-    "select_lr",
-    "trigger_rates",
-    "trigger_share",
-    "ablation_numbers",
-    "ablation_rows",
-    "audit_numbers",
-    "audit_rows",
-    "describe",
-    "flow_numbers",
-    "flow_published",
-    "flow_table",
-    "hand_numbers",
-    "relative_gap",
-    "spread_ratios",
-    "trigger_lines",
-    "trigger_numbers",
-]
-
-
-# --------------------------------------------------------------------------------------------
-# the ablation's columns: trigger rates, per-lr summaries and the paper's selection protocol
-# --------------------------------------------------------------------------------------------
 
 
 def eligible_steps(runs: RunColumns, warmup: int = INVARIANT["flow_warmup"]) -> Tensor:
@@ -161,11 +130,6 @@ def best_selection(results: Mapping[str, RunColumns], labels: Iterable[str]) -> 
     return min(finite) if finite else (math.nan, math.nan)
 
 
-# --------------------------------------------------------------------------------------------
-# what the chapter says: numbers and sentences (glue names as keys), rows for its tables
-# --------------------------------------------------------------------------------------------
-
-
 def flow_published(name: str) -> tuple[float, str]:
     """``(value, mark)``: the published rec of FlowAdam row ``name`` as the chapter quotes it
     (``nan`` if none). The selected rows of :data:`PUBLISHED_FLOW_ROWS` have no mark; the
@@ -192,9 +156,10 @@ def flow_table(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         value, mark = flow_published(r["row"])
         s = loose.get(r["row"], {})
         rows.append({
-            **r, "lr_text": _fmt(r["lr"], "g") if r["lr"] is not None else None,
+            **r, "lr_text": None if r["lr"] is None else f"{r['lr']:g}",
             "rec_text": _rec_sd(r),
-            "published_text": (f"{value:g}{mark}" if mark else _fmt(value)) if paper else None,
+            "published_text": None if not paper else (
+                f"{value:g}{mark}" if mark else None if math.isnan(value) else f"{value:.4f}"),
             "published_quoted": value,
             "interp": yes_no(r["all_interpolated"]),
             "loose_text": rec_lr(s.get("rec"), s.get("lr"),
@@ -228,9 +193,7 @@ def flow_numbers(records: Mapping[str, Sequence[Mapping[str, Any]]],
                 if paper and math.isfinite(value) and math.isfinite(r["rec"])]
     out["flow_max_gap"] = max(compared) if compared else math.nan
     out["flow_num_compared"] = len(compared)
-    out["flow_loose_above"] = sum(1 for r in table.values()
-                                  if math.isfinite(r["loose_rec"])
-                                  and "*" in (r["loose_text"] or ""))
+    out["flow_loose_above"] = sum("*" in (r["loose_text"] or "") for r in table.values())
     out["flow_rows_n"] = len(table)
     short_cfg = PUBLISHED_FLOW_SHORT_RMS
     short = [x for x in records["flow_rows"]
@@ -380,10 +343,10 @@ def ablation_numbers(results: Mapping[str, RunColumns],
     variant (``sel_<name>_rec``, ``_lr``, ``_rec_text``), the best dial-alone selection and
     its ratio to FlowAdam's, FlowAdam against the dial whose step matches the flow step lr by
     lr, GD at ``lr·T``, the paper's single-lr comparison and ours at the smallest lr."""
-    T = INVARIANT["flow_time_scale"]
+    T, lrs, low = INVARIANT["flow_time_scale"], config.lrs, min(config.dial_factors)
     names = {FLOW_LABEL: "flow", GD_LABEL: "gd"}
     names.update({dial_label(c): f"dial{i}" for i, c in enumerate(config.dial_factors)})
-    out: dict[str, Any] = {"dial_factor_min": min(config.dial_factors)}
+    out: dict[str, Any] = {"dial_factor_min": low}
     for label in ablation_labels(config):
         rec, lr = select_lr(results[label])
         out[f"sel_{names[label]}_rec"] = rec
@@ -391,30 +354,24 @@ def ablation_numbers(results: Mapping[str, RunColumns],
         out[f"sel_{names[label]}_rec_text"] = (
             f"{rec:.4f}" if math.isfinite(rec) else
             "— (no learning rate let every seed reach the threshold within the budget)")
-    flow = results[FLOW_LABEL]
-    dials = [dial_label(c) for c in config.dial_factors]
-    best = best_selection(results, dials)
-    wins, pairs = lower_rec_count(flow, results[dial_label(T)], config.lrs)
-    gd = results[GD_LABEL]
-    first = flow["base_lr"] == config.lrs[0]
+    flow, gd, quarter = results[FLOW_LABEL], results[GD_LABEL], results[dial_label(low)]
+    best = best_selection(results, [dial_label(c) for c in config.dial_factors])
+    wins, pairs = lower_rec_count(flow, results[dial_label(T)], lrs)
     out.update({
         "best_dial_rec": best[0], "dial_over_flow": best[0] / select_lr(flow)[0],
         "matched_pairs": pairs, "matched_flow_wins": wins, "time_scale": T,
-        "gd_rec_min": min(mean_by_lr(gd, config.lrs)),
-        "gd_interp_count": sum(interpolated_by_lr(gd, config.lrs)),
+        "gd_rec_min": min(mean_by_lr(gd, lrs)),
+        "gd_interp_count": sum(interpolated_by_lr(gd, lrs)),
         "published_flow": PUBLISHED_FLOW_VS_DIAL["flow"],
         "published_dial": PUBLISHED_FLOW_VS_DIAL["dial"],
-        "published_lr": PUBLISHED_FLOW_VS_DIAL["lr"], "lr_first": config.lrs[0],
-        "flow_rec_first": mean_by_lr(flow, config.lrs)[0],
-        "dial_rec_first": mean_by_lr(results[dial_label(1.0)], config.lrs)[0],
-        "dial_quarter_first": mean_by_lr(results[dial_label(min(config.dial_factors))],
-                                         config.lrs)[0],
-        "flow_interp_first": int(flow["interpolated"][first].sum()),
-        "dial_quarter_first_ok": (
-            "did reach it" if interpolated_by_lr(
-                results[dial_label(min(config.dial_factors))], config.lrs)[0]
-            else "did not reach it either"),
-        "num_seeds": len(config.seeds), "num_lrs": len(config.lrs),
+        "published_lr": PUBLISHED_FLOW_VS_DIAL["lr"], "lr_first": lrs[0],
+        "flow_rec_first": mean_by_lr(flow, lrs)[0],
+        "dial_rec_first": mean_by_lr(results[dial_label(1.0)], lrs)[0],
+        "dial_quarter_first": mean_by_lr(quarter, lrs)[0],
+        "flow_interp_first": int(flow["interpolated"][flow["base_lr"] == lrs[0]].sum()),
+        "dial_quarter_first_ok": ("did reach it" if interpolated_by_lr(quarter, lrs)[0]
+                                  else "did not reach it either"),
+        "num_seeds": len(config.seeds), "num_lrs": len(lrs),
     })
     return out
 
@@ -426,11 +383,10 @@ def ablation_rows(results: Mapping[str, RunColumns],
     selection (``"rec (lr)"``, or a dash)."""
     rows = []
     for label in ablation_labels(config):
-        recs = mean_by_lr(results[label], config.lrs)
-        oks = interpolated_by_lr(results[label], config.lrs)
-        rec, lr = select_lr(results[label])
-        row: dict[str, Any] = {"variant": label, "selected": rec_lr(rec, lr)}
-        for i, (value, ok) in enumerate(zip(recs, oks, strict=True)):
-            row[f"lr{i}"] = f"{value:.4f}" + ("" if ok else "*")
-        rows.append(row)
+        runs = results[label]
+        cells = zip(mean_by_lr(runs, config.lrs), interpolated_by_lr(runs, config.lrs),
+                    strict=True)
+        rows.append({"variant": label, "selected": rec_lr(*select_lr(runs)),
+                     **{f"lr{i}": f"{value:.4f}" + ("" if ok else "*")
+                        for i, (value, ok) in enumerate(cells)}})
     return rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from itertools import groupby
 from typing import Any
 
 import torch
@@ -26,26 +27,6 @@ from gaugekit.problems.spectral_tails import make_tail_instance
 from gaugekit.report.tables import NBSP, Record, Row, fmt, label, table_html, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
-
-__all__ = [
-    "balancedness_figure",
-    "headline",
-    "balancedness_html",
-    "balancedness_numbers",
-    "instance_numbers",
-    "instance_rows",
-    "instances_html",
-    "label",
-    "modes_figure",
-    "phase_figure",
-    "phase_html",
-    "phase_numbers",
-    "problem_numbers",
-    "signum_figure",
-    "signum_html",
-    "signum_numbers",
-    "spectrum_figure",
-]
 
 # --------------------------------------------------------------------------------------------
 # the tail problem
@@ -254,15 +235,9 @@ def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
 def _best_text(best_at: Mapping[float, Row]) -> str:
     """The best optimizer per ``τ``, runs of the same one joined (``"Muon for τ ≤ 0.2; GD at
     τ = 0.35"``)."""
-    runs: list[tuple[str, list[float]]] = []
-    for tau, r in best_at.items():
-        name = label(r["method"])
-        if runs and runs[-1][0] == name:
-            runs[-1][1].append(tau)
-        else:
-            runs.append((name, [tau]))
     parts = []
-    for i, (name, taus) in enumerate(runs):
+    for i, (name, run) in enumerate(groupby(best_at, key=lambda t: label(best_at[t]["method"]))):
+        taus = list(run)
         if len(taus) == 1:
             parts.append(f"{name} at τ = {taus[0]:g}")
         elif i == 0:
@@ -375,17 +350,14 @@ def signum_html(hz: Sequence[Row], records: Sequence[Record], published: bool) -
                  r["config"]["seed"]): r["metrics"]["rec"]
                 for r in records if r["status"] == "ok"}
     seeds = sorted({key[2] for key in per_seed})
-    table = []
-    for r in hz:
-        row = {"cell": f"{r['T']}{NBSP}{r['schedule']}",
-               "rec": f"{r['rec']:.3g}" + ("" if r["interpolated"] else "*"),
-               "exact_seeds": r["exact_seeds"], "steps": r["steps"],
-               "ours": yes_no(r["exact"]),
-               "published": (yes_no(st.PUBLISHED_SIGNUM["recovers"].get(r["T"]))
-                             if published and r["T"] in st.PUBLISHED_SIGNUM["recovers"]
-                             else None),
-               **{f"s{s}": per_seed.get((r["T"], r["schedule"], s)) for s in seeds}}
-        table.append(row)
+    recovers = st.PUBLISHED_SIGNUM["recovers"]
+    table = [{"cell": f"{r['T']}{NBSP}{r['schedule']}",
+              "rec": f"{r['rec']:.3g}" + ("" if r["interpolated"] else "*"),
+              "exact_seeds": r["exact_seeds"], "steps": r["steps"],
+              "ours": yes_no(r["exact"]),
+              "published": yes_no(recovers[r["T"]]) if published and r["T"] in recovers else None,
+              **{f"s{s}": per_seed.get((r["T"], r["schedule"], s)) for s in seeds}}
+             for r in hz]
     return table_html(
         table, ["cell", "rec", *[f"s{s}" for s in seeds], "exact_seeds", "steps", "ours",
                 "published"],
@@ -402,7 +374,7 @@ def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
     many cells recover exactly, the smallest budget where one does, the partial cells."""
     largest = max(r["T"] for r in hz)
     best = min(hz, key=lambda r: r["rec"])
-    out: dict[str, Any] = {
+    return {
         "tails_signum_lr": config.horizon.lr, "tails_pub_signum_lr": st.PUBLISHED_SIGNUM["lr"],
         "tails_pub_signum_from": st.PUBLISHED_SIGNUM["recovers_from"],
         "tails_pub_signum_t2": st.PUBLISHED_SIGNUM["table2_rec_at_2e4"],
@@ -419,7 +391,6 @@ def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
         "tails_signum_smallest_T": min((r["T"] for r in hz if r["exact"]), default=None)
         or "none",
     }
-    return out
 
 
 # --------------------------------------------------------------------------------------------

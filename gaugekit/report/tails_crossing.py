@@ -14,8 +14,7 @@ from typing import Any
 
 from gaugekit.experiments import spectral_tails as st
 from gaugekit.report.tables import NBSP, Row, table_html
-
-__all__ = ["crossing_figure", "crossing_html", "crossing_numbers", "crossing_values"]
+from gaugekit.report.viz import _axes, legend_below, method_color
 
 
 def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool) -> Any:
@@ -23,14 +22,10 @@ def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool
     ``τ``; vertical lines at the paper's estimate (solid) and ours (dashed); the 90% bootstrap
     band of ours; the published crossings as diamonds (paper's setting only). The legend
     below the axes."""
-    import matplotlib.pyplot as plt
-
-    from gaugekit.report.viz import legend_below, method_color
-
     paper_x, ours_x = est["paper"], est["ours"]
     taus_m, rec_muon, seeds_m = st.rec_matrix(rows, "muon")
     _, rec_gd, _ = st.rec_matrix(rows, "gd")
-    fig, ax = plt.subplots(figsize=(7.0, 4.2), layout="constrained")
+    fig, ax = _axes(None, (7.0, 4.2))
     color = method_color("muon")
     for j in range(len(seeds_m)):
         ax.plot(taus_m, [a[j] - b[j] for a, b in zip(rec_muon, rec_gd, strict=True)], ".",
@@ -121,13 +116,11 @@ def crossing_numbers(rows: Sequence[Row], est: Mapping[str, Any],
     out["tails_paper_where"] = (
         f"at τ* = {paper_x.tau_star:g}, the first grid point at which its mean is no longer "
         "below" if paper_x.tau_star is not None else "nowhere inside the grid")
+    bracket = None if ours_x.bracket is None else " and ".join(f"{t:g}" for t in ours_x.bracket)
     out["tails_ours_where"] = (
-        f"at τ* ≈ {ours_x.tau_star:.3f}, between the grid points "
-        + " and ".join(f"{t:g}" for t in ours_x.bracket)
-        if ours_x.tau_star is not None and ours_x.bracket is not None
-        else "nowhere inside the grid")
-    out["tails_bracket_text"] = ("—" if ours_x.bracket is None
-                                 else " and ".join(f"{t:g}" for t in ours_x.bracket))
+        f"at τ* ≈ {ours_x.tau_star:.3f}, between the grid points {bracket}"
+        if ours_x.tau_star is not None and bracket is not None else "nowhere inside the grid")
+    out["tails_bracket_text"] = "—" if bracket is None else bracket
     qualitative = ours_x.status == "crossing" and ours_x.difference[0] < 0
     out["tails_tau_qualitative"] = "holds" if qualitative else "fails"
     out["tails_small_tau_muon_better"] = sum(d < 0 for d in ours_x.difference[:2])
