@@ -321,11 +321,9 @@ class CompletionBatch:
             self._target = targets.index_select(0, idx)
             self._obs = obs.index_select(0, idx)
             self._neg_target = -self._target
-        counts = torch.tensor([float(self.instances[i].num_observed) for i in index],
-                              dtype=dtype, device=device)
-        total = float(first.target.numel())
-        self._n_obs = counts
-        self._n_held = total - counts
+        self._n_obs = torch.tensor([float(self.instances[i].num_observed) for i in index],
+                                   dtype=dtype, device=device)
+        self._n_held = float(first.target.numel()) - self._n_obs
 
     @property
     def num_runs(self) -> int:

@@ -142,12 +142,10 @@ class Collected:
                 f"({', '.join(f'{p}: {n}' for p, n in self.missing.items())})")
         return what, make
 
-    def _lead(self, folder: str) -> str:
+    def _read(self, folder: str) -> str:
         total = len({r["run_id"] for runs in self.records.values() for r in runs})
-        versions = ", ".join(self.code_versions()) or "none"
         return (f"{self.scale} scale: {total} run records read from the committed folder "
-                f"{folder} ({self.report.ran} computed while building this page), made at code "
-                f"version {versions}")
+                f"{folder} ({self.report.ran} computed while building this page), made")
 
     def _recomputed(self) -> str:
         return (
@@ -164,7 +162,9 @@ class Collected:
         """
         if not self.persisted:
             return self._recomputed()
-        text = f"{self._lead(f'results/{self.experiment}/{self.scale}')} by `{self.command}`."
+        versions = ", ".join(self.code_versions()) or "none"
+        text = (f"{self._read(f'results/{self.experiment}/{self.scale}')} at code version "
+                f"{versions} by `{self.command}`.")
         missing = self._missing_parts()
         if missing is not None:
             text += f" {missing[0]}; make them with `{missing[1]}` (it resumes)."
@@ -177,10 +177,7 @@ class Collected:
         records, the missing runs per part) in a collapsed ``{dropdown}``."""
         if not self.persisted:
             return self._recomputed()
-        total = len({r["run_id"] for runs in self.records.values() for r in runs})
-        folder = f"`results/{self.experiment}/{self.scale}`"
-        text = (f"{self.scale} scale: {total} run records read from the committed folder "
-                f"{folder} ({self.report.ran} computed while building this page), made by\n\n"
+        text = (f"{self._read(f'`results/{self.experiment}/{self.scale}`')} by\n\n"
                 f"```bash\n{wrap_command(self.command)}\n```\n")
         missing = self._missing_parts()
         if missing is not None:
@@ -332,11 +329,8 @@ def collector(
     ``every_part(config)`` when given; the config is kept as :attr:`Collected.config`).
 
     The function returned takes ``(scale=None, out_dir=None, *, parts=None, device=None,
-    progress=False, workers=1, mode=None)``: at a scale that persists its records (paper) they
-    are read and nothing is trained (a part with missing runs raises :class:`MissingRecords`
-    naming the command that makes them, or, with ``allow_missing``, is returned with
-    :meth:`Collected.note` naming them); at quick scale everything is computed afresh in a
-    temporary folder. ``parts`` defaults to ``default_parts(config)``, else every part.
+    progress=False, workers=1, mode=None)`` (its docstring says what it reads or computes);
+    ``parts`` defaults to ``default_parts(config)``, else every part.
     """
 
     def collect_records(

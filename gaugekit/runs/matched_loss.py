@@ -304,9 +304,8 @@ def fixed_lr_gaps(
         level = deepest_common_level([ref, runs], thresholds, rule) if ok else None
         a = _values(ref, level, "heldout_rmse", rule)
         b = _values(runs, level, "heldout_rmse", rule)
-        g = gap(a, b) if a and b else gap([], [])
         rows.append({"lr": lr, "level": level, "reference_rmse": _mean(a),
-                     "other_rmse": _mean(b), **g})
+                     "other_rmse": _mean(b), **gap(a, b)})
     return rows
 
 

@@ -211,13 +211,11 @@ def run_sweep(
             rid = spec.run_id
             if rid in seen:
                 report.shared += 1
-                continue
-            if rid in done:
+            elif rid in done:
                 report.skipped += 1
-                seen.add(rid)
-                continue
+            else:
+                todo.append(spec)
             seen.add(rid)
-            todo.append(spec)
 
     batches = plan_batches(experiment, todo, max_batch_size)
     if batches:  # a backend holds processes or a cluster: start it only when there is work
