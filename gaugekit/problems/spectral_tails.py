@@ -163,9 +163,8 @@ class TailBatch(SensingBatch):
         "tail_rec")
 
     def metrics(self, U: Tensor, V: Tensor, *, spectral: bool = True) -> dict[str, Tensor]:
-        """The recovery metrics of every run (those of
-        :meth:`~gaugekit.problems.matrix_sensing.SensingBatch.metrics`) plus ``head_rec`` and
-        ``tail_rec``, the errors on the planted head and on the tail (:func:`split_errors`)."""
+        """:meth:`~gaugekit.problems.matrix_sensing.SensingBatch.metrics` plus ``head_rec`` and
+        ``tail_rec`` (:func:`split_errors`)."""
         out = super().metrics(U, V, spectral=spectral)
         W = U.double() @ V.double().mT
         head = torch.empty(W.shape[0], dtype=torch.float64, device=W.device)

@@ -217,10 +217,7 @@ class DaskBackend:
         running: dict[Any, list[RunSpec]] = {}
         done = distributed.as_completed()
 
-        def submit() -> None:
-            # Only as many batches on the cluster as it runs at once (re-read as workers come
-            # and go): no batch waits on a worker behind another, so a lost worker takes only
-            # the batch it was running with it, and a queued batch goes to the first free one.
+        def submit() -> None:  # only as many batches as the cluster runs (module docstring)
             window = max(1, self.slots())
             while waiting and len(running) < window:
                 i, batch = waiting.popleft()

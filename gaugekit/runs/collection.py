@@ -1,11 +1,9 @@
 """The one collector: what a page shows, from committed records or a fresh small sweep.
 
-At paper scale a page reads the committed records under ``results/<experiment>/paper`` (and,
-in mode ``read``, computes nothing: a run without a record raises :class:`MissingRecords`,
-or is counted as missing with ``allow_missing``); at quick scale everything is computed
-afresh in a temporary folder. :func:`collect` returns a :class:`Collected`: the latest record
-of every run per part, where they came from and the command that makes them;
-:func:`collector` binds it to one experiment for its module.
+At paper scale a page reads the committed records under ``results/<experiment>/paper``; at
+quick scale everything is computed afresh in a temporary folder. :func:`collect` returns a
+:class:`Collected`: the latest record of every run per part, where they came from and the
+command that makes them; :func:`collector` binds it to one experiment for its module.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
@@ -50,13 +48,8 @@ def load_part(
     """
     scale = get_scale(scale)
     latest = latest_by_run_id(read_records_dir(out_dir))
-    out, seen = [], set()
-    for spec in experiment.specs(part, scale):
-        rid = spec.run_id
-        if rid in latest and rid not in seen:
-            seen.add(rid)
-            out.append(latest[rid])
-    return out
+    ids = dict.fromkeys(spec.run_id for spec in experiment.specs(part, scale))  # in order, once
+    return [latest[rid] for rid in ids if rid in latest]
 
 
 class MissingRecords(RuntimeError):
@@ -228,12 +221,8 @@ def wrap_command(command: str, width: int = COMMAND_WIDTH) -> str:
 def _missing(experiment: Experiment, scale: str, parts: Sequence[str], folder: Path) -> dict[
         str, int]:
     done = finished_run_ids(read_records_dir(folder))
-    out = {}
-    for part in parts:
-        ids = {spec.run_id for spec in experiment.specs(part, scale)}
-        if ids - done:
-            out[part] = len(ids - done)
-    return out
+    todo = {part: {spec.run_id for spec in experiment.specs(part, scale)} - done for part in parts}
+    return {part: len(ids) for part, ids in todo.items() if ids}
 
 
 def collect(
@@ -296,11 +285,7 @@ def collect(
         if get_records_mode(mode) == "make":
             return gather(folder, True)
         missing = _missing(experiment, scale, names, folder)
-        if missing and allow_missing:
-            collected = gather(folder, False)
-            collected.missing = missing
-            return collected
-        if missing:
+        if missing and not allow_missing:
             counts = ", ".join(f"{p}: {n}" for p, n in missing.items())
             make = run_command(experiment.name, scale, list(missing), workers)
             raise MissingRecords(
@@ -309,7 +294,9 @@ def collect(
                 f"(resumable), or build the book with `python3 dev.py book --make-records`; "
                 f"`--scale quick` recomputes everything small instead."
             )
-        return gather(folder, False)
+        collected = gather(folder, False)
+        collected.missing = missing
+        return collected
     with tempfile.TemporaryDirectory(prefix=f"gaugekit-{experiment.name}-{scale}-") as folder:
         collected = gather(Path(folder), True)
     collected.folder = None

@@ -218,17 +218,14 @@ def matched_comparison(
     seeds: Sequence[int] = (42, 123, 456, 789),
     thresholds: Sequence[float] = THRESHOLDS,
     *,
-    level_methods: Sequence[str] | None = None,
     rule: str = "ours",
 ) -> dict[str, Any]:
     """The selected rates on ``seeds``, compared at the deepest threshold that every run of
-    ``level_methods`` (default: every selected method) reached on every seed: per method the
-    held-out RMSE (mean and per seed), effective rank and steps."""
+    every selected method reached on every seed: per method the held-out RMSE (mean and per
+    seed), effective rank and steps."""
     runs = {m: runs_at(records, m, s.lr, seeds) for m, s in selections.items()}
-    judges = list(level_methods) if level_methods is not None else list(runs)
-    complete = all(len(runs[m]) == len(seeds) for m in judges)
-    level = (deepest_common_level([runs[m] for m in judges], thresholds, rule)
-             if complete else None)
+    complete = all(len(r) == len(seeds) for r in runs.values())
+    level = deepest_common_level(list(runs.values()), thresholds, rule) if complete else None
     rows = {}
     for m, s in selections.items():
         rmse = _values(runs[m], level, "heldout_rmse", rule)

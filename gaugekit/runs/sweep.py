@@ -13,14 +13,11 @@ An *experiment* (one module per experiment) says what to run; this module says h
    and fsync). An exception in a batch becomes ``error`` records carrying its message for the
    runs of that batch, and the sweep goes on.
 
-A *backend* (:mod:`gaugekit.runs.backends`) runs the batches: ``local`` (default) in
-this process or, with ``workers > 1``, in that many processes (each with ``threads //
-workers`` torch threads); ``dask`` on a Dask distributed cluster, joined by ``address`` or
-started for the run. Whatever the backend, it only returns results: this process alone writes
-the records. With more than one batch running at once an experiment may cut each batch into
-that many balanced pieces (optional ``split_batch(specs, parts)``) and rank batches by an
-estimated cost (optional ``batch_cost(specs)``, largest first); a batch that needs no
-splitting is left whole.
+A *backend* (:mod:`gaugekit.runs.backends`: local processes or a Dask cluster) runs the
+batches and only returns results: this process alone writes the records. With more than one
+batch running at once an experiment may cut each batch into that many balanced pieces
+(optional ``split_batch(specs, parts)``) and rank batches by an estimated cost (optional
+``batch_cost(specs)``, largest first); a batch that needs no splitting is left whole.
 
 Every record of a folder counts for skipping, whichever part wrote it: parts that share runs
 (the same semantic config) compute them once.

@@ -266,11 +266,9 @@ def train_stack(
     twins: Sequence[Mapping[str, Any]], base_of: Sequence[int], num_steps: int,
     checkpoints: Sequence[int], dtype: torch.dtype, device: torch.device,
 ) -> StackTrace:
-    """The one twin trainer: models ``b = 0 … B−1`` (init seed ``init_seeds[b]``, twin
-    ``twins[b]`` of that init, hyperparameters ``hparams[b]``) stacked along a leading run
-    dimension and trained in lockstep on the identical batches of ``task`` by one optimizer
-    (``batch_dims=1``; per-run values where the rows differ). At each checkpoint every model
-    records its losses, accuracies and its drift from its base, model ``base_of[b]``."""
+    """The one twin trainer (module docstring): model ``b`` has init seed ``init_seeds[b]``,
+    twin ``twins[b]`` of that init and hyperparameters ``hparams[b]``; at each checkpoint its
+    drift is measured from its base, model ``base_of[b]``."""
     B = len(twins)
     if not (len(hparams) == len(init_seeds) == len(base_of) == B):
         raise ValueError("Invalid rows: hparams, init_seeds, twins and base_of differ in length")
