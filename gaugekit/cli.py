@@ -380,4 +380,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, MissingExtra, NotACheckout) as err:
         print(f"gaugekit: error: {err}", file=sys.stderr)
         return 2
-
