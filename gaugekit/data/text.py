@@ -106,13 +106,6 @@ class Text:
         return "".join(self.vocab[int(i)] for i in ids)
 
 
-def _make(name: str, chars: str) -> Text:
-    vocab = "".join(sorted(set(chars)))
-    index = {c: i for i, c in enumerate(vocab)}
-    ids = torch.tensor([index[c] for c in chars], dtype=torch.long)
-    return Text(name, chars, vocab, ids)
-
-
 def load_text(
     name: str = "auto",
     data_dir: str | os.PathLike[str] | None = None,
@@ -145,4 +138,6 @@ def load_text(
                 raise
     if max_chars is not None:
         chars = chars[:max_chars]
-    return _make(used, chars)
+    vocab = "".join(sorted(set(chars)))
+    index = {c: i for i, c in enumerate(vocab)}
+    return Text(used, chars, vocab, torch.tensor([index[c] for c in chars], dtype=torch.long))

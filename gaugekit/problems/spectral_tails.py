@@ -71,12 +71,6 @@ class TailInstance(SensingInstance):
     Q_V: Tensor | None = None
 
 
-def _check_tau(tau: float) -> float:
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0.0 <= tau <= 1.0:
-        raise ValueError(f"Invalid tau: {tau!r}; expected a number in [0, 1]")
-    return float(tau)
-
-
 def orthogonal_tail(G: Tensor, Q_U: Tensor, Q_V: Tensor, norm: float | Tensor) -> Tensor:
     r"""``P_U^⊥ G P_V^⊥`` scaled to Frobenius norm ``norm`` (``P^⊥ = I − Q Qᵀ``, ``Q`` orthonormal).
 
@@ -103,7 +97,9 @@ def make_tail_instance(
     ``m`` defaults to :func:`~gaugekit.problems.matrix_sensing.default_num_measurements`
     ``(n, r)``; needs ``r < n`` (the tail lives in the complement of the head's spaces).
     """
-    tau = _check_tau(tau)
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0.0 <= tau <= 1.0:
+        raise ValueError(f"Invalid tau: {tau!r}; expected a number in [0, 1]")
+    tau = float(tau)
     m = _check_sizes(n, r, m, num_val, r_below_n=True)
     g = torch.Generator().manual_seed(seed)
     U_star = torch.randn(n, r, generator=g) / math.sqrt(r)

@@ -60,15 +60,11 @@ THRESHOLDS: tuple[float, ...] = (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)
 RULES: tuple[str, ...] = ("ours", "paper")
 
 
-def _check_rule(rule: str) -> None:
-    if rule not in RULES:
-        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
-
-
 def at_level(record: Record, threshold: float, rule: str = "ours") -> dict[str, Any] | None:
     """The ``at_loss`` entry of ``record`` for ``threshold`` (``None``: not reached; under
     ``rule="ours"`` also when the run did not finish ``ok``)."""
-    _check_rule(rule)
+    if rule not in RULES:
+        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
     if rule == "ours" and record.get("status") != "ok":
         return None
     if record.get("status") == "error":
