@@ -189,24 +189,20 @@ def resolve_optimizer_class(path: str) -> type:
     raise ValueError(f"Invalid optimizer: {path!r}; no module of this path can be imported")
 
 
-def _audit_factory(name: str, kwargs: dict[str, Any]) -> Any:
-    """A factory ``params -> optimizer`` for a class path or a registry name."""
-    if "." not in name:
-        from gaugekit.optim.registry import get_spec, make_optimizer
-
-        get_spec(name)  # an unknown name raises ValueError listing the known ones
-        return lambda params: make_optimizer(name, params, **kwargs)
-    cls = resolve_optimizer_class(name)
-    return lambda params: cls(params, **kwargs)
-
-
 def _cmd_audit(args: argparse.Namespace) -> int:
     import torch
 
     from gaugekit.audit.factors import AuditError, AuditRow, audit_equivariance, format_audit_table
 
     kwargs = parse_hyperparameters(args.hyperparameters)
-    factory = _audit_factory(args.optimizer, kwargs)
+    if "." in args.optimizer:  # a class path, else a registry name
+        cls = resolve_optimizer_class(args.optimizer)
+        factory = lambda params: cls(params, **kwargs)
+    else:
+        from gaugekit.optim.registry import get_spec, make_optimizer
+
+        get_spec(args.optimizer)  # an unknown name raises ValueError listing the known ones
+        factory = lambda params: make_optimizer(args.optimizer, params, **kwargs)
     dtype = getattr(torch, args.dtype)
     probe = [torch.zeros(7, 3, dtype=dtype, requires_grad=True),
              torch.zeros(5, 3, dtype=dtype, requires_grad=True)]

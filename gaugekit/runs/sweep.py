@@ -142,19 +142,6 @@ def _deal(groups: Sequence[Sequence[RunSpec]], bins: list[list[RunSpec]], loads:
         loads[i] += cost(group)
 
 
-def _parallel_batches(
-    experiment: Experiment, batches: list[list[RunSpec]], workers: int
-) -> list[list[RunSpec]]:
-    split = getattr(experiment, "split_batch", None)
-    if split is not None:
-        pieces: list[list[RunSpec]] = []
-        for batch in batches:
-            pieces.extend(p for p in split(batch, workers) if p)
-        batches = pieces
-    cost = getattr(experiment, "batch_cost", len)
-    return sorted(batches, key=cost, reverse=True)
-
-
 def run_sweep(
     experiment: Experiment,
     out_dir: str | Path,
@@ -219,8 +206,11 @@ def run_sweep(
         bar = tqdm(total=len(todo), unit="run", desc=experiment.name, disable=not progress)
         with engine:
             slots = engine.slots()
-            if slots > 1:
-                batches = _parallel_batches(experiment, batches, slots)
+            if slots > 1:  # balanced pieces of each batch (split_batch), costliest first
+                split = getattr(experiment, "split_batch", None)
+                if split is not None:
+                    batches = [piece for batch in batches for piece in split(batch, slots) if piece]
+                batches = sorted(batches, key=getattr(experiment, "batch_cost", len), reverse=True)
             for batch, results, wall in engine.stream(experiment, batches, dev, progress):
                 _record_batch(experiment, out, scale, dev, batch, results, wall, report)
                 bar.update(len(batch))
