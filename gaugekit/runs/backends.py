@@ -164,7 +164,13 @@ class DaskBackend:
         distributed = _distributed()
         if self.address is not None:
             self.client = distributed.Client(self.address)
-            self._check_gpu_workers()
+            workers = self._workers() if self.device.type == "cuda" else {}
+            if workers and not any(w.get("resources", {}).get("GPU") for w in workers.values()):
+                raise ValueError(
+                    f"Invalid address: {self.address!r}: no worker of this cluster offers a GPU "
+                    "resource, so cuda batches would wait forever; start the workers with "
+                    f"`dask worker {self.address} --nthreads 1 --resources GPU=1`"
+                )
             return self
         # No memory limit (the local processes have none); the scheduler's HTTP server
         # (metrics, no dashboard) on a free local port.
@@ -186,17 +192,6 @@ class DaskBackend:
 
     def _workers(self) -> dict[str, Any]:
         return self.client.scheduler_info(n_workers=-1).get("workers", {})
-
-    def _check_gpu_workers(self) -> None:
-        if self.device.type != "cuda":
-            return
-        workers = self._workers()
-        if workers and not any(w.get("resources", {}).get("GPU") for w in workers.values()):
-            raise ValueError(
-                f"Invalid address: {self.address!r}: no worker of this cluster offers a GPU "
-                "resource, so cuda batches would wait forever; start the workers with "
-                f"`dask worker {self.address} --nthreads 1 --resources GPU=1`"
-            )
 
     def slots(self) -> int:
         if self.address is None or self.workers > 1:
