@@ -189,24 +189,20 @@ def resolve_optimizer_class(path: str) -> type:
     raise ValueError(f"Invalid optimizer: {path!r}; no module of this path can be imported")
 
 
-def _audit_factory(name: str, kwargs: dict[str, Any]) -> Any:
-    """A factory ``params -> optimizer`` for a class path or a registry name."""
-    if "." not in name:
-        from gaugekit.optim.registry import get_spec, make_optimizer
-
-        get_spec(name)  # an unknown name raises ValueError listing the known ones
-        return lambda params: make_optimizer(name, params, **kwargs)
-    cls = resolve_optimizer_class(name)
-    return lambda params: cls(params, **kwargs)
-
-
 def _cmd_audit(args: argparse.Namespace) -> int:
     import torch
 
     from gaugekit.audit.factors import AuditError, AuditRow, audit_equivariance, format_audit_table
 
     kwargs = parse_hyperparameters(args.hyperparameters)
-    factory = _audit_factory(args.optimizer, kwargs)
+    if "." in args.optimizer:  # a class path, else a registry name
+        cls = resolve_optimizer_class(args.optimizer)
+        factory = lambda params: cls(params, **kwargs)
+    else:
+        from gaugekit.optim.registry import get_spec, make_optimizer
+
+        get_spec(args.optimizer)  # an unknown name raises ValueError listing the known ones
+        factory = lambda params: make_optimizer(args.optimizer, params, **kwargs)
     dtype = getattr(torch, args.dtype)
     probe = [torch.zeros(7, 3, dtype=dtype, requires_grad=True),
              torch.zeros(5, 3, dtype=dtype, requires_grad=True)]
@@ -249,24 +245,15 @@ def _failed(report: SweepReport) -> int:
     return 1
 
 
-def _default_out(experiment: str, scale: str) -> Path:
-    return Path("results") / experiment / scale
-
-
 class NotACheckout(Exception):
     """A command needs a gaugebook checkout (its README.md and the records under results/)."""
 
 
-def _is_checkout(folder: Path) -> bool:
-    """Whether ``folder`` is the root of a gaugebook checkout: pyproject.toml, README.md and the
-    committed records under results/."""
-    return all((folder / name).exists() for name in ("pyproject.toml", "README.md", "results"))
-
-
 def _require_checkout(folder: Path, what: str, otherwise: str) -> None:
     """Raise :class:`NotACheckout` saying that ``what`` needs a checkout unless ``folder`` is
-    one; ``otherwise`` says what to do instead."""
-    if not _is_checkout(folder):
+    one (pyproject.toml, README.md and the committed records under results/); ``otherwise``
+    says what to do instead."""
+    if not all((folder / name).exists() for name in ("pyproject.toml", "README.md", "results")):
         raise NotACheckout(
             f"{what} works in a gaugebook checkout (a clone of the repository, with its "
             f"README.md and the committed records under results/), and {folder} is not one: "
@@ -274,11 +261,18 @@ def _require_checkout(folder: Path, what: str, otherwise: str) -> None:
         )
 
 
-def _paper_out(args: argparse.Namespace, scale: str, verb: str) -> None:
-    """Paper-scale records on the default folder belong to the checkout's results/."""
+def _experiment_out(args: argparse.Namespace, verb: str) -> tuple[str, Any, Path]:
+    """``(scale, experiment, records folder)`` of a ``run`` or ``report``: ``--out``, else
+    ``results/EXPERIMENT/SCALE``; paper-scale records on that default folder belong to the
+    checkout's results/."""
+    from gaugekit.experiments import get_experiment
+
+    scale = get_scale(args.scale)
+    exp = get_experiment(args.experiment)
     if scale == "paper" and args.out is None:
         _require_checkout(Path.cwd(), f"`gaugekit {args.command} --scale paper` {verb} the "
                           "committed records under results/, so it", ", or pass --out DIR")
+    return scale, exp, args.out or Path("results") / exp.name / scale
 
 
 def _format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -293,7 +287,7 @@ def _format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str
     return "\n".join(lines)
 
 
-def _cmd_list() -> int:
+def _cmd_list(args: argparse.Namespace) -> int:
     from gaugekit.experiments import experiment_names, get_experiment
     from gaugekit.optim.registry import all_specs
 
@@ -311,13 +305,9 @@ def _cmd_list() -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from gaugekit.experiments import get_experiment
     from gaugekit.runs.sweep import run_sweep
 
-    scale = get_scale(args.scale)
-    exp = get_experiment(args.experiment)
-    _paper_out(args, scale, "appends to")
-    out = args.out or _default_out(exp.name, scale)
+    scale, exp, out = _experiment_out(args, "appends to")
     report = run_sweep(
         exp, out, scale=scale, parts=args.part, device=args.device,
         max_batch_size=args.max_batch_size, resume=not args.overwrite,
@@ -329,14 +319,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from gaugekit.experiments import get_experiment
     from gaugekit.runs.collection import load_part
     from gaugekit.runs.selection import PROTOCOLS, select
 
-    scale = get_scale(args.scale)
-    exp = get_experiment(args.experiment)
-    _paper_out(args, scale, "reads")
-    out = args.out or _default_out(exp.name, scale)
+    scale, exp, out = _experiment_out(args, "reads")
     part = args.part or exp.parts(scale)[0]
     if args.protocol not in PROTOCOLS:
         raise ValueError(f"Invalid protocol: {args.protocol!r}; expected one of {list(PROTOCOLS)}")
@@ -373,6 +359,10 @@ def _cmd_headline(args: argparse.Namespace) -> int:
     return 0
 
 
+_COMMANDS = {"list": _cmd_list, "run": _cmd_run, "report": _cmd_report,
+             "headline": _cmd_headline, "hyperspectral": _cmd_hyperspectral, "audit": _cmd_audit}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 1 some run failed or nothing to report,
     2 bad arguments)."""
@@ -382,17 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     try:
-        if args.command == "list":
-            return _cmd_list()
-        if args.command == "run":
-            return _cmd_run(args)
-        if args.command == "headline":
-            return _cmd_headline(args)
-        if args.command == "hyperspectral":
-            return _cmd_hyperspectral(args)
-        if args.command == "audit":
-            return _cmd_audit(args)
-        return _cmd_report(args)
+        return _COMMANDS[args.command](args)
     except (ValueError, MissingExtra, NotACheckout) as err:
         print(f"gaugekit: error: {err}", file=sys.stderr)
         return 2

@@ -162,11 +162,6 @@ def get_scene_info(name: str) -> SceneInfo:
     return SCENES[name]
 
 
-def _check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ValueError(f"Invalid layout: {layout!r}; expected one of {LAYOUTS}")
-
-
 def _as_int(value: object, name: str, path: str) -> int:
     arr = np.asarray(value)
     if arr.size != 1 or not np.issubdtype(arr.dtype, np.number):
@@ -198,7 +193,8 @@ def load_mat_scene(
     require_extra("load_mat_scene", "experiments", "scipy")
     import scipy.io
 
-    _check_layout(layout)
+    if layout not in LAYOUTS:
+        raise ValueError(f"Invalid layout: {layout!r}; expected one of {LAYOUTS}")
     p = Path(path)
     if not p.is_file():
         raise DataFileError(f"Missing data file: {str(p)!r} does not exist")

@@ -24,11 +24,6 @@ from gaugekit.data.scenes import SceneData
 __all__ = ["make_synthetic_scene"]
 
 
-def _check_positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Invalid {name}: {value!r}; expected an integer >= 1")
-
-
 def make_synthetic_scene(
     rows: int = 40,
     cols: int = 40,
@@ -41,7 +36,8 @@ def make_synthetic_scene(
     :class:`~gaugekit.data.scenes.SceneData`, values ≈ [0, 1]."""
     for name, value in (("rows", rows), ("cols", cols), ("bands", bands),
                         ("endmembers", endmembers)):
-        _check_positive(name, value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"Invalid {name}: {value!r}; expected an integer >= 1")
     if not noise >= 0:
         raise ValueError(f"Invalid noise: {noise!r}; expected a number >= 0")
     g = torch.Generator().manual_seed(seed)

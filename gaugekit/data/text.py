@@ -38,9 +38,9 @@ TINYSHAKESPEARE = {
 #: The names :func:`load_text` accepts (``"auto"``: tiny-shakespeare if present, else built-in).
 TEXT_NAMES: tuple[str, ...] = ("auto", "tinyshakespeare", "builtin")
 
-# Public domain: the opening of Shakespeare's Sonnets 18, 29 and 116, repeated in the corpus
-# style (speaker lines), enough characters for a few hundred windows of 64.
-_SONNETS = """\
+#: A built-in text of three sonnets (public domain), about 2,000 characters: Shakespeare's
+#: Sonnets 18, 29 and 116, enough characters for a few hundred windows of 64.
+BUILTIN_TEXT = """\
 Shall I compare thee to a summer's day?
 Thou art more lovely and more temperate:
 Rough winds do shake the darling buds of May,
@@ -87,9 +87,6 @@ If this be error and upon me proved,
 I never writ, nor no man ever loved.
 """
 
-#: A built-in text of three sonnets (public domain), about 2,000 characters.
-BUILTIN_TEXT = _SONNETS
-
 
 @dataclass(frozen=True)
 class Text:
@@ -107,13 +104,6 @@ class Text:
 
     def decode(self, ids: Tensor) -> str:
         return "".join(self.vocab[int(i)] for i in ids)
-
-
-def _make(name: str, chars: str) -> Text:
-    vocab = "".join(sorted(set(chars)))
-    index = {c: i for i, c in enumerate(vocab)}
-    ids = torch.tensor([index[c] for c in chars], dtype=torch.long)
-    return Text(name, chars, vocab, ids)
 
 
 def load_text(
@@ -135,23 +125,19 @@ def load_text(
     if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)
                                   or max_chars < 2):
         raise ValueError(f"Invalid max_chars: {max_chars!r}; expected an integer >= 2 or None")
-    if name == "builtin":
-        chars = BUILTIN_TEXT
-        used = "builtin"
-    else:
+    chars, used = BUILTIN_TEXT, "builtin"
+    if name != "builtin":
         try:
             path = find_file(
                 TINYSHAKESPEARE["relpath"], TINYSHAKESPEARE["sha256"], TINYSHAKESPEARE["url"],
                 data_dir, download=download,
             )
+            chars, used = path.read_text(encoding="utf-8"), "tinyshakespeare"
         except MissingDataFileError:
             if name == "tinyshakespeare":
                 raise
-            path = None
-        if path is None:
-            chars, used = BUILTIN_TEXT, "builtin"
-        else:
-            chars, used = path.read_text(encoding="utf-8"), "tinyshakespeare"
     if max_chars is not None:
         chars = chars[:max_chars]
-    return _make(used, chars)
+    vocab = "".join(sorted(set(chars)))
+    index = {c: i for i, c in enumerate(vocab)}
+    return Text(used, chars, vocab, torch.tensor([index[c] for c in chars], dtype=torch.long))

@@ -310,22 +310,19 @@ class CompletionBatch:
         used = sorted(set(index))
         targets = torch.stack([self.instances[i].target for i in used])
         obs = torch.stack([self.instances[i].mask.to(dtype) for i in used])
-        pos = {s: j for j, s in enumerate(used)}
         if len(used) == 1:
             R = len(index)
             self._target = targets.expand(R, -1, -1)
             self._obs = obs.expand(R, -1, -1)
             self._neg_target = (-targets).expand(R, -1, -1)
         else:
-            idx = torch.tensor([pos[i] for i in index], device=device)
+            idx = torch.tensor([used.index(i) for i in index], device=device)
             self._target = targets.index_select(0, idx)
             self._obs = obs.index_select(0, idx)
             self._neg_target = -self._target
-        counts = torch.tensor([float(self.instances[i].num_observed) for i in index],
-                              dtype=dtype, device=device)
-        total = float(first.target.numel())
-        self._n_obs = counts
-        self._n_held = total - counts
+        self._n_obs = torch.tensor([float(self.instances[i].num_observed) for i in index],
+                                   dtype=dtype, device=device)
+        self._n_held = float(first.target.numel()) - self._n_obs
 
     @property
     def num_runs(self) -> int:

@@ -77,6 +77,20 @@ def _check_positive_int(name: str, value: int, minimum: int = 1) -> None:
         raise ValueError(f"Invalid {name}: {value!r}; expected an integer >= {minimum}")
 
 
+def _check_sizes(n: int, r: int, m: int | None, num_val: int, *, r_below_n: bool = False) -> int:
+    """Check the sizes of an instance (``r ≤ n``, or ``r < n``); returns ``m``, by default
+    :func:`default_num_measurements` ``(n, r)``."""
+    _check_positive_int("n", n)
+    _check_positive_int("r", r)
+    if r > n or (r_below_n and r == n):
+        raise ValueError(f"Invalid r: {r!r}; expected an integer {'<' if r_below_n else '<='} "
+                         f"n = {n}")
+    m = default_num_measurements(n, r) if m is None else m
+    _check_positive_int("m", m)
+    _check_positive_int("num_val", num_val, minimum=0)
+    return m
+
+
 @dataclass(frozen=True)
 class SensingInstance:
     """One planted problem: ``X_star`` (n×n), ``A`` (m×n²), ``y = A vec(X_star)`` and validation.
@@ -126,13 +140,7 @@ def make_instance(
     computed in ``dtype`` from the cast ``A`` and ``X_star``, so ``y = A vec(X_star)`` holds to
     the working precision; in float32 on the CPU they equal the paper's values.
     """
-    _check_positive_int("n", n)
-    _check_positive_int("r", r)
-    if r > n:
-        raise ValueError(f"Invalid r: {r!r}; expected an integer <= n = {n}")
-    m = default_num_measurements(n, r) if m is None else m
-    _check_positive_int("m", m)
-    _check_positive_int("num_val", num_val, minimum=0)
+    m = _check_sizes(n, r, m, num_val)
     g = torch.Generator().manual_seed(seed)
     U_star = torch.randn(n, r, generator=g) / math.sqrt(r)
     V_star = torch.randn(n, r, generator=g) / math.sqrt(r)
@@ -319,11 +327,10 @@ class SensingBatch:
         return self.instances[0].A.device
 
     def select(self, keep: Tensor | Sequence[int]) -> SensingBatch:
-        """The batch of the runs ``keep`` (indices into the current runs, in that order)."""
+        """The batch (of this class) of the runs ``keep`` (indices into the current runs, in
+        that order)."""
         keep_list = torch.as_tensor(keep, dtype=torch.long).tolist()
-        return SensingBatch(
-            self.instances, [self.run_instance[i] for i in keep_list], self.min_rows
-        )
+        return type(self)(self.instances, [self.run_instance[i] for i in keep_list], self.min_rows)
 
     def stacked_X_star(self) -> Tensor:
         """``X_star`` of each run, shape ``(B, n, n)``."""

@@ -11,7 +11,7 @@ id): :class:`Problem` is ``config["problem"]`` of the sensing runs (the spectral
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET
@@ -32,10 +32,7 @@ class Problem:
     init_scale: float
 
     def to_config(self) -> dict[str, Any]:
-        return {
-            "n": self.n, "r": self.r, "k": self.k, "m": self.m,
-            "num_val": self.num_val, "init_scale": self.init_scale,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -48,10 +45,7 @@ class Budget:
     diverge_above: float = 1e8
 
     def to_config(self) -> dict[str, Any]:
-        return {
-            "num_steps": self.num_steps, "tol": self.tol,
-            "check_every": self.check_every, "diverge_above": self.diverge_above,
-        }
+        return asdict(self)
 
 
 def factored_run(problem: Mapping[str, Any], method: str, hparams: Mapping[str, Any], lr: float,

@@ -34,7 +34,6 @@ add how well the head and the tail are fitted separately: with ``W`` the learned
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -44,8 +43,7 @@ from torch import Tensor
 from gaugekit.problems.matrix_sensing import (
     SensingBatch,
     SensingInstance,
-    _check_positive_int,
-    default_num_measurements,
+    _check_sizes,
 )
 
 __all__ = [
@@ -71,12 +69,6 @@ class TailInstance(SensingInstance):
     E_perp: Tensor | None = None
     Q_U: Tensor | None = None
     Q_V: Tensor | None = None
-
-
-def _check_tau(tau: float) -> float:
-    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0.0 <= tau <= 1.0:
-        raise ValueError(f"Invalid tau: {tau!r}; expected a number in [0, 1]")
-    return float(tau)
 
 
 def orthogonal_tail(G: Tensor, Q_U: Tensor, Q_V: Tensor, norm: float | Tensor) -> Tensor:
@@ -105,14 +97,10 @@ def make_tail_instance(
     ``m`` defaults to :func:`~gaugekit.problems.matrix_sensing.default_num_measurements`
     ``(n, r)``; needs ``r < n`` (the tail lives in the complement of the head's spaces).
     """
-    tau = _check_tau(tau)
-    _check_positive_int("n", n)
-    _check_positive_int("r", r)
-    if r >= n:
-        raise ValueError(f"Invalid r: {r!r}; expected an integer < n = {n}")
-    m = default_num_measurements(n, r) if m is None else m
-    _check_positive_int("m", m)
-    _check_positive_int("num_val", num_val, minimum=0)
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)) or not 0.0 <= tau <= 1.0:
+        raise ValueError(f"Invalid tau: {tau!r}; expected a number in [0, 1]")
+    tau = float(tau)
+    m = _check_sizes(n, r, m, num_val, r_below_n=True)
     g = torch.Generator().manual_seed(seed)
     U_star = torch.randn(n, r, generator=g) / math.sqrt(r)
     V_star = torch.randn(n, r, generator=g) / math.sqrt(r)
@@ -170,25 +158,17 @@ class TailBatch(SensingBatch):
         "rec", "val_rec", "effective_rank", "nuclear_norm", "balancedness", "head_rec",
         "tail_rec")
 
-    def select(self, keep: Tensor | Sequence[int]) -> TailBatch:
-        keep_list = torch.as_tensor(keep, dtype=torch.long).tolist()
-        return TailBatch(self.instances, [self.run_instance[i] for i in keep_list], self.min_rows)
-
     def metrics(self, U: Tensor, V: Tensor, *, spectral: bool = True) -> dict[str, Tensor]:
-        """The recovery metrics of every run (those of
-        :meth:`~gaugekit.problems.matrix_sensing.SensingBatch.metrics`) plus ``head_rec`` and
-        ``tail_rec``, the errors on the planted head and on the tail (:func:`split_errors`)."""
+        """:meth:`~gaugekit.problems.matrix_sensing.SensingBatch.metrics` plus ``head_rec`` and
+        ``tail_rec`` (:func:`split_errors`)."""
         out = super().metrics(U, V, spectral=spectral)
         W = U.double() @ V.double().mT
         head = torch.empty(W.shape[0], dtype=torch.float64, device=W.device)
         tail = torch.empty_like(head)
-        index = torch.as_tensor(self.run_instance, dtype=torch.long, device=W.device)
-        for s, inst in enumerate(self.instances):
-            rows = torch.nonzero(index == s).flatten()
-            if rows.numel():
-                e = split_errors(W.index_select(0, rows), inst)
-                head.index_copy_(0, rows, e["head_rec"])
-                tail.index_copy_(0, rows, e["tail_rec"])
+        for inst, rows, _ in self._groups:
+            e = split_errors(W.index_select(0, rows), inst)
+            head.index_copy_(0, rows, e["head_rec"])
+            tail.index_copy_(0, rows, e["tail_rec"])
         out["head_rec"] = head
         out["tail_rec"] = tail
         return out

@@ -164,7 +164,13 @@ class DaskBackend:
         distributed = _distributed()
         if self.address is not None:
             self.client = distributed.Client(self.address)
-            self._check_gpu_workers()
+            workers = self._workers() if self.device.type == "cuda" else {}
+            if workers and not any(w.get("resources", {}).get("GPU") for w in workers.values()):
+                raise ValueError(
+                    f"Invalid address: {self.address!r}: no worker of this cluster offers a GPU "
+                    "resource, so cuda batches would wait forever; start the workers with "
+                    f"`dask worker {self.address} --nthreads 1 --resources GPU=1`"
+                )
             return self
         # No memory limit (the local processes have none); the scheduler's HTTP server
         # (metrics, no dashboard) on a free local port.
@@ -187,17 +193,6 @@ class DaskBackend:
     def _workers(self) -> dict[str, Any]:
         return self.client.scheduler_info(n_workers=-1).get("workers", {})
 
-    def _check_gpu_workers(self) -> None:
-        if self.device.type != "cuda":
-            return
-        workers = self._workers()
-        if workers and not any(w.get("resources", {}).get("GPU") for w in workers.values()):
-            raise ValueError(
-                f"Invalid address: {self.address!r}: no worker of this cluster offers a GPU "
-                "resource, so cuda batches would wait forever; start the workers with "
-                f"`dask worker {self.address} --nthreads 1 --resources GPU=1`"
-            )
-
     def slots(self) -> int:
         if self.address is None or self.workers > 1:
             return self.workers
@@ -217,10 +212,7 @@ class DaskBackend:
         running: dict[Any, list[RunSpec]] = {}
         done = distributed.as_completed()
 
-        def submit() -> None:
-            # Only as many batches on the cluster as it runs at once (re-read as workers come
-            # and go): no batch waits on a worker behind another, so a lost worker takes only
-            # the batch it was running with it, and a queued batch goes to the first free one.
+        def submit() -> None:  # only as many batches as the cluster runs (module docstring)
             window = max(1, self.slots())
             while waiting and len(running) < window:
                 i, batch = waiting.popleft()

@@ -1,11 +1,9 @@
 """The one collector: what a page shows, from committed records or a fresh small sweep.
 
-At paper scale a page reads the committed records under ``results/<experiment>/paper`` (and,
-in mode ``read``, computes nothing: a run without a record raises :class:`MissingRecords`,
-or is counted as missing with ``allow_missing``); at quick scale everything is computed
-afresh in a temporary folder. :func:`collect` returns a :class:`Collected`: the latest record
-of every run per part, where they came from and the command that makes them;
-:func:`collector` binds it to one experiment for its module.
+At paper scale a page reads the committed records under ``results/<experiment>/paper``; at
+quick scale everything is computed afresh in a temporary folder. :func:`collect` returns a
+:class:`Collected`: the latest record of every run per part, where they came from and the
+command that makes them; :func:`collector` binds it to one experiment for its module.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 6, runs/, on config.
@@ -50,13 +48,8 @@ def load_part(
     """
     scale = get_scale(scale)
     latest = latest_by_run_id(read_records_dir(out_dir))
-    out, seen = [], set()
-    for spec in experiment.specs(part, scale):
-        rid = spec.run_id
-        if rid in latest and rid not in seen:
-            seen.add(rid)
-            out.append(latest[rid])
-    return out
+    ids = dict.fromkeys(spec.run_id for spec in experiment.specs(part, scale))  # in order, once
+    return [latest[rid] for rid in ids if rid in latest]
 
 
 class MissingRecords(RuntimeError):
@@ -142,12 +135,10 @@ class Collected:
                 f"({', '.join(f'{p}: {n}' for p, n in self.missing.items())})")
         return what, make
 
-    def _lead(self, folder: str) -> str:
+    def _read(self, folder: str) -> str:
         total = len({r["run_id"] for runs in self.records.values() for r in runs})
-        versions = ", ".join(self.code_versions()) or "none"
         return (f"{self.scale} scale: {total} run records read from the committed folder "
-                f"{folder} ({self.report.ran} computed while building this page), made at code "
-                f"version {versions}")
+                f"{folder} ({self.report.ran} computed while building this page), made")
 
     def _recomputed(self) -> str:
         return (
@@ -164,7 +155,9 @@ class Collected:
         """
         if not self.persisted:
             return self._recomputed()
-        text = f"{self._lead(f'results/{self.experiment}/{self.scale}')} by `{self.command}`."
+        versions = ", ".join(self.code_versions()) or "none"
+        text = (f"{self._read(f'results/{self.experiment}/{self.scale}')} at code version "
+                f"{versions} by `{self.command}`.")
         missing = self._missing_parts()
         if missing is not None:
             text += f" {missing[0]}; make them with `{missing[1]}` (it resumes)."
@@ -177,10 +170,7 @@ class Collected:
         records, the missing runs per part) in a collapsed ``{dropdown}``."""
         if not self.persisted:
             return self._recomputed()
-        total = len({r["run_id"] for runs in self.records.values() for r in runs})
-        folder = f"`results/{self.experiment}/{self.scale}`"
-        text = (f"{self.scale} scale: {total} run records read from the committed folder "
-                f"{folder} ({self.report.ran} computed while building this page), made by\n\n"
+        text = (f"{self._read(f'`results/{self.experiment}/{self.scale}`')} by\n\n"
                 f"```bash\n{wrap_command(self.command)}\n```\n")
         missing = self._missing_parts()
         if missing is not None:
@@ -231,12 +221,8 @@ def wrap_command(command: str, width: int = COMMAND_WIDTH) -> str:
 def _missing(experiment: Experiment, scale: str, parts: Sequence[str], folder: Path) -> dict[
         str, int]:
     done = finished_run_ids(read_records_dir(folder))
-    out = {}
-    for part in parts:
-        ids = {spec.run_id for spec in experiment.specs(part, scale)}
-        if ids - done:
-            out[part] = len(ids - done)
-    return out
+    todo = {part: {spec.run_id for spec in experiment.specs(part, scale)} - done for part in parts}
+    return {part: len(ids) for part, ids in todo.items() if ids}
 
 
 def collect(
@@ -299,11 +285,7 @@ def collect(
         if get_records_mode(mode) == "make":
             return gather(folder, True)
         missing = _missing(experiment, scale, names, folder)
-        if missing and allow_missing:
-            collected = gather(folder, False)
-            collected.missing = missing
-            return collected
-        if missing:
+        if missing and not allow_missing:
             counts = ", ".join(f"{p}: {n}" for p, n in missing.items())
             make = run_command(experiment.name, scale, list(missing), workers)
             raise MissingRecords(
@@ -312,7 +294,9 @@ def collect(
                 f"(resumable), or build the book with `python3 dev.py book --make-records`; "
                 f"`--scale quick` recomputes everything small instead."
             )
-        return gather(folder, False)
+        collected = gather(folder, False)
+        collected.missing = missing
+        return collected
     with tempfile.TemporaryDirectory(prefix=f"gaugekit-{experiment.name}-{scale}-") as folder:
         collected = gather(Path(folder), True)
     collected.folder = None
@@ -332,11 +316,8 @@ def collector(
     ``every_part(config)`` when given; the config is kept as :attr:`Collected.config`).
 
     The function returned takes ``(scale=None, out_dir=None, *, parts=None, device=None,
-    progress=False, workers=1, mode=None)``: at a scale that persists its records (paper) they
-    are read and nothing is trained (a part with missing runs raises :class:`MissingRecords`
-    naming the command that makes them, or, with ``allow_missing``, is returned with
-    :meth:`Collected.note` naming them); at quick scale everything is computed afresh in a
-    temporary folder. ``parts`` defaults to ``default_parts(config)``, else every part.
+    progress=False, workers=1, mode=None)`` (its docstring says what it reads or computes);
+    ``parts`` defaults to ``default_parts(config)``, else every part.
     """
 
     def collect_records(

@@ -60,15 +60,11 @@ THRESHOLDS: tuple[float, ...] = (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)
 RULES: tuple[str, ...] = ("ours", "paper")
 
 
-def _check_rule(rule: str) -> None:
-    if rule not in RULES:
-        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
-
-
 def at_level(record: Record, threshold: float, rule: str = "ours") -> dict[str, Any] | None:
     """The ``at_loss`` entry of ``record`` for ``threshold`` (``None``: not reached; under
     ``rule="ours"`` also when the run did not finish ``ok``)."""
-    _check_rule(rule)
+    if rule not in RULES:
+        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
     if rule == "ours" and record.get("status") != "ok":
         return None
     if record.get("status") == "error":
@@ -218,17 +214,14 @@ def matched_comparison(
     seeds: Sequence[int] = (42, 123, 456, 789),
     thresholds: Sequence[float] = THRESHOLDS,
     *,
-    level_methods: Sequence[str] | None = None,
     rule: str = "ours",
 ) -> dict[str, Any]:
     """The selected rates on ``seeds``, compared at the deepest threshold that every run of
-    ``level_methods`` (default: every selected method) reached on every seed: per method the
-    held-out RMSE (mean and per seed), effective rank and steps."""
+    every selected method reached on every seed: per method the held-out RMSE (mean and per
+    seed), effective rank and steps."""
     runs = {m: runs_at(records, m, s.lr, seeds) for m, s in selections.items()}
-    judges = list(level_methods) if level_methods is not None else list(runs)
-    complete = all(len(runs[m]) == len(seeds) for m in judges)
-    level = (deepest_common_level([runs[m] for m in judges], thresholds, rule)
-             if complete else None)
+    complete = all(len(r) == len(seeds) for r in runs.values())
+    level = deepest_common_level(list(runs.values()), thresholds, rule) if complete else None
     rows = {}
     for m, s in selections.items():
         rmse = _values(runs[m], level, "heldout_rmse", rule)
@@ -304,9 +297,8 @@ def fixed_lr_gaps(
         level = deepest_common_level([ref, runs], thresholds, rule) if ok else None
         a = _values(ref, level, "heldout_rmse", rule)
         b = _values(runs, level, "heldout_rmse", rule)
-        g = gap(a, b) if a and b else gap([], [])
         rows.append({"lr": lr, "level": level, "reference_rmse": _mean(a),
-                     "other_rmse": _mean(b), **g})
+                     "other_rmse": _mean(b), **gap(a, b)})
     return rows
 
 

@@ -73,9 +73,7 @@ FINISHED_STATUSES: frozenset[str] = frozenset({"ok", "diverged"})
 def to_strict_json(value: Any) -> Any:
     """``value`` as plain JSON data: non-finite floats become ``None``; tensors, numpy scalars
     and arrays become numbers and lists; tuples become lists; mapping keys become strings."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
+    if value is None or isinstance(value, (bool, str, int)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -272,12 +270,8 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def read_records_dir(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Records of every ``*.jsonl`` file in ``folder`` (sorted by file name), ``[]`` if none."""
     folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    out: list[dict[str, Any]] = []
-    for path in sorted(folder.glob("*.jsonl")):
-        out.extend(read_records(path))
-    return out
+    paths = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    return [record for path in paths for record in read_records(path)]
 
 
 def latest_by_run_id(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -223,11 +223,10 @@ def select(
         best: tuple[int, float, Any] | None = None
         for value in grid:
             runs = by_value[value]
-            selectable = all(r.get("status") == "ok" for r in runs)
-            gated = selectable and protocol.gate(runs)
-            if not selectable:
+            if not all(r.get("status") == "ok" for r in runs):
                 candidates[value] = (False, False, math.nan)
                 continue
+            gated = protocol.gate(runs)
             score = protocol.score(runs) if gated else protocol.fallback(runs)
             candidates[value] = (True, gated, score)
             if math.isnan(score):

@@ -13,14 +13,11 @@ An *experiment* (one module per experiment) says what to run; this module says h
    and fsync). An exception in a batch becomes ``error`` records carrying its message for the
    runs of that batch, and the sweep goes on.
 
-A *backend* (:mod:`gaugekit.runs.backends`) runs the batches: ``local`` (default) in
-this process or, with ``workers > 1``, in that many processes (each with ``threads //
-workers`` torch threads); ``dask`` on a Dask distributed cluster, joined by ``address`` or
-started for the run. Whatever the backend, it only returns results: this process alone writes
-the records. With more than one batch running at once an experiment may cut each batch into
-that many balanced pieces (optional ``split_batch(specs, parts)``) and rank batches by an
-estimated cost (optional ``batch_cost(specs)``, largest first); a batch that needs no
-splitting is left whole.
+A *backend* (:mod:`gaugekit.runs.backends`: local processes or a Dask cluster) runs the
+batches and only returns results: this process alone writes the records. With more than one
+batch running at once an experiment may cut each batch into that many balanced pieces
+(optional ``split_batch(specs, parts)``) and rank batches by an estimated cost (optional
+``batch_cost(specs)``, largest first); a batch that needs no splitting is left whole.
 
 Every record of a folder counts for skipping, whichever part wrote it: parts that share runs
 (the same semantic config) compute them once.
@@ -145,19 +142,6 @@ def _deal(groups: Sequence[Sequence[RunSpec]], bins: list[list[RunSpec]], loads:
         loads[i] += cost(group)
 
 
-def _parallel_batches(
-    experiment: Experiment, batches: list[list[RunSpec]], workers: int
-) -> list[list[RunSpec]]:
-    split = getattr(experiment, "split_batch", None)
-    if split is not None:
-        pieces: list[list[RunSpec]] = []
-        for batch in batches:
-            pieces.extend(p for p in split(batch, workers) if p)
-        batches = pieces
-    cost = getattr(experiment, "batch_cost", len)
-    return sorted(batches, key=cost, reverse=True)
-
-
 def run_sweep(
     experiment: Experiment,
     out_dir: str | Path,
@@ -211,21 +195,22 @@ def run_sweep(
             rid = spec.run_id
             if rid in seen:
                 report.shared += 1
-                continue
-            if rid in done:
+            elif rid in done:
                 report.skipped += 1
-                seen.add(rid)
-                continue
+            else:
+                todo.append(spec)
             seen.add(rid)
-            todo.append(spec)
 
     batches = plan_batches(experiment, todo, max_batch_size)
     if batches:  # a backend holds processes or a cluster: start it only when there is work
         bar = tqdm(total=len(todo), unit="run", desc=experiment.name, disable=not progress)
         with engine:
             slots = engine.slots()
-            if slots > 1:
-                batches = _parallel_batches(experiment, batches, slots)
+            if slots > 1:  # balanced pieces of each batch (split_batch), costliest first
+                split = getattr(experiment, "split_batch", None)
+                if split is not None:
+                    batches = [piece for batch in batches for piece in split(batch, slots) if piece]
+                batches = sorted(batches, key=getattr(experiment, "batch_cost", len), reverse=True)
             for batch, results, wall in engine.stream(experiment, batches, dev, progress):
                 _record_batch(experiment, out, scale, dev, batch, results, wall, report)
                 bar.update(len(batch))

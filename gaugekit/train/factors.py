@@ -174,10 +174,7 @@ class _StackedTraining:
             groups.setdefault(member_key(spec.config), []).append(i)
         self.results: list[RunResult | None] = [None] * len(specs)
         self.at_loss: list[list[dict[str, Any]]] = [[] for _ in specs]
-        self.rows: list[int] = []  # spec index of each row of the stack
-        order: list[tuple[tuple[str, str, str], list[int]]] = list(groups.items())
-        for _, idx in order:
-            self.rows.extend(idx)
+        self.rows = [i for idx in groups.values() for i in idx]  # spec index of each row
         inits = [instances.init(i) for i in range(len(seeds))]
         row_seed = [index[specs[i].config["seed"]] for i in self.rows]
         self.stack = FactorStack(torch.stack([inits[s][0] for s in row_seed]),
@@ -206,7 +203,7 @@ class _StackedTraining:
 
         self.members: list[Member] = []
         start = 0
-        for (method, schedule, _), idx in order:
+        for (method, schedule, _), idx in groups.items():
             hp = {k: tuple(v) if isinstance(v, list) else v
                   for k, v in specs[idx[0]].config["hparams"].items() if k != "lr"}
             lrs = torch.tensor([specs[i].config["hparams"]["lr"] for i in idx], dtype=dtype,

@@ -179,34 +179,26 @@ def make_twin_optimizers(
 ) -> list[torch.optim.Optimizer]:
     """The optimizer(s) of ``method`` on stacked parameters (``batch_dims=1``)."""
     names = list(params)
-    if method in ("adam", "momentum", "scalar_adam"):
-        return [make_optimizer(method, [params[n] for n in names], batch_dims=1,
+    if method in ("adam", "momentum", "scalar_adam", "adamw"):
+        decoupled = {"decoupled_weight_decay": True} if method == "adamw" else {}
+        return [make_optimizer("adam" if method == "adamw" else method,
+                               [params[n] for n in names], batch_dims=1, **decoupled,
                                **_tuples(hparams))]
-    if method == "muon_adam":
-        is_muon = [n.startswith("layers.") and n.rsplit(".", 1)[1] in MUON_PARAMS for n in names]
-        matrices = [params[n] for n, m in zip(names, is_muon, strict=True) if m]
-        others = [params[n] for n, m in zip(names, is_muon, strict=True) if not m]
-        return [
-            make_optimizer("muon", matrices, batch_dims=1, **_tuples(hparams["muon"])),
-            make_optimizer("adam", others, batch_dims=1, **_tuples(hparams["adam"])),
-        ]
-    if method == "adamw":
-        return [make_optimizer("adam", [params[n] for n in names], batch_dims=1,
-                               decoupled_weight_decay=True, **_tuples(hparams))]
-    if method == "adam_mini":
-        rest = {k: v for k, v in hparams.items() if k != "head_rows"}
-        groups = adam_mini_groups(params, int(hparams["head_rows"]))
-        return [make_optimizer("adam_mini", groups, batch_dims=1, **_tuples(rest))]
-    if method in ("eigen_adam", "eigen_adam_pooled"):
-        # the head gauge acts on the rows of W_Q, W_K (A_h W_{Q,h}): the left eigenbasis
+    if method in ("muon_adam", "eigen_adam", "eigen_adam_pooled"):
+        # Muon, or Eigen-Adam in the left eigenbasis (the head gauge acts on the rows of W_Q,
+        # W_K: A_h W_{Q,h}), on the matrices of the blocks; Adam on the rest
+        rule = "muon" if method == "muon_adam" else "eigen_adam"
         is_matrix = [n.startswith("layers.") and n.rsplit(".", 1)[1] in MUON_PARAMS for n in names]
         matrices = [params[n] for n, m in zip(names, is_matrix, strict=True) if m]
         others = [params[n] for n, m in zip(names, is_matrix, strict=True) if not m]
         return [
-            make_optimizer("eigen_adam", matrices, batch_dims=1,
-                           **_tuples(hparams["eigen_adam"])),
+            make_optimizer(rule, matrices, batch_dims=1, **_tuples(hparams[rule])),
             make_optimizer("adam", others, batch_dims=1, **_tuples(hparams["adam"])),
         ]
+    if method == "adam_mini":
+        rest = {k: v for k, v in hparams.items() if k != "head_rows"}
+        groups = adam_mini_groups(params, int(hparams["head_rows"]))
+        return [make_optimizer("adam_mini", groups, batch_dims=1, **_tuples(rest))]
     raise ValueError(f"Invalid method: {method!r}; expected one of {TWIN_METHODS}")
 
 
@@ -274,11 +266,9 @@ def train_stack(
     twins: Sequence[Mapping[str, Any]], base_of: Sequence[int], num_steps: int,
     checkpoints: Sequence[int], dtype: torch.dtype, device: torch.device,
 ) -> StackTrace:
-    """The one twin trainer: models ``b = 0 … B−1`` (init seed ``init_seeds[b]``, twin
-    ``twins[b]`` of that init, hyperparameters ``hparams[b]``) stacked along a leading run
-    dimension and trained in lockstep on the identical batches of ``task`` by one optimizer
-    (``batch_dims=1``; per-run values where the rows differ). At each checkpoint every model
-    records its losses, accuracies and its drift from its base, model ``base_of[b]``."""
+    """The one twin trainer (module docstring): model ``b`` has init seed ``init_seeds[b]``,
+    twin ``twins[b]`` of that init and hyperparameters ``hparams[b]``; at each checkpoint its
+    drift is measured from its base, model ``base_of[b]``."""
     B = len(twins)
     if not (len(hparams) == len(init_seeds) == len(base_of) == B):
         raise ValueError("Invalid rows: hparams, init_seeds, twins and base_of differ in length")
