@@ -58,22 +58,6 @@ from gaugekit.train.twins import (
     twin_result,
 )
 
-__all__ = [
-    "CONFIGS",
-    "EXPERIMENT",
-    "METHODS",
-    "METHOD_LABELS",
-    "PAPER_HPARAMS",
-    "PUBLISHED",
-    "AttentionTwins",
-    "ScaleConfig",
-    "TwinFamily",
-    "collect",
-    "family_key",
-    "get_config",
-    "train_twin_batch",
-]
-
 NAME = "attention"
 
 #: The optimizers of the experiment, in the chapter's order.

@@ -59,7 +59,7 @@ from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
 from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs import collection, sweep
-from gaugekit.runs.collection import Collected, MissingRecords
+from gaugekit.runs.collection import MissingRecords  # noqa: F401 - re-exported
 from gaugekit.runs.selection import (
     ORACLE_MEAN,
     Protocol,
@@ -67,36 +67,6 @@ from gaugekit.runs.selection import (
 )
 from gaugekit.runs.spec import RunResult, RunSpec
 from gaugekit.train.factors import train_factored_batch
-
-__all__ = [
-    "CONFIGS",
-    "EXPERIMENT",
-    "FLOW_ROWS",
-    "FLOW_ROWS_PROTOCOL",
-    "PAPER_PROTOCOL",
-    "PUBLISHED_DIAL",
-    "PUBLISHED_DIAL_STEPS",
-    "PUBLISHED_FIXED_LR",
-    "PUBLISHED_FLOW_LONG",
-    "PUBLISHED_FLOW_ROWS",
-    "PUBLISHED_FLOW_SHORT_RMS",
-    "PUBLISHED_GD",
-    "PUBLISHED_LR_EDGE",
-    "SEEDS_10",
-    "ABLATION_KIND",
-    "Collected",
-    "MissingRecords",
-    "DialConfig",
-    "DialExperiment",
-    "ablation_results",
-    "ablation_specs",
-    "collect",
-    "dial_hparams",
-    "flow_hparams",
-    "get_config",
-    "records_dir",
-    "run_ablation",
-]
 
 NAME = "dial"
 

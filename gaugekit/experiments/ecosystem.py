@@ -54,28 +54,6 @@ from gaugekit.runs.collection import Collected
 from gaugekit.runs.isolation import Isolated
 from gaugekit.runs.spec import RunResult, RunSpec
 
-__all__ = [
-    "APPROXIMATE_BOUND",
-    "CATALOG",
-    "EXPERIMENT",
-    "LIBRARIES",
-    "NUM_STEPS",
-    "VERDICTS",
-    "INVESTIGATIONS",
-    "EcosystemAudit",
-    "Investigation",
-    "Isolated",
-    "Library",
-    "audit_class",
-    "classify",
-    "collect",
-    "counts",
-    "exported_optimizers",
-    "library_available",
-    "run_isolated",
-    "table_rows",
-]
-
 NAME = "ecosystem"
 #: audit steps per run (past RAdam-style warm-ups of 5 steps and a first preconditioner refresh)
 NUM_STEPS = 20

@@ -38,8 +38,6 @@ from gaugekit.runs import collection
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.spec import RunResult, RunSpec
 
-__all__ = ["EXPERIMENT", "METHOD", "SENSING_LR_GRID", "EigenbasisComparison", "collect"]
-
 NAME = "eigenbasis"
 METHOD = "eigen_adam"
 #: the lr grid of the sensing part: shared-scale Adam's grid (an Adam-like rule), extended by

@@ -54,39 +54,6 @@ from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs.spec import RunSpec
 from gaugekit.train.factors import train_factored_batch
 
-__all__ = [
-    "AUDIT_CASES",
-    "CONFIGS",
-    "FLOW_LABEL",
-    "GD_LABEL",
-    "FLOW_COUNTERS",
-    "HAND_METHOD",
-    "INVARIANT",
-    "PROTOTYPE",
-    "PUBLISHED_FLOW_VS_DIAL",
-    "DialThenClippedGD",
-    "FlowAdamConfig",
-    "FlowAudit",
-    "RunColumns",
-    "Variant",
-    "ablation_variants",
-    "audit_cases",
-    "audit_flow_adam",
-    "dial_gauge_residuals",
-    "dial_label",
-    "distance_from_init",
-    "final_factor_gap",
-    "flow_counts",
-    "flow_adam_config",
-    "make_variant_optimizer",
-    "per_entry_log_lr",
-    "run_columns",
-    "stiffness_label",
-    "train_on_instance",
-    "train_runs",
-    "train_variants",
-]
-
 #: The gauge-invariant preset (p = 0, RMS scalar, global-norm clip c = 10) and the prototype's
 #: configuration (p = 1, geometric mean, per-coordinate clip), both with the paper's triggers.
 INVARIANT: Mapping[str, Any] = FLOW_ADAM_PRESETS["invariant"]

@@ -16,9 +16,6 @@ from gaugekit.problems import hyperspectral as hp
 from gaugekit.runs.matched_loss import THRESHOLDS
 from gaugekit.runs.spec import RunSpec
 
-__all__ = ["NAME", "PAPER_HPARAMS", "Arm", "Budget", "MatrixProtocol", "Part", "ScaleConfig",
-           "ScenePlan"]
-
 NAME = "hyperspectral"
 #: Hyperparameters besides ``lr`` (pinned, so that a registry default cannot change run ids).
 PAPER_HPARAMS: dict[str, dict[str, Any]] = {

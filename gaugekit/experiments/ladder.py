@@ -64,34 +64,6 @@ from gaugekit.problems.specs import Budget, Problem, factored_run
 from gaugekit.runs import collection
 from gaugekit.runs.spec import RunSpec, config_getter
 
-__all__ = [
-    "CONFIGS",
-    "EXACT_REC",
-    "EXPERIMENT",
-    "LADDER_BASE_GRIDS",
-    "LADDER_HPARAMS",
-    "LADDER_METHODS",
-    "LR_SCALING",
-    "PAPER_LADDER_COSINE",
-    "PAPER_LADDER_PROTOCOL",
-    "PAPER_RECORDS_N96_SEED42",
-    "PUBLISHED_ARM_METHODS",
-    "PUBLISHED_LADDER_CLAIMS",
-    "PUBLISHED_LADDER_DIGITS",
-    "PUBLISHED_LADDER_MDOF",
-    "PUBLISHED_LADDER_RANK",
-    "PUBLISHED_LADDER_REC",
-    "PUBLISHED_LADDER_SEEDS",
-    "LadderConfig",
-    "LadderExperiment",
-    "LadderPart",
-    "collect",
-    "get_config",
-    "ladder_lr_grid",
-    "lr_scale",
-    "size_rows",
-]
-
 NAME = "ladder"
 
 #: The ladder's optimizers: Table 2's nine, then ScaledGD.

@@ -53,18 +53,6 @@ from gaugekit.train.twins import (
     twin_result,
 )
 
-__all__ = [
-    "EXPERIMENT",
-    "LR_GRIDS",
-    "METHODS",
-    "METHOD_LABELS",
-    "LMConfig",
-    "collect",
-    "get_config",
-    "method_hparams",
-    "select_lr",
-]
-
 NAME = "language_model"
 
 METHODS: tuple[str, ...] = ("adam", "adamw", "scalar_adam", "adam_mini", "eigen_adam",

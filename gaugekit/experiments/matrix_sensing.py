@@ -66,38 +66,6 @@ from gaugekit.runs.selection import PROTOCOLS, Selection, select
 from gaugekit.runs.spec import RunResult, RunSpec, config_getter
 from gaugekit.train.factors import member_key, train_factored_batch
 
-__all__ = [
-    "CONFIGS",
-    "DecayArm",
-    "EXPERIMENT",
-    "DECAY_ADAM_LRS",
-    "DECAY_ARMS",
-    "DECAY_WDS",
-    "EXTRA_HPARAMS",
-    "PAPER_HPARAMS",
-    "PAPER_LR_GRIDS",
-    "PUBLISHED_DECAY_CEILING",
-    "PUBLISHED_CONVEX_REC",
-    "PUBLISHED_NUCLEAR_NORMS",
-    "PUBLISHED_TABLE2",
-    "TABLE2_COSINE",
-    "TABLE2_METHODS",
-    "MatrixSensingZoo",
-    "Part",
-    "ScaleConfig",
-    "collect",
-    "decay_rows",
-    "decay_runs",
-    "get_config",
-    "published_convex",
-    "published_table2",
-    "records_dir",
-    "selection_rows",
-    "split_factored",
-    "split_summary",
-    "wide_grid",
-]
-
 NAME = "matrix_sensing"
 
 #: Table 2's nine optimizers, in the paper's order (best published recovery first).

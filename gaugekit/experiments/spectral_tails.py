@@ -51,34 +51,6 @@ from gaugekit.runs.selection import mean_metric
 from gaugekit.runs.spec import RunSpec, config_getter
 from gaugekit.tail_theory import Crossing, estimate_crossing
 
-__all__ = [
-    "CONFIGS",
-    "EXACT_REC",
-    "EXPERIMENT",
-    "PAPER_PHASE_LOG",
-    "PAPER_PHASE_LR_GRIDS",
-    "PAPER_TAU_STAR_RULE",
-    "PHASE_METHODS",
-    "PROBE_METHODS",
-    "PUBLISHED_BALANCEDNESS",
-    "PUBLISHED_SIGNUM",
-    "PUBLISHED_TAU_STAR",
-    "TAIL_KIND",
-    "HorizonPart",
-    "PhasePart",
-    "ScaleConfig",
-    "SpectralTails",
-    "balancedness_rows",
-    "collect",
-    "crossings",
-    "get_config",
-    "horizon_rows",
-    "log_comparison",
-    "phase_rows",
-    "published_applies",
-    "rec_matrix",
-]
-
 NAME = "spectral_tails"
 TAIL_KIND = "spectral_tail"
 
