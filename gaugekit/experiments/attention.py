@@ -447,10 +447,7 @@ class AttentionTwins:
         return tuple(get_config(scale).parts)
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
-        out = []
-        for family in get_config(scale).families(part):
-            out.extend(family.specs(part))
-        return out
+        return [s for family in get_config(scale).families(part) for s in family.specs(part)]
 
     def batch_key(self, spec: RunSpec) -> Hashable:
         return family_key(spec.config)

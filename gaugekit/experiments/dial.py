@@ -51,21 +51,16 @@ from typing import Any
 
 import torch
 
-from gaugekit.config import get_scale
 from gaugekit.experiments import flow_adam as fx
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments.matrix_sensing import PAPER_HPARAMS, PAPER_LR_GRIDS
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
-from gaugekit.problems.specs import Budget, Problem
+from gaugekit.problems.specs import Budget, Problem, factored_run
 from gaugekit.runs import collection, sweep
 from gaugekit.runs.collection import MissingRecords  # noqa: F401 - re-exported
-from gaugekit.runs.selection import (
-    ORACLE_MEAN,
-    Protocol,
-    mean_metric,
-)
-from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.selection import ORACLE_MEAN, Protocol, mean_metric
+from gaugekit.runs.spec import RunResult, RunSpec, config_getter
 from gaugekit.train.factors import train_factored_batch
 
 NAME = "dial"
@@ -199,17 +194,8 @@ class DialConfig:
 
     def _spec(self, part: str, method: str, hparams: Mapping[str, Any], lr: float, seed: int,
               budget: Budget) -> RunSpec:
-        config = {
-            "kind": "factored",
-            "problem": self.problem.to_config(),
-            "method": method,
-            "hparams": {**hparams, "lr": float(lr)},
-            "schedule": "constant",
-            "budget": budget.to_config(),
-            "seed": seed,
-            "dtype": self.dtype,
-        }
-        return RunSpec(NAME, part, config, {"instance": seed, "init": seed + INIT_SEED_OFFSET})
+        return RunSpec(NAME, part, *factored_run(self.problem.to_config(), method, hparams, lr,
+                                                 "constant", budget, seed, self.dtype))
 
     def specs(self, part: str) -> list[RunSpec]:
         """The runs of ``part``, ordered row (p or FlowAdam row), lr, seed."""
@@ -260,11 +246,7 @@ def _quick_config() -> DialConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-
-
-def get_config(scale: str | None = None) -> DialConfig:
-    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
+get_config = config_getter(CONFIGS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,20 +311,15 @@ def ablation_results(records: Sequence[Mapping[str, Any]]) -> dict[str, fx.RunCo
 
 
 def _run_cost(spec: RunSpec) -> float:
-    if spec.config["kind"] == ABLATION_KIND:  # every run steps through the whole budget
-        p = spec.config["problem"]
-        return 4.0 * p["n"] ** 2 * p["m"] * spec.config["budget"]["num_steps"]
-    return _factored_cost(spec)
-
-
-def _factored_cost(spec: RunSpec) -> float:
     """Guessed flops of a run: sensing products per step times the expected steps (the dial
-    needs about 4/lr steps, the flow path, GD at lr·T, about 60/lr; never over the budget)."""
+    needs about 4/lr steps, the flow path, GD at lr·T, about 60/lr; never over the budget; an
+    ablation run steps through the whole budget)."""
     c = spec.config
     p = c["problem"]
-    lr = c["hparams"]["lr"]
-    flow = bool(c["hparams"].get("flow", False)) or c["method"] == "gd"
-    steps = min(float(c["budget"]["num_steps"]), (60.0 if flow else 4.0) / lr)
+    steps = float(c["budget"]["num_steps"])
+    if c["kind"] != ABLATION_KIND:
+        flow = bool(c["hparams"].get("flow", False)) or c["method"] == "gd"
+        steps = min(steps, (60.0 if flow else 4.0) / c["hparams"]["lr"])
     return 4.0 * p["n"] ** 2 * p["m"] * steps
 
 

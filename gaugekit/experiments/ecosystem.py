@@ -32,8 +32,6 @@ sweep goes on either way (:func:`run_isolated`).
 Parts: one per library. Paper scale: every exported class (:data:`CATALOG`, pinned; a test
 compares it with the installed package), records committed under ``results/ecosystem/paper``.
 Quick scale: the first :data:`QUICK_CLASSES` classes of each library, in a temporary folder.
-The module runs a little past 500 lines because the two libraries' pinned catalogues and the
-follow-ups are written beside the audit that runs them.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
@@ -216,9 +214,6 @@ def run_isolated(target: str, args: tuple[Any, ...], timeout_s: float,
 # one audit (runs in the child)
 # --------------------------------------------------------------------------------------------
 
-_NEEDS_MODEL = ("model",)
-
-
 def _required(cls: type) -> list[str]:
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())[1:]
@@ -313,7 +308,7 @@ def audit_class(module_name: str, class_name: str, num_steps: int = NUM_STEPS,
         "result": None, "errors": {}, "supplied": {}, "defaults": _defaults(cls),
         "required": required, "origin": getattr(cls, "__module__", "?"), "reason": None,
     }
-    if any(name in _NEEDS_MODEL for name in required):
+    if "model" in required:
         out["reason"] = "needs a model (an nn.Module argument)"
         return out
     if "specs" in required:
@@ -398,11 +393,6 @@ def counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 # --------------------------------------------------------------------------------------------
 
 
-def _classes(library: str, scale: str) -> tuple[str, ...]:
-    names = CATALOG[library]
-    return names if scale == "paper" else names[:QUICK_CLASSES]
-
-
 class EcosystemAudit:
     """The ecosystem audit as a sweep experiment (one run = one optimizer class)."""
 
@@ -419,7 +409,8 @@ class EcosystemAudit:
                                inv.to_config()) for inv in chosen]
         if part not in LIBRARIES:
             raise ValueError(f"Invalid part: {part!r}; expected one of {self.parts(scale)}")
-        return [self._spec(part, part, name, NUM_STEPS, scale) for name in _classes(part, scale)]
+        names = CATALOG[part] if scale == "paper" else CATALOG[part][:QUICK_CLASSES]
+        return [self._spec(part, part, name, NUM_STEPS, scale) for name in names]
 
     @staticmethod
     def _spec(part: str, library: str, cls_name: str, num_steps: int, scale: str,

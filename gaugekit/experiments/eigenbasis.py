@@ -51,8 +51,7 @@ def _sensing_part(scale: str) -> ms.Part:
                    zoo.seeds, (METHOD,), {METHOD: SENSING_LR_GRID}, {METHOD: "constant"})
 
 
-def _attention_family(scale: str, part: str = "single", method: str = METHOD
-                      ) -> att.TwinFamily:
+def _attention_family(scale: str, part: str, method: str) -> att.TwinFamily:
     families = att.get_config(scale).families(part)
     adam = next(f for f in families if f.method == "adam")
     return att.TwinFamily(adam.task, adam.model, method, adam.num_steps, adam.checkpoints,
@@ -109,5 +108,4 @@ def collect(scale: str = "paper", *, mode: str | None = "read",
 
 def sensing_row(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Table 2's oracle selection row of the method (``matrix_sensing.selection_rows``)."""
-    rows = ms.selection_rows(records, "oracle")
-    return rows[0]
+    return ms.selection_rows(records, "oracle")[0]

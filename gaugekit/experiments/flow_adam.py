@@ -437,12 +437,12 @@ def run_columns(runs: Sequence[tuple[int, float, Mapping[str, Any]]]) -> RunColu
     lr: ``seed``, ``base_lr``, ``stop`` (the metrics' ``steps``) and every metric."""
     runs = sorted(runs, key=lambda run: run[:2])
     m = [metrics for _, _, metrics in runs]
-    ints = ("stop", "clip_bound", *FLOW_COUNTERS)
     return {
         "seed": torch.tensor([seed for seed, _, _ in runs]),
         "base_lr": torch.tensor([lr for _, lr, _ in runs], dtype=torch.float64),
         "stop": torch.tensor([x["steps"] for x in m], dtype=torch.int64),
-        **{k: torch.tensor([x[k] for x in m], dtype=torch.int64) for k in ints[1:]},
+        **{k: torch.tensor([x[k] for x in m], dtype=torch.int64)
+           for k in ("clip_bound", *FLOW_COUNTERS)},
         **{k: torch.tensor([math.nan if x[k] is None else x[k] for x in m], dtype=torch.float64)
            for k in ("train_loss", "rec", "effective_rank", "lr")},
         "interpolated": torch.tensor([bool(x["interpolated"]) for x in m]),

@@ -63,7 +63,7 @@ from gaugekit.runs import collection
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.matched_loss import THRESHOLDS
 from gaugekit.runs.records import canonical_json
-from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec, config_getter
 from gaugekit.train.factors import train_factored_batch
 
 #: The methods of Table 5, through the optimizer registry: GD, Adam, shared-scale Adam, Muon.
@@ -191,11 +191,7 @@ def _quick_config() -> ScaleConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-
-
-def get_config(scale: str | None = None) -> ScaleConfig:
-    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
+get_config = config_getter(CONFIGS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,12 +247,6 @@ EXPERIMENT = HyperspectralCompletion()
 # --------------------------------------------------------------------------------------------
 # for the chapter, the CLI and a user's scene
 # --------------------------------------------------------------------------------------------
-
-
-def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """Where the records of ``scale`` go (:func:`gaugekit.runs.collection.scale_records_dir`)."""
-    config = get_config(scale)
-    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
 def collector(experiment: HyperspectralCompletion) -> Callable[..., Collected]:

@@ -48,6 +48,7 @@ grids scaled by the same rule.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -353,9 +354,7 @@ def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, 
                     if r.get("status") in ("ok", "diverged")]
         planned = len(part.specs())
         per_seed = planned // len(part.seeds)
-        counts: dict[int, int] = {}
-        for r in recorded:
-            counts[r["config"]["seed"]] = counts.get(r["config"]["seed"], 0) + 1
+        counts = Counter(r["config"]["seed"] for r in recorded)
         whole_seeds = sorted(s for s, c in counts.items() if c == per_seed)
         seeds = whole_seeds or sorted(counts)
         recs = [r for r in recorded if r["config"]["seed"] in seeds]

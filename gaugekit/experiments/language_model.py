@@ -272,33 +272,24 @@ def run_lm_batch(specs: Sequence[RunSpec], *, device: torch.device) -> list[RunR
                    for s in specs if s.config["role"] == "select"]
     select_rows += [(lr, seed, {"kind": "base"}) for lr in grid for seed in sel_seeds
                     if (lr, seed, {"kind": "base"}) not in select_rows]
-    results: dict[str, RunResult] = {}
-    choice = None
+    results: dict[Any, RunResult] = {}  # a selection run by (lr, init seed), a fresh one by id
+    losses: dict[float, list[float]] = {}
     if select_rows:
         placed = _train(c0, select_rows, task, device, num_steps, c0["checkpoints"])
-        losses: dict[float, list[float]] = {}
         for b, (lr, seed, _) in enumerate(select_rows):
             r = _result(placed[b], task, shape, "base", lr=lr)
             losses.setdefault(lr, []).append(r.metrics["val_loss"])
-            results[canonical_json((lr, seed, "select"))] = r
-        if fresh:
-            choice = select_lr(grid, losses)
+            results[(lr, seed)] = r
     if fresh:
-        assert choice is not None
+        choice = select_lr(grid, losses)
         lr = float(choice["lr"])
         rows = [(lr, int(s.config["init_seed"]), s.config["twin"]) for s in fresh]
         placed = _train(c0, rows, task, device, num_steps, c0["checkpoints"])
         for b, spec in enumerate(fresh):
             results[spec.run_id] = _result(placed[b], task, shape,
                                            spec.config["twin"]["kind"], lr=lr, selection=choice)
-    out = []
-    for s in specs:
-        if s.config["role"] == "select":
-            out.append(results[canonical_json((float(s.config["lr"]), int(s.config["init_seed"]),
-                                               "select"))])
-        else:
-            out.append(results[s.run_id])
-    return out
+    return [results[s.run_id] if s.config["role"] == "fresh"
+            else results[(float(s.config["lr"]), int(s.config["init_seed"]))] for s in specs]
 
 
 def _timed(config: Mapping[str, Any], task: TwinTask, device: torch.device) -> RunResult:

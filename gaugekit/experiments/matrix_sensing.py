@@ -271,16 +271,13 @@ def _build_config(
     base: Problem,
     second: Problem,
     budget: Budget,
-    seeds: tuple[int, ...],
-    grids: Mapping[str, tuple[float, ...]],
-    wide_factor: float,
     persist: bool,
     decay_budget: Budget,
 ) -> ScaleConfig:
-    methods = TABLE2_METHODS
+    methods, grids, seeds = TABLE2_METHODS, PAPER_LR_GRIDS, (42, 123, 456)
     table2 = _table2_schedules(methods, TABLE2_COSINE)
     all_cosine = _table2_schedules(methods, frozenset(methods))
-    wide = {m: wide_grid(grids[m], wide_factor) for m in methods}
+    wide = {m: wide_grid(grids[m]) for m in methods}
     init_problem = Problem(base.n, base.r, base.k, base.m, base.num_val, 1e-2)
     decay_grids = {a: DECAY_ADAM_LRS if d.method == "adam" else grids[d.method]
                    for a, d in DECAY_ARMS.items()}
@@ -294,7 +291,7 @@ def _build_config(
              methods, grids, table2),
         Part("second_size", f"a second size: n = {second.n}, r = {second.r}, m = {second.m}",
              second, budget, seeds, methods, grids, table2),
-        Part("wide", f"lr grids widened {wide_factor:g}x on both sides", base, budget, seeds,
+        Part("wide", "lr grids widened 10x on both sides", base, budget, seeds,
              methods, wide, table2),
         Part("decay", "weight decay: the paper's Adam ceiling, AdamW, the equivariant rules",
              base, decay_budget, seeds, lr_grids=decay_grids, schedules=decay_schedules,
@@ -311,8 +308,7 @@ def _paper_config() -> ScaleConfig:
     base = Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
     second = Problem(60, 5, 60, default_num_measurements(60, 5), 200, 1e-3)
     return _build_config(
-        "paper", base, second, Budget(20_000), (42, 123, 456),
-        PAPER_LR_GRIDS, 10.0, persist=True,
+        "paper", base, second, Budget(20_000), persist=True,
         decay_budget=Budget(PUBLISHED_DECAY_CEILING["num_steps"], check_every=100),
     )
 
@@ -321,8 +317,7 @@ def _quick_config() -> ScaleConfig:
     base = Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
     second = Problem(30, 3, 30, default_num_measurements(30, 3), 100, 1e-3)
     return _build_config(
-        "quick", base, second, Budget(3_000, tol=1e-6, check_every=100), (42, 123, 456),
-        PAPER_LR_GRIDS, 10.0, persist=False,
+        "quick", base, second, Budget(3_000, tol=1e-6, check_every=100), persist=False,
         decay_budget=Budget(3_000, tol=1e-6, check_every=100),
     )
 
