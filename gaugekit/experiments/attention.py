@@ -70,6 +70,7 @@ METHOD_LABELS: dict[str, str] = {
 }
 EQUIVARIANT: frozenset[str] = frozenset({"momentum", "scalar_adam", "muon_adam"})
 _ADAM = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
+_EIGEN = {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left"}
 #: The paper's fixed hyperparameters (pinned: a registry default change cannot change a run id).
 PAPER_HPARAMS: dict[str, dict[str, Any]] = {
     "adam": dict(_ADAM),
@@ -80,16 +81,9 @@ PAPER_HPARAMS: dict[str, dict[str, Any]] = {
         "adam": dict(_ADAM),
     },
     # not in METHODS: run by gaugekit.experiments.eigenbasis (issue 15), Adam's lr, not tuned
-    "eigen_adam": {
-        "eigen_adam": {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left"},
-        "adam": dict(_ADAM),
-    },
+    "eigen_adam": {"eigen_adam": dict(_EIGEN), "adam": dict(_ADAM)},
     # the same with one second moment per cluster of eigenvalues closer than 1e-4 λ₁
-    "eigen_adam_pooled": {
-        "eigen_adam": {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left",
-                       "cluster_tol": 1e-4},
-        "adam": dict(_ADAM),
-    },
+    "eigen_adam_pooled": {"eigen_adam": {**_EIGEN, "cluster_tol": 1e-4}, "adam": dict(_ADAM)},
 }
 
 #: The paper's published numbers (arXiv 2608.05136, CPU float32 unless said; the logs of its
