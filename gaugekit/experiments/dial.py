@@ -44,7 +44,7 @@ Spread. :func:`~gaugekit.report.dial_numbers.seed_stats` gives the sample standa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,6 @@ from gaugekit.runs import collection, sweep
 from gaugekit.runs.collection import MissingRecords  # noqa: F401 - re-exported
 from gaugekit.runs.selection import ORACLE_MEAN, Protocol, mean_metric
 from gaugekit.runs.spec import RunResult, RunSpec, config_getter
-from gaugekit.train.factors import train_factored_batch
 
 NAME = "dial"
 
@@ -323,8 +322,10 @@ def _run_cost(spec: RunSpec) -> float:
     return 4.0 * p["n"] ** 2 * p["m"] * steps
 
 
-class DialExperiment:
-    """The dial and FlowAdam on the sensing testbed as a sweep experiment."""
+class DialExperiment(ms.MatrixSensingZoo):
+    """The dial and FlowAdam on the sensing testbed as a sweep experiment: the zoo's batch key,
+    training and split for the factored runs (:class:`~gaugekit.experiments.matrix_sensing.
+    MatrixSensingZoo`), the ablation's own."""
 
     name = NAME
     description = "the anisotropy dial (p, 'rms'/'geomean') and FlowAdam rows on matrix sensing"
@@ -335,30 +336,23 @@ class DialExperiment:
     def specs(self, part: str, scale: str) -> list[RunSpec]:
         return get_config(scale).specs(part)
 
-    def batch_key(self, spec: RunSpec) -> Hashable:
-        c = spec.config
-        return (c["kind"], repr(c["problem"]), repr(c["budget"]), c["dtype"])
-
     def run_batch(
         self, specs: Sequence[RunSpec], *, device: torch.device, progress: bool
     ) -> list[RunResult]:
         if specs[0].config["kind"] == ABLATION_KIND:
             return run_ablation(specs, device=device)
-        return train_factored_batch(specs, device=device, progress=progress)
+        return super().run_batch(specs, device=device, progress=progress)
 
     def batch_cost(self, specs: Sequence[RunSpec]) -> float:
-        """A rough flop count of a batch, used only to balance parallel workers."""
         return sum(_run_cost(s) for s in specs)
 
     def split_batch(self, specs: Sequence[RunSpec], parts: int) -> list[list[RunSpec]]:
-        """Cut a batch into ``parts`` pieces balanced by :meth:`batch_cost`: the ablation's
-        whole variants (all their seeds and lrs together), the factored runs by
-        :func:`~gaugekit.experiments.matrix_sensing.split_factored`. Runs never interact, so
-        results do not depend on the cut (up to round-off)."""
+        """The zoo's split by :meth:`batch_cost`; the ablation's into whole variants (all their
+        seeds and lrs together)."""
+        if specs[0].config["kind"] != ABLATION_KIND:
+            return super().split_batch(specs, parts)
         if parts <= 1:
             return [list(specs)]
-        if specs[0].config["kind"] != ABLATION_KIND:
-            return ms.split_factored(specs, parts, self.batch_cost)
         groups: dict[str, list[RunSpec]] = {}
         for spec in specs:
             groups.setdefault(spec.config["variant"], []).append(spec)

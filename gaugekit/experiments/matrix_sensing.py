@@ -386,7 +386,7 @@ class MatrixSensingZoo:
         c = spec.config
         if c["kind"] == "convex":
             return ("convex", spec.run_id)
-        return ("factored", repr(c["problem"]), repr(c["budget"]), c["dtype"])
+        return (c["kind"], repr(c["problem"]), repr(c["budget"]), c["dtype"])
 
     def run_batch(
         self, specs: Sequence[RunSpec], *, device: torch.device, progress: bool
