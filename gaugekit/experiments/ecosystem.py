@@ -480,9 +480,7 @@ def table_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "library": c["library"], "optimizer": c["optimizer"], "verdict": m["verdict"],
             "key": (c.get("investigation") or {}).get("key"), "num_steps": c["num_steps"],
             "residual": res.get("residual"), "dtype": res.get("dtype"),
-            "displacement": res.get("displacement"), "note": m.get("note") or "",
-            "reason": m.get("reason") or "", "origin": m.get("origin", ""),
-            "supplied": m.get("supplied") or {}, "defaults": m.get("defaults") or {},
-            "seconds": m.get("seconds"),
+            "note": m.get("note") or "", "reason": m.get("reason") or "",
+            "supplied": m.get("supplied") or {},
         })
     return rows

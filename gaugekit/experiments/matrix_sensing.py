@@ -511,7 +511,6 @@ def selection_rows(
             "val_rec": s.mean("val_rec"),
             "effective_rank": s.mean("effective_rank"),
             "balancedness": s.mean("balancedness"),
-            "train_loss_worst": max((r["metrics"]["train_loss"] for r in s.runs), default=math.nan),
             "steps": s.mean("steps"),
         })
     return rows

@@ -404,10 +404,8 @@ def horizon_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         mean = mean_metric(ok, "rec") if len(ok) == len(recs) else math.nan
         out.append({
             "T": T, "schedule": schedule, "rec": mean, "rec_seeds": recs_,
-            "statuses": sorted({r["status"] for r in recs}),
             "interpolated": (len(ok) == len(recs)
                              and all(r["metrics"].get("interpolated") for r in ok)),
-            "train_loss_worst": max((r["metrics"]["train_loss"] for r in ok), default=math.nan),
             "steps": mean_metric(ok, "steps"),
             "balancedness": mean_metric(ok, "balancedness"),
             "exact": bool(mean < EXACT_REC),
