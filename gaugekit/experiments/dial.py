@@ -127,8 +127,7 @@ def _paper_gate(runs: Sequence[Mapping[str, Any]]) -> bool:
     return loss == loss and loss < 1e-4
 
 
-#: The paper's dial/FlowAdam selection: lowest mean rec among lrs whose seeds all finished
-#: (none diverged) with mean training loss below 1e-4.
+#: The selections of the paper's dial and FlowAdam scripts (the module docstring's "Selection").
 PAPER_PROTOCOL = Protocol(
     "paper_dial",
     "lowest mean rec among lrs with no diverged seed and mean train loss < 1e-4 (the paper's "
@@ -138,8 +137,6 @@ PAPER_PROTOCOL = Protocol(
     gate=_paper_gate,
     gate_text="mean training loss over seeds below 1e-4",
 )
-#: The selection of the paper's FlowAdam rows (``flowadam_upgrade.py``, newest version): mean
-#: training loss below the bar (1e-7), the newer zoo controls' gate.
 FLOW_ROWS_PROTOCOL = ORACLE_MEAN
 
 
