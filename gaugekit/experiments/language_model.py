@@ -212,9 +212,8 @@ def select_lr(
         losses = [x if math.isfinite(x) else math.inf for x in final_val_loss[lr]]
         means[lr] = sum(losses) / len(losses)
     best = min(grid, key=lambda lr: (means[lr], lr))
-    i = list(grid).index(best)
     return {"lr": best, "mean_val_loss": {str(k): v for k, v in means.items()},
-            "at_edge": i in (0, len(grid) - 1) and len(grid) > 1,
+            "at_edge": list(grid).index(best) in (0, len(grid) - 1) and len(grid) > 1,
             "all_diverged": not math.isfinite(means[best])}
 
 

@@ -295,13 +295,9 @@ def _within(records: Sequence[Mapping[str, Any]],
     keeps every lr)."""
     if lr_grids is None:
         return list(records)
-    out = []
-    for r in records:
-        grid = lr_grids.get(r["config"]["method"])
-        if grid is None or any(math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=1e-9)
-                               for lr in grid):
-            out.append(r)
-    return out
+    return [r for r in records if r["config"]["method"] not in lr_grids
+            or any(math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=1e-9)
+                   for lr in lr_grids[r["config"]["method"]])]
 
 
 def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle",
