@@ -214,28 +214,22 @@ def run_isolated(target: str, args: tuple[Any, ...], timeout_s: float,
 # one audit (runs in the child)
 # --------------------------------------------------------------------------------------------
 
-def _required(cls: type) -> list[str]:
+def _signature(cls: type) -> tuple[list[str], dict[str, Any]]:
+    """The constructor's required arguments, and its scalar defaults worth recording (lr,
+    betas, eps, weight decay, momentum)."""
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())[1:]
     except (TypeError, ValueError):
-        return []
-    return [p.name for p in params if p.default is inspect.Parameter.empty
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
-def _defaults(cls: type) -> dict[str, Any]:
-    """Scalar defaults of the constructor worth recording (lr, betas, eps, weight decay)."""
-    try:
-        params = inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        return {}
-    out: dict[str, Any] = {}
+        return [], {}
+    required = [p.name for p in params if p.default is inspect.Parameter.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    given = {p.name: p.default for p in params}
+    defaults: dict[str, Any] = {}
     for key in ("lr", "betas", "eps", "weight_decay", "momentum"):
-        if key in params and params[key].default is not inspect.Parameter.empty:
-            value = params[key].default
-            if isinstance(value, (int, float, tuple, type(None))) and not isinstance(value, bool):
-                out[key] = list(value) if isinstance(value, tuple) else value
-    return out
+        value = given.get(key, inspect.Parameter.empty)
+        if isinstance(value, (int, float, tuple, type(None))) and not isinstance(value, bool):
+            defaults[key] = list(value) if isinstance(value, tuple) else value
+    return required, defaults
 
 
 def _factory(cls: type, required: Sequence[str], num_measurements: int,
@@ -303,9 +297,9 @@ def audit_class(module_name: str, class_name: str, num_steps: int = NUM_STEPS,
     if module_name == "heavyball":
         importlib.import_module("heavyball.utils").compile_mode = None
     cls = getattr(module, class_name)
-    required = _required(cls)
+    required, defaults = _signature(cls)
     out: dict[str, Any] = {
-        "result": None, "errors": {}, "supplied": {}, "defaults": _defaults(cls),
+        "result": None, "errors": {}, "supplied": {}, "defaults": defaults,
         "required": required, "origin": getattr(cls, "__module__", "?"), "reason": None,
     }
     if "model" in required:
