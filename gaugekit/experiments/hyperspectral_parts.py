@@ -111,20 +111,15 @@ class Part:
     def specs(self) -> list[RunSpec]:
         """The runs of the part, ordered method, lr, seed."""
         problem, budget = self.problem(), self.budget.to_config()
-        out = []
-        for method in self.methods:
-            for lr in self.lr_grids[method]:
-                hparams = {**PAPER_HPARAMS[method], "lr": float(lr)}
-                for seed in self.seeds:
-                    config = {
-                        "kind": "factored", "problem": problem, "method": method,
-                        "hparams": hparams, "schedule": "constant", "budget": budget,
-                        "seed": seed, "dtype": self.dtype,
-                    }
-                    seeds = {"mask": seed + hp.MASK_SEED_OFFSET,
-                             "init": seed + hp.INIT_SEED_OFFSET, "rows": self.matrix.row_seed}
-                    out.append(RunSpec(NAME, self.name, config, seeds))
-        return out
+        return [
+            RunSpec(NAME, self.name, {
+                "kind": "factored", "problem": problem, "method": method,
+                "hparams": {**PAPER_HPARAMS[method], "lr": float(lr)}, "schedule": "constant",
+                "budget": budget, "seed": seed, "dtype": self.dtype,
+            }, {"mask": seed + hp.MASK_SEED_OFFSET, "init": seed + hp.INIT_SEED_OFFSET,
+                "rows": self.matrix.row_seed})
+            for method in self.methods for lr in self.lr_grids[method] for seed in self.seeds
+        ]
 
 
 @dataclass(frozen=True)

@@ -262,10 +262,6 @@ def wide_grid(grid: Sequence[float], factor: float = 10.0) -> tuple[float, ...]:
     return tuple(sorted(values))
 
 
-def _table2_schedules(methods: Sequence[str], cosine: frozenset[str]) -> dict[str, str]:
-    return {m: ("cosine" if m in cosine else "constant") for m in methods}
-
-
 def _build_config(
     scale: str,
     base: Problem,
@@ -275,8 +271,8 @@ def _build_config(
     decay_budget: Budget,
 ) -> ScaleConfig:
     methods, grids, seeds = TABLE2_METHODS, PAPER_LR_GRIDS, (42, 123, 456)
-    table2 = _table2_schedules(methods, TABLE2_COSINE)
-    all_cosine = _table2_schedules(methods, frozenset(methods))
+    table2 = {m: ("cosine" if m in TABLE2_COSINE else "constant") for m in methods}
+    all_cosine = dict.fromkeys(methods, "cosine")
     wide = {m: wide_grid(grids[m]) for m in methods}
     init_problem = Problem(base.n, base.r, base.k, base.m, base.num_val, 1e-2)
     decay_grids = {a: DECAY_ADAM_LRS if d.method == "adam" else grids[d.method]
