@@ -174,28 +174,21 @@ class TwinFamily:
     hparams: Mapping[str, Any] | None = None
 
     def specs(self, part: str) -> list[RunSpec]:
-        out = []
-        for twin in self.twins:
-            config = {
-                "kind": "twin",
-                "task": dict(self.task),
-                "model": self.model.to_config(),
-                "method": self.method,
-                "hparams": PAPER_HPARAMS[self.method] if self.hparams is None
-                else self.hparams,
-                "num_steps": self.num_steps,
-                "checkpoints": list(self.checkpoints),
-                "init_seed": self.init_seed,
-                "twin": dict(twin),
-                "dtype": self.dtype,
-            }
-            seeds = {"init": self.init_seed}
-            if "seed" in twin:
-                seeds["twin"] = int(twin["seed"])
-            if "data_seed" in self.task:
-                seeds["data"] = int(self.task["data_seed"])
-            out.append(RunSpec(NAME, part, config, seeds))
-        return out
+        hparams = PAPER_HPARAMS[self.method] if self.hparams is None else self.hparams
+        data = {"data": int(self.task["data_seed"])} if "data_seed" in self.task else {}
+        return [RunSpec(NAME, part, {
+            "kind": "twin",
+            "task": dict(self.task),
+            "model": self.model.to_config(),
+            "method": self.method,
+            "hparams": hparams,
+            "num_steps": self.num_steps,
+            "checkpoints": list(self.checkpoints),
+            "init_seed": self.init_seed,
+            "twin": dict(twin),
+            "dtype": self.dtype,
+        }, {"init": self.init_seed, **({"twin": int(twin["seed"])} if "seed" in twin else {}),
+            **data}) for twin in self.twins]
 
 
 @dataclass(frozen=True)

@@ -311,8 +311,7 @@ class DialThenClippedGD(FlowAdam):
             return
         params = [p for group in self.param_groups for p in group["params"]]
         grads, b = [p.grad for p in params], self.hand_batch_dims
-        dims = [tuple(range(b, g.ndim)) for g in grads]
-        norm = sum(g.square().sum(dim=d) for g, d in zip(grads, dims, strict=True)).sqrt()
+        norm = sum(g.square().sum(dim=tuple(range(b, g.ndim))) for g in grads).sqrt()
         clipped = clip_gradients(grads, "globalnorm", self.clip, norm, b)
         for p, c in zip(params, clipped, strict=True):
             p.sub_(per_run(self.hand_lr, p, b) * self.time_scale * c)
