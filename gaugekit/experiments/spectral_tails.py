@@ -144,15 +144,13 @@ class PhasePart:
     lr_grids: Mapping[str, tuple[float, ...]]
     schedules: Mapping[str, str]
 
-    def problem_config(self, tau: float) -> dict[str, Any]:
-        return {"kind": TAIL_KIND, **self.problem.to_config(), "tau": float(tau)}
-
     def specs(self) -> list[RunSpec]:
         """The runs, ordered ``τ``, method, lr, seed."""
         return [
             RunSpec(NAME, self.name, *factored_run(
-                self.problem_config(tau), method, ms.PAPER_HPARAMS[method], lr,
-                self.schedules.get(method, "constant"), self.budget, seed))
+                {"kind": TAIL_KIND, **self.problem.to_config(), "tau": float(tau)}, method,
+                ms.PAPER_HPARAMS[method], lr, self.schedules.get(method, "constant"),
+                self.budget, seed))
             for tau in self.taus
             for method in self.methods
             for lr in self.lr_grids[method]
