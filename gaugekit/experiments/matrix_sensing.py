@@ -499,10 +499,7 @@ def selection_rows(
             "grid": s.grid,
             "rec": s.mean("rec"),
             "rec_seeds": [r["metrics"]["rec"] for r in s.runs],
-            "val_rec": s.mean("val_rec"),
-            "effective_rank": s.mean("effective_rank"),
-            "balancedness": s.mean("balancedness"),
-            "steps": s.mean("steps"),
+            **{k: s.mean(k) for k in ("val_rec", "effective_rank", "balancedness", "steps")},
         })
     return rows
 
@@ -530,8 +527,7 @@ def decay_rows(
             "interpolated": s.gated,
             "at_grid_edge": lr in (lrs[0], lrs[-1]) or wd in (wds[0], wds[-1]),
             "rec": s.mean("rec"), "rec_seeds": [r["metrics"]["rec"] for r in s.runs],
-            "effective_rank": s.mean("effective_rank"), "nuclear_norm": s.mean("nuclear_norm"),
-            "balancedness": s.mean("balancedness"), "steps": s.mean("steps"),
+            **{k: s.mean(k) for k in ("effective_rank", "nuclear_norm", "balancedness", "steps")},
         })
     return rows
 
