@@ -243,12 +243,11 @@ def _factory(cls: type, required: Sequence[str], num_measurements: int,
     the new optimizer (schedule-free rules)."""
     supplied: dict[str, str] = {}
     extra: dict[str, Any] = dict(kwargs or {})
-    wrap_instance = False
+    wrap_instance = "optimizer" in required
     for name in required:
         if name == "params":
             continue
         if name == "optimizer":
-            wrap_instance = True
             supplied[name] = f"torch.optim.SGD(params, lr={WRAPPED_LR:g})"
         elif name == "base_optimizer":
             extra[name] = torch.optim.SGD
@@ -265,10 +264,7 @@ def _factory(cls: type, required: Sequence[str], num_measurements: int,
 
     def factory(params: list[torch.Tensor]) -> torch.optim.Optimizer:
         given: Any = [{"params": params, **group}] if group else params
-        if wrap_instance:
-            opt = cls(torch.optim.SGD(given, lr=WRAPPED_LR), **extra)
-        else:
-            opt = cls(given, **extra)
+        opt = cls(torch.optim.SGD(given, lr=WRAPPED_LR) if wrap_instance else given, **extra)
         if call_train:
             opt.train()
         return opt
