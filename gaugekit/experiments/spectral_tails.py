@@ -327,16 +327,10 @@ def log_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     (where one of them was the log's choice, the two selections cannot agree)."""
     rows = {(r["tau"], r["method"]): r
             for r in phase_rows(records, PAPER_TAU_STAR_RULE["protocol"], PAPER_PHASE_LR_GRIDS)}
-    out = []
-    for tau, by_method in PAPER_PHASE_LOG.items():
-        for method, logged in by_method.items():
-            r = rows.get((tau, method))
-            if r is None:
-                continue
-            out.append({"tau": tau, "method": method, "ours": r["rec"], "lr": r["lr"],
-                        "log": logged, "diff": r["rec"] - logged,
-                        "missing_lrs": r["missing_lrs"]})
-    return out
+    return [{"tau": tau, "method": method, "ours": r["rec"], "lr": r["lr"], "log": logged,
+             "diff": r["rec"] - logged, "missing_lrs": r["missing_lrs"]}
+            for tau, by_method in PAPER_PHASE_LOG.items() for method, logged in by_method.items()
+            if (r := rows.get((tau, method))) is not None]
 
 
 def crossings(records: Sequence[Mapping[str, Any]], *, num_boot: int = 2000,
@@ -413,19 +407,14 @@ def balancedness_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     selected lr, the mean rec, and ``relative_balancedness``, the balancedness divided by the
     mean nuclear norm ``‖W‖_*`` (balanced factors of ``W`` have ``‖U‖_F² = ‖V‖_F² = ‖W‖_*``,
     so this compares the imbalance with the size of the factors)."""
+    keys = ("tau", "method", "label", "equivariant", "lr", "balancedness", "rec", "interpolated")
     out = []
     for row in phase_rows(records):
-        if row["method"] not in PROBE_METHODS:
-            continue
-        nuc = row.get("nuclear_norm")
-        out.append({
-            "tau": row["tau"], "method": row["method"], "label": row["label"],
-            "equivariant": row["equivariant"], "lr": row["lr"],
-            "balancedness": row["balancedness"], "rec": row["rec"],
-            "interpolated": row["interpolated"],
-            "relative_balancedness": (row["balancedness"] / nuc
-                                      if nuc and math.isfinite(nuc) and nuc > 0 else math.nan),
-        })
+        if row["method"] in PROBE_METHODS:
+            nuc = row.get("nuclear_norm")
+            ok = nuc and math.isfinite(nuc) and nuc > 0
+            out.append({**{k: row[k] for k in keys},
+                        "relative_balancedness": row["balancedness"] / nuc if ok else math.nan})
     return out
 
 
