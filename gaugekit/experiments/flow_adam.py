@@ -238,8 +238,7 @@ def audit_flow_adam(config: FlowAdamConfig, **options: Any) -> FlowAudit:
     result = audit_equivariance(factory, num_steps=config.audit_steps,
                                 generator=torch.Generator().manual_seed(0))
     # made: the plain, the rotated and the noise run, in that order
-    plain, rotated = (int(opt.flow_counters()["flow_steps"]) for opt in made[:2])
-    return FlowAudit(result, (plain, rotated))
+    return FlowAudit(result, tuple(int(opt.flow_counters()["flow_steps"]) for opt in made[:2]))
 
 
 def dial_gauge_residuals(config: FlowAdamConfig, scalar: str) -> list[float]:

@@ -358,12 +358,10 @@ def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, 
         whole_seeds = sorted(s for s, c in counts.items() if c == per_seed)
         seeds = whole_seeds or sorted(counts)
         recs = [r for r in recorded if r["config"]["seed"] in seeds]
-        by_method: dict[str, list[Mapping[str, Any]]] = {}
-        for r in recs:
-            by_method.setdefault(r["config"]["method"], []).append(r)
-        whole = [m for m in part.methods if m in by_method
-                 and len(by_method[m]) == len(part.lr_grid(m)) * len(seeds)]
-        chosen = [r for m in whole for r in by_method[m]]
+        per_method = Counter(r["config"]["method"] for r in recs)
+        whole = [m for m in part.methods if m in per_method
+                 and per_method[m] == len(part.lr_grid(m)) * len(seeds)]
+        chosen = [r for m in whole for r in recs if r["config"]["method"] == m]
         out.append({
             "part": part.name, "value": part.value, "n": part.problem.n, "r": part.problem.r,
             "m": part.problem.m, "steps": part.budget.num_steps, "dtype": part.dtype,
