@@ -390,21 +390,19 @@ def train_runs(
     runs: Sequence[tuple[Variant, int, float]],
     config: FlowAdamConfig,
     *,
-    clip_threshold: float = INVARIANT["flow_clip"],
     device: torch.device | str | None = None,
 ) -> list[dict[str, Any]]:
     """Train the runs ``(variant, seed, base lr)`` stacked, with
     :func:`gaugekit.train.factors.train_factored_batch`, and return each run's metrics.
 
-    As in the paper's protocol a run stops after the update of the first check step at which
-    its loss, evaluated before that update, is below ``config.budget.tol``; its factors and
-    flow counters are kept there. Metrics: ``steps`` (updates taken), ``train_loss`` (at the
-    stop: before its update if the run stopped at a check, after the last update if it ran out
-    of budget), ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with
-    ``‖g‖ > clip_threshold`` up to the stop), ``lr`` (``base lr × lr_factor``) and the
+    A run stops by the paper's rule (:class:`FlowAdamConfig`); its factors and flow counters
+    are kept there. Metrics: ``steps`` (updates taken), ``train_loss`` (at the stop: before its
+    update if the run stopped at a check, after the last update if it ran out of budget),
+    ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with ``‖g‖`` above the
+    invariant preset's clip up to the stop), ``lr`` (``base lr × lr_factor``) and the
     :data:`FLOW_COUNTERS`. A run that does not end ``ok`` (diverged, error) raises.
     """
-    budget = {**config.budget.to_config(), "count_grad_norm_above": clip_threshold}
+    budget = {**config.budget.to_config(), "count_grad_norm_above": INVARIANT["flow_clip"]}
     base = {"kind": "factored", "problem": config.problem.to_config(), "schedule": "constant",
             "budget": budget, "dtype": str(config.dtype).removeprefix("torch.")}
     specs = [RunSpec("flow_adam", "variants", {
