@@ -150,11 +150,9 @@ class LMConfig:
         if part != "tuned":
             raise ValueError(f"Invalid part: {part!r}; expected 'tuned' or 'timing'")
         for m in METHODS:
-            for lr in self.grids[m]:
-                for seed in self.selection_seeds:
-                    config = self._config(m, role="select", lr=lr, init_seed=seed,
-                                          twin={"kind": "base"})
-                    out.append(RunSpec(NAME, part, config, {"init": seed}))
+            out += [RunSpec(NAME, part, self._config(m, role="select", lr=lr, init_seed=seed,
+                                                     twin={"kind": "base"}), {"init": seed})
+                    for lr in self.grids[m] for seed in self.selection_seeds]
             rows = [(s, {"kind": "base"}) for s in self.fresh_seeds]
             rows += [(self.fresh_seeds[0], t) for t in self.twins(m)]
             for seed, twin in rows:
