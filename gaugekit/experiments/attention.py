@@ -58,22 +58,6 @@ from gaugekit.train.twins import (
     twin_result,
 )
 
-__all__ = [
-    "CONFIGS",
-    "EXPERIMENT",
-    "METHODS",
-    "METHOD_LABELS",
-    "PAPER_HPARAMS",
-    "PUBLISHED",
-    "AttentionTwins",
-    "ScaleConfig",
-    "TwinFamily",
-    "collect",
-    "family_key",
-    "get_config",
-    "train_twin_batch",
-]
-
 NAME = "attention"
 
 #: The optimizers of the experiment, in the chapter's order.
@@ -86,6 +70,7 @@ METHOD_LABELS: dict[str, str] = {
 }
 EQUIVARIANT: frozenset[str] = frozenset({"momentum", "scalar_adam", "muon_adam"})
 _ADAM = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8}
+_EIGEN = {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left"}
 #: The paper's fixed hyperparameters (pinned: a registry default change cannot change a run id).
 PAPER_HPARAMS: dict[str, dict[str, Any]] = {
     "adam": dict(_ADAM),
@@ -96,16 +81,9 @@ PAPER_HPARAMS: dict[str, dict[str, Any]] = {
         "adam": dict(_ADAM),
     },
     # not in METHODS: run by gaugekit.experiments.eigenbasis (issue 15), Adam's lr, not tuned
-    "eigen_adam": {
-        "eigen_adam": {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left"},
-        "adam": dict(_ADAM),
-    },
+    "eigen_adam": {"eigen_adam": dict(_EIGEN), "adam": dict(_ADAM)},
     # the same with one second moment per cluster of eigenvalues closer than 1e-4 λ₁
-    "eigen_adam_pooled": {
-        "eigen_adam": {**_ADAM, "gram_beta": 0.95, "update_freq": 10, "side": "left",
-                       "cluster_tol": 1e-4},
-        "adam": dict(_ADAM),
-    },
+    "eigen_adam_pooled": {"eigen_adam": {**_EIGEN, "cluster_tol": 1e-4}, "adam": dict(_ADAM)},
 }
 
 #: The paper's published numbers (arXiv 2608.05136, CPU float32 unless said; the logs of its
@@ -196,28 +174,21 @@ class TwinFamily:
     hparams: Mapping[str, Any] | None = None
 
     def specs(self, part: str) -> list[RunSpec]:
-        out = []
-        for twin in self.twins:
-            config = {
-                "kind": "twin",
-                "task": dict(self.task),
-                "model": self.model.to_config(),
-                "method": self.method,
-                "hparams": PAPER_HPARAMS[self.method] if self.hparams is None
-                else self.hparams,
-                "num_steps": self.num_steps,
-                "checkpoints": list(self.checkpoints),
-                "init_seed": self.init_seed,
-                "twin": dict(twin),
-                "dtype": self.dtype,
-            }
-            seeds = {"init": self.init_seed}
-            if "seed" in twin:
-                seeds["twin"] = int(twin["seed"])
-            if "data_seed" in self.task:
-                seeds["data"] = int(self.task["data_seed"])
-            out.append(RunSpec(NAME, part, config, seeds))
-        return out
+        hparams = PAPER_HPARAMS[self.method] if self.hparams is None else self.hparams
+        data = {"data": int(self.task["data_seed"])} if "data_seed" in self.task else {}
+        return [RunSpec(NAME, part, {
+            "kind": "twin",
+            "task": dict(self.task),
+            "model": self.model.to_config(),
+            "method": self.method,
+            "hparams": hparams,
+            "num_steps": self.num_steps,
+            "checkpoints": list(self.checkpoints),
+            "init_seed": self.init_seed,
+            "twin": dict(twin),
+            "dtype": self.dtype,
+        }, {"init": self.init_seed, **({"twin": int(twin["seed"])} if "seed" in twin else {}),
+            **data}) for twin in self.twins]
 
 
 @dataclass(frozen=True)
@@ -463,10 +434,7 @@ class AttentionTwins:
         return tuple(get_config(scale).parts)
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
-        out = []
-        for family in get_config(scale).families(part):
-            out.extend(family.specs(part))
-        return out
+        return [s for family in get_config(scale).families(part) for s in family.specs(part)]
 
     def batch_key(self, spec: RunSpec) -> Hashable:
         return family_key(spec.config)

@@ -44,59 +44,23 @@ Spread. :func:`~gaugekit.report.dial_numbers.seed_stats` gives the sample standa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gaugekit.config import get_scale
 from gaugekit.experiments import flow_adam as fx
 from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments.matrix_sensing import PAPER_HPARAMS, PAPER_LR_GRIDS
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS
 from gaugekit.problems.matrix_sensing import INIT_SEED_OFFSET, default_num_measurements
-from gaugekit.problems.specs import Budget, Problem
+from gaugekit.problems.specs import Budget, Problem, factored_run
 from gaugekit.runs import collection, sweep
-from gaugekit.runs.collection import Collected, MissingRecords
-from gaugekit.runs.selection import (
-    ORACLE_MEAN,
-    Protocol,
-    mean_metric,
-)
-from gaugekit.runs.spec import RunResult, RunSpec
-from gaugekit.train.factors import train_factored_batch
-
-__all__ = [
-    "CONFIGS",
-    "EXPERIMENT",
-    "FLOW_ROWS",
-    "FLOW_ROWS_PROTOCOL",
-    "PAPER_PROTOCOL",
-    "PUBLISHED_DIAL",
-    "PUBLISHED_DIAL_STEPS",
-    "PUBLISHED_FIXED_LR",
-    "PUBLISHED_FLOW_LONG",
-    "PUBLISHED_FLOW_ROWS",
-    "PUBLISHED_FLOW_SHORT_RMS",
-    "PUBLISHED_GD",
-    "PUBLISHED_LR_EDGE",
-    "SEEDS_10",
-    "ABLATION_KIND",
-    "Collected",
-    "MissingRecords",
-    "DialConfig",
-    "DialExperiment",
-    "ablation_results",
-    "ablation_specs",
-    "collect",
-    "dial_hparams",
-    "flow_hparams",
-    "get_config",
-    "records_dir",
-    "run_ablation",
-]
+from gaugekit.runs.collection import MissingRecords  # noqa: F401 - re-exported
+from gaugekit.runs.selection import ORACLE_MEAN, Protocol, mean_metric
+from gaugekit.runs.spec import RunResult, RunSpec, config_getter
 
 NAME = "dial"
 
@@ -163,8 +127,7 @@ def _paper_gate(runs: Sequence[Mapping[str, Any]]) -> bool:
     return loss == loss and loss < 1e-4
 
 
-#: The paper's dial/FlowAdam selection: lowest mean rec among lrs whose seeds all finished
-#: (none diverged) with mean training loss below 1e-4.
+#: The selections of the paper's dial and FlowAdam scripts (the module docstring's "Selection").
 PAPER_PROTOCOL = Protocol(
     "paper_dial",
     "lowest mean rec among lrs with no diverged seed and mean train loss < 1e-4 (the paper's "
@@ -174,8 +137,6 @@ PAPER_PROTOCOL = Protocol(
     gate=_paper_gate,
     gate_text="mean training loss over seeds below 1e-4",
 )
-#: The selection of the paper's FlowAdam rows (``flowadam_upgrade.py``, newest version): mean
-#: training loss below the bar (1e-7), the newer zoo controls' gate.
 FLOW_ROWS_PROTOCOL = ORACLE_MEAN
 
 
@@ -229,17 +190,8 @@ class DialConfig:
 
     def _spec(self, part: str, method: str, hparams: Mapping[str, Any], lr: float, seed: int,
               budget: Budget) -> RunSpec:
-        config = {
-            "kind": "factored",
-            "problem": self.problem.to_config(),
-            "method": method,
-            "hparams": {**hparams, "lr": float(lr)},
-            "schedule": "constant",
-            "budget": budget.to_config(),
-            "seed": seed,
-            "dtype": self.dtype,
-        }
-        return RunSpec(NAME, part, config, {"instance": seed, "init": seed + INIT_SEED_OFFSET})
+        return RunSpec(NAME, part, *factored_run(self.problem.to_config(), method, hparams, lr,
+                                                 "constant", budget, seed, self.dtype))
 
     def specs(self, part: str) -> list[RunSpec]:
         """The runs of ``part``, ordered row (p or FlowAdam row), lr, seed."""
@@ -290,11 +242,7 @@ def _quick_config() -> DialConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-
-
-def get_config(scale: str | None = None) -> DialConfig:
-    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
+get_config = config_getter(CONFIGS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,25 +307,22 @@ def ablation_results(records: Sequence[Mapping[str, Any]]) -> dict[str, fx.RunCo
 
 
 def _run_cost(spec: RunSpec) -> float:
-    if spec.config["kind"] == ABLATION_KIND:  # every run steps through the whole budget
-        p = spec.config["problem"]
-        return 4.0 * p["n"] ** 2 * p["m"] * spec.config["budget"]["num_steps"]
-    return _factored_cost(spec)
-
-
-def _factored_cost(spec: RunSpec) -> float:
     """Guessed flops of a run: sensing products per step times the expected steps (the dial
-    needs about 4/lr steps, the flow path, GD at lr·T, about 60/lr; never over the budget)."""
+    needs about 4/lr steps, the flow path, GD at lr·T, about 60/lr; never over the budget; an
+    ablation run steps through the whole budget)."""
     c = spec.config
     p = c["problem"]
-    lr = c["hparams"]["lr"]
-    flow = bool(c["hparams"].get("flow", False)) or c["method"] == "gd"
-    steps = min(float(c["budget"]["num_steps"]), (60.0 if flow else 4.0) / lr)
+    steps = float(c["budget"]["num_steps"])
+    if c["kind"] != ABLATION_KIND:
+        flow = bool(c["hparams"].get("flow", False)) or c["method"] == "gd"
+        steps = min(steps, (60.0 if flow else 4.0) / c["hparams"]["lr"])
     return 4.0 * p["n"] ** 2 * p["m"] * steps
 
 
-class DialExperiment:
-    """The dial and FlowAdam on the sensing testbed as a sweep experiment."""
+class DialExperiment(ms.MatrixSensingZoo):
+    """The dial and FlowAdam on the sensing testbed as a sweep experiment: the zoo's batch key,
+    training and split for the factored runs (:class:`~gaugekit.experiments.matrix_sensing.
+    MatrixSensingZoo`), the ablation's own."""
 
     name = NAME
     description = "the anisotropy dial (p, 'rms'/'geomean') and FlowAdam rows on matrix sensing"
@@ -388,30 +333,23 @@ class DialExperiment:
     def specs(self, part: str, scale: str) -> list[RunSpec]:
         return get_config(scale).specs(part)
 
-    def batch_key(self, spec: RunSpec) -> Hashable:
-        c = spec.config
-        return (c["kind"], repr(c["problem"]), repr(c["budget"]), c["dtype"])
-
     def run_batch(
         self, specs: Sequence[RunSpec], *, device: torch.device, progress: bool
     ) -> list[RunResult]:
         if specs[0].config["kind"] == ABLATION_KIND:
             return run_ablation(specs, device=device)
-        return train_factored_batch(specs, device=device, progress=progress)
+        return super().run_batch(specs, device=device, progress=progress)
 
     def batch_cost(self, specs: Sequence[RunSpec]) -> float:
-        """A rough flop count of a batch, used only to balance parallel workers."""
         return sum(_run_cost(s) for s in specs)
 
     def split_batch(self, specs: Sequence[RunSpec], parts: int) -> list[list[RunSpec]]:
-        """Cut a batch into ``parts`` pieces balanced by :meth:`batch_cost`: the ablation's
-        whole variants (all their seeds and lrs together), the factored runs by
-        :func:`~gaugekit.experiments.matrix_sensing.split_factored`. Runs never interact, so
-        results do not depend on the cut (up to round-off)."""
+        """The zoo's split by :meth:`batch_cost`; the ablation's into whole variants (all their
+        seeds and lrs together)."""
+        if specs[0].config["kind"] != ABLATION_KIND:
+            return super().split_batch(specs, parts)
         if parts <= 1:
             return [list(specs)]
-        if specs[0].config["kind"] != ABLATION_KIND:
-            return ms.split_factored(specs, parts, self.batch_cost)
         groups: dict[str, list[RunSpec]] = {}
         for spec in specs:
             groups.setdefault(spec.config["variant"], []).append(spec)

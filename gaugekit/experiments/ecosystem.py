@@ -32,8 +32,6 @@ sweep goes on either way (:func:`run_isolated`).
 Parts: one per library. Paper scale: every exported class (:data:`CATALOG`, pinned; a test
 compares it with the installed package), records committed under ``results/ecosystem/paper``.
 Quick scale: the first :data:`QUICK_CLASSES` classes of each library, in a temporary folder.
-The module runs a little past 500 lines because the two libraries' pinned catalogues and the
-follow-ups are written beside the audit that runs them.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 8, experiments/, on train/ and runs/.
@@ -53,28 +51,6 @@ from gaugekit.runs import collection, isolation
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.isolation import Isolated
 from gaugekit.runs.spec import RunResult, RunSpec
-
-__all__ = [
-    "APPROXIMATE_BOUND",
-    "CATALOG",
-    "EXPERIMENT",
-    "LIBRARIES",
-    "NUM_STEPS",
-    "VERDICTS",
-    "INVESTIGATIONS",
-    "EcosystemAudit",
-    "Investigation",
-    "Isolated",
-    "Library",
-    "audit_class",
-    "classify",
-    "collect",
-    "counts",
-    "exported_optimizers",
-    "library_available",
-    "run_isolated",
-    "table_rows",
-]
 
 NAME = "ecosystem"
 #: audit steps per run (past RAdam-style warm-ups of 5 steps and a first preconditioner refresh)
@@ -238,31 +214,22 @@ def run_isolated(target: str, args: tuple[Any, ...], timeout_s: float,
 # one audit (runs in the child)
 # --------------------------------------------------------------------------------------------
 
-_NEEDS_MODEL = ("model",)
-
-
-def _required(cls: type) -> list[str]:
+def _signature(cls: type) -> tuple[list[str], dict[str, Any]]:
+    """The constructor's required arguments, and its scalar defaults worth recording (lr,
+    betas, eps, weight decay, momentum)."""
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())[1:]
     except (TypeError, ValueError):
-        return []
-    return [p.name for p in params if p.default is inspect.Parameter.empty
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
-def _defaults(cls: type) -> dict[str, Any]:
-    """Scalar defaults of the constructor worth recording (lr, betas, eps, weight decay)."""
-    try:
-        params = inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        return {}
-    out: dict[str, Any] = {}
+        return [], {}
+    required = [p.name for p in params if p.default is inspect.Parameter.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    given = {p.name: p.default for p in params}
+    defaults: dict[str, Any] = {}
     for key in ("lr", "betas", "eps", "weight_decay", "momentum"):
-        if key in params and params[key].default is not inspect.Parameter.empty:
-            value = params[key].default
-            if isinstance(value, (int, float, tuple, type(None))) and not isinstance(value, bool):
-                out[key] = list(value) if isinstance(value, tuple) else value
-    return out
+        value = given.get(key, inspect.Parameter.empty)
+        if isinstance(value, (int, float, tuple, type(None))) and not isinstance(value, bool):
+            defaults[key] = list(value) if isinstance(value, tuple) else value
+    return required, defaults
 
 
 def _factory(cls: type, required: Sequence[str], num_measurements: int,
@@ -276,12 +243,11 @@ def _factory(cls: type, required: Sequence[str], num_measurements: int,
     the new optimizer (schedule-free rules)."""
     supplied: dict[str, str] = {}
     extra: dict[str, Any] = dict(kwargs or {})
-    wrap_instance = False
+    wrap_instance = "optimizer" in required
     for name in required:
         if name == "params":
             continue
         if name == "optimizer":
-            wrap_instance = True
             supplied[name] = f"torch.optim.SGD(params, lr={WRAPPED_LR:g})"
         elif name == "base_optimizer":
             extra[name] = torch.optim.SGD
@@ -298,10 +264,7 @@ def _factory(cls: type, required: Sequence[str], num_measurements: int,
 
     def factory(params: list[torch.Tensor]) -> torch.optim.Optimizer:
         given: Any = [{"params": params, **group}] if group else params
-        if wrap_instance:
-            opt = cls(torch.optim.SGD(given, lr=WRAPPED_LR), **extra)
-        else:
-            opt = cls(given, **extra)
+        opt = cls(torch.optim.SGD(given, lr=WRAPPED_LR) if wrap_instance else given, **extra)
         if call_train:
             opt.train()
         return opt
@@ -330,12 +293,12 @@ def audit_class(module_name: str, class_name: str, num_steps: int = NUM_STEPS,
     if module_name == "heavyball":
         importlib.import_module("heavyball.utils").compile_mode = None
     cls = getattr(module, class_name)
-    required = _required(cls)
+    required, defaults = _signature(cls)
     out: dict[str, Any] = {
-        "result": None, "errors": {}, "supplied": {}, "defaults": _defaults(cls),
+        "result": None, "errors": {}, "supplied": {}, "defaults": defaults,
         "required": required, "origin": getattr(cls, "__module__", "?"), "reason": None,
     }
-    if any(name in _NEEDS_MODEL for name in required):
+    if "model" in required:
         out["reason"] = "needs a model (an nn.Module argument)"
         return out
     if "specs" in required:
@@ -420,11 +383,6 @@ def counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 # --------------------------------------------------------------------------------------------
 
 
-def _classes(library: str, scale: str) -> tuple[str, ...]:
-    names = CATALOG[library]
-    return names if scale == "paper" else names[:QUICK_CLASSES]
-
-
 class EcosystemAudit:
     """The ecosystem audit as a sweep experiment (one run = one optimizer class)."""
 
@@ -441,7 +399,8 @@ class EcosystemAudit:
                                inv.to_config()) for inv in chosen]
         if part not in LIBRARIES:
             raise ValueError(f"Invalid part: {part!r}; expected one of {self.parts(scale)}")
-        return [self._spec(part, part, name, NUM_STEPS, scale) for name in _classes(part, scale)]
+        names = CATALOG[part] if scale == "paper" else CATALOG[part][:QUICK_CLASSES]
+        return [self._spec(part, part, name, NUM_STEPS, scale) for name in names]
 
     @staticmethod
     def _spec(part: str, library: str, cls_name: str, num_steps: int, scale: str,
@@ -511,9 +470,7 @@ def table_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "library": c["library"], "optimizer": c["optimizer"], "verdict": m["verdict"],
             "key": (c.get("investigation") or {}).get("key"), "num_steps": c["num_steps"],
             "residual": res.get("residual"), "dtype": res.get("dtype"),
-            "displacement": res.get("displacement"), "note": m.get("note") or "",
-            "reason": m.get("reason") or "", "origin": m.get("origin", ""),
-            "supplied": m.get("supplied") or {}, "defaults": m.get("defaults") or {},
-            "seconds": m.get("seconds"),
+            "note": m.get("note") or "", "reason": m.get("reason") or "",
+            "supplied": m.get("supplied") or {},
         })
     return rows

@@ -28,6 +28,7 @@ theirs. The records live under ``results/eigenbasis/<scale>`` (one file per part
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -38,27 +39,11 @@ from gaugekit.runs import collection
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.spec import RunResult, RunSpec
 
-__all__ = ["EXPERIMENT", "METHOD", "SENSING_LR_GRID", "EigenbasisComparison", "collect"]
-
 NAME = "eigenbasis"
 METHOD = "eigen_adam"
 #: the lr grid of the sensing part: shared-scale Adam's grid (an Adam-like rule), extended by
 #: 0.1 and 0.3 after the first sweep selected its upper edge
 SENSING_LR_GRID: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3)
-
-
-def _sensing_part(scale: str) -> ms.Part:
-    zoo = ms.get_config(scale).part("zoo")
-    return ms.Part("sensing", "EigenAdam on Table 2's protocol", zoo.problem, zoo.budget,
-                   zoo.seeds, (METHOD,), {METHOD: SENSING_LR_GRID}, {METHOD: "constant"})
-
-
-def _attention_family(scale: str, part: str = "single", method: str = METHOD
-                      ) -> att.TwinFamily:
-    families = att.get_config(scale).families(part)
-    adam = next(f for f in families if f.method == "adam")
-    return att.TwinFamily(adam.task, adam.model, method, adam.num_steps, adam.checkpoints,
-                          adam.init_seed, adam.twins, adam.dtype)
 
 
 #: part → (attention experiment's family, method)
@@ -81,10 +66,14 @@ class EigenbasisComparison:
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
         if part == "sensing":
-            return _sensing_part(scale).specs()
-        if part in _ATTENTION_PARTS:
+            zoo = ms.get_config(scale).part("zoo")
+            return ms.Part("sensing", "EigenAdam on Table 2's protocol", zoo.problem, zoo.budget,
+                           zoo.seeds, (METHOD,), {METHOD: SENSING_LR_GRID},
+                           {METHOD: "constant"}).specs()
+        if part in _ATTENTION_PARTS:  # the attention family's Adam runs, with another method
             family, method = _ATTENTION_PARTS[part]
-            return _attention_family(scale, family, method).specs(part)
+            adam = next(f for f in att.get_config(scale).families(family) if f.method == "adam")
+            return replace(adam, method=method, hparams=None).specs(part)
         raise ValueError(f"Invalid part: {part!r}; expected one of {self.parts(scale)}")
 
     def batch_key(self, spec: RunSpec) -> Hashable:
@@ -111,5 +100,4 @@ def collect(scale: str = "paper", *, mode: str | None = "read",
 
 def sensing_row(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Table 2's oracle selection row of the method (``matrix_sensing.selection_rows``)."""
-    rows = ms.selection_rows(records, "oracle")
-    return rows[0]
+    return ms.selection_rows(records, "oracle")[0]

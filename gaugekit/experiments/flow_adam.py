@@ -54,39 +54,6 @@ from gaugekit.problems.specs import Budget, Problem
 from gaugekit.runs.spec import RunSpec
 from gaugekit.train.factors import train_factored_batch
 
-__all__ = [
-    "AUDIT_CASES",
-    "CONFIGS",
-    "FLOW_LABEL",
-    "GD_LABEL",
-    "FLOW_COUNTERS",
-    "HAND_METHOD",
-    "INVARIANT",
-    "PROTOTYPE",
-    "PUBLISHED_FLOW_VS_DIAL",
-    "DialThenClippedGD",
-    "FlowAdamConfig",
-    "FlowAudit",
-    "RunColumns",
-    "Variant",
-    "ablation_variants",
-    "audit_cases",
-    "audit_flow_adam",
-    "dial_gauge_residuals",
-    "dial_label",
-    "distance_from_init",
-    "final_factor_gap",
-    "flow_counts",
-    "flow_adam_config",
-    "make_variant_optimizer",
-    "per_entry_log_lr",
-    "run_columns",
-    "stiffness_label",
-    "train_on_instance",
-    "train_runs",
-    "train_variants",
-]
-
 #: The gauge-invariant preset (p = 0, RMS scalar, global-norm clip c = 10) and the prototype's
 #: configuration (p = 1, geometric mean, per-coordinate clip), both with the paper's triggers.
 INVARIANT: Mapping[str, Any] = FLOW_ADAM_PRESETS["invariant"]
@@ -271,8 +238,7 @@ def audit_flow_adam(config: FlowAdamConfig, **options: Any) -> FlowAudit:
     result = audit_equivariance(factory, num_steps=config.audit_steps,
                                 generator=torch.Generator().manual_seed(0))
     # made: the plain, the rotated and the noise run, in that order
-    plain, rotated = (int(opt.flow_counters()["flow_steps"]) for opt in made[:2])
-    return FlowAudit(result, (plain, rotated))
+    return FlowAudit(result, tuple(int(opt.flow_counters()["flow_steps"]) for opt in made[:2]))
 
 
 def dial_gauge_residuals(config: FlowAdamConfig, scalar: str) -> list[float]:
@@ -344,8 +310,7 @@ class DialThenClippedGD(FlowAdam):
             return
         params = [p for group in self.param_groups for p in group["params"]]
         grads, b = [p.grad for p in params], self.hand_batch_dims
-        dims = [tuple(range(b, g.ndim)) for g in grads]
-        norm = sum(g.square().sum(dim=d) for g, d in zip(grads, dims, strict=True)).sqrt()
+        norm = sum(g.square().sum(dim=tuple(range(b, g.ndim))) for g in grads).sqrt()
         clipped = clip_gradients(grads, "globalnorm", self.clip, norm, b)
         for p, c in zip(params, clipped, strict=True):
             p.sub_(per_run(self.hand_lr, p, b) * self.time_scale * c)
@@ -425,21 +390,19 @@ def train_runs(
     runs: Sequence[tuple[Variant, int, float]],
     config: FlowAdamConfig,
     *,
-    clip_threshold: float = INVARIANT["flow_clip"],
     device: torch.device | str | None = None,
 ) -> list[dict[str, Any]]:
     """Train the runs ``(variant, seed, base lr)`` stacked, with
     :func:`gaugekit.train.factors.train_factored_batch`, and return each run's metrics.
 
-    As in the paper's protocol a run stops after the update of the first check step at which
-    its loss, evaluated before that update, is below ``config.budget.tol``; its factors and
-    flow counters are kept there. Metrics: ``steps`` (updates taken), ``train_loss`` (at the
-    stop: before its update if the run stopped at a check, after the last update if it ran out
-    of budget), ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with
-    ``‖g‖ > clip_threshold`` up to the stop), ``lr`` (``base lr × lr_factor``) and the
+    A run stops by the paper's rule (:class:`FlowAdamConfig`); its factors and flow counters
+    are kept there. Metrics: ``steps`` (updates taken), ``train_loss`` (at the stop: before its
+    update if the run stopped at a check, after the last update if it ran out of budget),
+    ``interpolated``, ``rec``, ``effective_rank``, ``clip_bound`` (steps with ``‖g‖`` above the
+    invariant preset's clip up to the stop), ``lr`` (``base lr × lr_factor``) and the
     :data:`FLOW_COUNTERS`. A run that does not end ``ok`` (diverged, error) raises.
     """
-    budget = {**config.budget.to_config(), "count_grad_norm_above": clip_threshold}
+    budget = {**config.budget.to_config(), "count_grad_norm_above": INVARIANT["flow_clip"]}
     base = {"kind": "factored", "problem": config.problem.to_config(), "schedule": "constant",
             "budget": budget, "dtype": str(config.dtype).removeprefix("torch.")}
     specs = [RunSpec("flow_adam", "variants", {
@@ -470,12 +433,12 @@ def run_columns(runs: Sequence[tuple[int, float, Mapping[str, Any]]]) -> RunColu
     lr: ``seed``, ``base_lr``, ``stop`` (the metrics' ``steps``) and every metric."""
     runs = sorted(runs, key=lambda run: run[:2])
     m = [metrics for _, _, metrics in runs]
-    ints = ("stop", "clip_bound", *FLOW_COUNTERS)
     return {
         "seed": torch.tensor([seed for seed, _, _ in runs]),
         "base_lr": torch.tensor([lr for _, lr, _ in runs], dtype=torch.float64),
         "stop": torch.tensor([x["steps"] for x in m], dtype=torch.int64),
-        **{k: torch.tensor([x[k] for x in m], dtype=torch.int64) for k in ints[1:]},
+        **{k: torch.tensor([x[k] for x in m], dtype=torch.int64)
+           for k in ("clip_bound", *FLOW_COUNTERS)},
         **{k: torch.tensor([math.nan if x[k] is None else x[k] for x in m], dtype=torch.float64)
            for k in ("train_loss", "rec", "effective_rank", "lr")},
         "interpolated": torch.tensor([bool(x["interpolated"]) for x in m]),

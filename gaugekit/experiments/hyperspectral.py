@@ -51,11 +51,11 @@ from gaugekit.data.scene_refs import registered_scene, synthetic_scene, user_sce
 from gaugekit.data.scenes import SCENES
 from gaugekit.experiments.hyperspectral_parts import (
     NAME,
-    PAPER_HPARAMS,
+    PAPER_HPARAMS,  # noqa: F401 - re-exported (the parts' names are imported from here)
     Arm,
     Budget,
     MatrixProtocol,
-    Part,
+    Part,  # noqa: F401 - re-exported
     ScaleConfig,
     ScenePlan,
 )
@@ -63,37 +63,8 @@ from gaugekit.runs import collection
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.matched_loss import THRESHOLDS
 from gaugekit.runs.records import canonical_json
-from gaugekit.runs.spec import RunResult, RunSpec
+from gaugekit.runs.spec import RunResult, RunSpec, config_getter
 from gaugekit.train.factors import train_factored_batch
-
-__all__ = [
-    "CONFIGS",
-    "EXPERIMENT",
-    "EVAL_SEEDS",
-    "LR_GRIDS",
-    "METHODS",
-    "PAPER_NUM_STEPS",
-    "PAPER_SCENES",
-    "PAPER_HPARAMS",
-    "PAPER_CPU_LR_GRIDS",
-    "PAPER_LR_GRIDS",
-    "PUBLISHED_FIXED_LR_GAPS",
-    "PUBLISHED_HEADLINE",
-    "PUBLISHED_TABLE5",
-    "SELECTION_SEEDS",
-    "THRESHOLDS",
-    "Budget",
-    "Collected",
-    "HyperspectralCompletion",
-    "MatrixProtocol",
-    "Part",
-    "ScaleConfig",
-    "collect",
-    "collector",
-    "get_config",
-    "records_dir",
-    "run_scene",
-]
 
 #: The methods of Table 5, through the optimizer registry: GD, Adam, shared-scale Adam, Muon.
 METHODS: tuple[str, ...] = ("gd", "adam", "scalar_adam", "muon")
@@ -220,11 +191,7 @@ def _quick_config() -> ScaleConfig:
 
 
 CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-
-
-def get_config(scale: str | None = None) -> ScaleConfig:
-    """The experiment's configuration at ``scale`` (default: :func:`gaugekit.config.get_scale`)."""
-    return CONFIGS[get_scale(scale)]()
+get_config = config_getter(CONFIGS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,12 +247,6 @@ EXPERIMENT = HyperspectralCompletion()
 # --------------------------------------------------------------------------------------------
 # for the chapter, the CLI and a user's scene
 # --------------------------------------------------------------------------------------------
-
-
-def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """Where the records of ``scale`` go (:func:`gaugekit.runs.collection.scale_records_dir`)."""
-    config = get_config(scale)
-    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
 def collector(experiment: HyperspectralCompletion) -> Callable[..., Collected]:

@@ -12,20 +12,15 @@ from typing import Any
 
 from gaugekit.data.scene_refs import DENSITY_LABELS, SceneRef
 from gaugekit.data.scenes import available_scenes
+from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.problems import hyperspectral as hp
 from gaugekit.runs.matched_loss import THRESHOLDS
 from gaugekit.runs.spec import RunSpec
 
-__all__ = ["NAME", "PAPER_HPARAMS", "Arm", "Budget", "MatrixProtocol", "Part", "ScaleConfig",
-           "ScenePlan"]
-
 NAME = "hyperspectral"
-#: Hyperparameters besides ``lr`` (pinned, so that a registry default cannot change run ids).
+#: Hyperparameters besides ``lr``: the zoo's, pinned (no registry default changes a run id).
 PAPER_HPARAMS: dict[str, dict[str, Any]] = {
-    "gd": {},
-    "adam": {"betas": (0.9, 0.999), "eps": 1e-8},
-    "scalar_adam": {"betas": (0.9, 0.999), "eps": 1e-8},
-    "muon": {"momentum": 0.9, "nesterov": False, "ns_steps": 5, "eps": 1e-7},
+    m: ms.PAPER_HPARAMS[m] for m in ("gd", "adam", "scalar_adam", "muon")
 }
 
 
@@ -116,20 +111,15 @@ class Part:
     def specs(self) -> list[RunSpec]:
         """The runs of the part, ordered method, lr, seed."""
         problem, budget = self.problem(), self.budget.to_config()
-        out = []
-        for method in self.methods:
-            for lr in self.lr_grids[method]:
-                hparams = {**PAPER_HPARAMS[method], "lr": float(lr)}
-                for seed in self.seeds:
-                    config = {
-                        "kind": "factored", "problem": problem, "method": method,
-                        "hparams": hparams, "schedule": "constant", "budget": budget,
-                        "seed": seed, "dtype": self.dtype,
-                    }
-                    seeds = {"mask": seed + hp.MASK_SEED_OFFSET,
-                             "init": seed + hp.INIT_SEED_OFFSET, "rows": self.matrix.row_seed}
-                    out.append(RunSpec(NAME, self.name, config, seeds))
-        return out
+        return [
+            RunSpec(NAME, self.name, {
+                "kind": "factored", "problem": problem, "method": method,
+                "hparams": {**PAPER_HPARAMS[method], "lr": float(lr)}, "schedule": "constant",
+                "budget": budget, "seed": seed, "dtype": self.dtype,
+            }, {"mask": seed + hp.MASK_SEED_OFFSET, "init": seed + hp.INIT_SEED_OFFSET,
+                "rows": self.matrix.row_seed})
+            for method in self.methods for lr in self.lr_grids[method] for seed in self.seeds
+        ]
 
 
 @dataclass(frozen=True)

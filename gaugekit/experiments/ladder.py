@@ -48,6 +48,7 @@ grids scaled by the same rule.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,34 +64,6 @@ from gaugekit.problems.matrix_sensing import default_num_measurements
 from gaugekit.problems.specs import Budget, Problem, factored_run
 from gaugekit.runs import collection
 from gaugekit.runs.spec import RunSpec, config_getter
-
-__all__ = [
-    "CONFIGS",
-    "EXACT_REC",
-    "EXPERIMENT",
-    "LADDER_BASE_GRIDS",
-    "LADDER_HPARAMS",
-    "LADDER_METHODS",
-    "LR_SCALING",
-    "PAPER_LADDER_COSINE",
-    "PAPER_LADDER_PROTOCOL",
-    "PAPER_RECORDS_N96_SEED42",
-    "PUBLISHED_ARM_METHODS",
-    "PUBLISHED_LADDER_CLAIMS",
-    "PUBLISHED_LADDER_DIGITS",
-    "PUBLISHED_LADDER_MDOF",
-    "PUBLISHED_LADDER_RANK",
-    "PUBLISHED_LADDER_REC",
-    "PUBLISHED_LADDER_SEEDS",
-    "LadderConfig",
-    "LadderExperiment",
-    "LadderPart",
-    "collect",
-    "get_config",
-    "ladder_lr_grid",
-    "lr_scale",
-    "size_rows",
-]
 
 NAME = "ladder"
 
@@ -381,18 +354,14 @@ def size_rows(config: LadderConfig, records: Mapping[str, Sequence[Mapping[str, 
                     if r.get("status") in ("ok", "diverged")]
         planned = len(part.specs())
         per_seed = planned // len(part.seeds)
-        counts: dict[int, int] = {}
-        for r in recorded:
-            counts[r["config"]["seed"]] = counts.get(r["config"]["seed"], 0) + 1
+        counts = Counter(r["config"]["seed"] for r in recorded)
         whole_seeds = sorted(s for s, c in counts.items() if c == per_seed)
         seeds = whole_seeds or sorted(counts)
         recs = [r for r in recorded if r["config"]["seed"] in seeds]
-        by_method: dict[str, list[Mapping[str, Any]]] = {}
-        for r in recs:
-            by_method.setdefault(r["config"]["method"], []).append(r)
-        whole = [m for m in part.methods if m in by_method
-                 and len(by_method[m]) == len(part.lr_grid(m)) * len(seeds)]
-        chosen = [r for m in whole for r in by_method[m]]
+        per_method = Counter(r["config"]["method"] for r in recs)
+        whole = [m for m in part.methods if m in per_method
+                 and per_method[m] == len(part.lr_grid(m)) * len(seeds)]
+        chosen = [r for m in whole for r in recs if r["config"]["method"] == m]
         out.append({
             "part": part.name, "value": part.value, "n": part.problem.n, "r": part.problem.r,
             "m": part.problem.m, "steps": part.budget.num_steps, "dtype": part.dtype,

@@ -53,18 +53,6 @@ from gaugekit.train.twins import (
     twin_result,
 )
 
-__all__ = [
-    "EXPERIMENT",
-    "LR_GRIDS",
-    "METHODS",
-    "METHOD_LABELS",
-    "LMConfig",
-    "collect",
-    "get_config",
-    "method_hparams",
-    "select_lr",
-]
-
 NAME = "language_model"
 
 METHODS: tuple[str, ...] = ("adam", "adamw", "scalar_adam", "adam_mini", "eigen_adam",
@@ -162,11 +150,9 @@ class LMConfig:
         if part != "tuned":
             raise ValueError(f"Invalid part: {part!r}; expected 'tuned' or 'timing'")
         for m in METHODS:
-            for lr in self.grids[m]:
-                for seed in self.selection_seeds:
-                    config = self._config(m, role="select", lr=lr, init_seed=seed,
-                                          twin={"kind": "base"})
-                    out.append(RunSpec(NAME, part, config, {"init": seed}))
+            out += [RunSpec(NAME, part, self._config(m, role="select", lr=lr, init_seed=seed,
+                                                     twin={"kind": "base"}), {"init": seed})
+                    for lr in self.grids[m] for seed in self.selection_seeds]
             rows = [(s, {"kind": "base"}) for s in self.fresh_seeds]
             rows += [(self.fresh_seeds[0], t) for t in self.twins(m)]
             for seed, twin in rows:
@@ -224,9 +210,8 @@ def select_lr(
         losses = [x if math.isfinite(x) else math.inf for x in final_val_loss[lr]]
         means[lr] = sum(losses) / len(losses)
     best = min(grid, key=lambda lr: (means[lr], lr))
-    i = list(grid).index(best)
     return {"lr": best, "mean_val_loss": {str(k): v for k, v in means.items()},
-            "at_edge": i in (0, len(grid) - 1) and len(grid) > 1,
+            "at_edge": list(grid).index(best) in (0, len(grid) - 1) and len(grid) > 1,
             "all_diverged": not math.isfinite(means[best])}
 
 
@@ -284,33 +269,24 @@ def run_lm_batch(specs: Sequence[RunSpec], *, device: torch.device) -> list[RunR
                    for s in specs if s.config["role"] == "select"]
     select_rows += [(lr, seed, {"kind": "base"}) for lr in grid for seed in sel_seeds
                     if (lr, seed, {"kind": "base"}) not in select_rows]
-    results: dict[str, RunResult] = {}
-    choice = None
+    results: dict[Any, RunResult] = {}  # a selection run by (lr, init seed), a fresh one by id
+    losses: dict[float, list[float]] = {}
     if select_rows:
         placed = _train(c0, select_rows, task, device, num_steps, c0["checkpoints"])
-        losses: dict[float, list[float]] = {}
         for b, (lr, seed, _) in enumerate(select_rows):
             r = _result(placed[b], task, shape, "base", lr=lr)
             losses.setdefault(lr, []).append(r.metrics["val_loss"])
-            results[canonical_json((lr, seed, "select"))] = r
-        if fresh:
-            choice = select_lr(grid, losses)
+            results[(lr, seed)] = r
     if fresh:
-        assert choice is not None
+        choice = select_lr(grid, losses)
         lr = float(choice["lr"])
         rows = [(lr, int(s.config["init_seed"]), s.config["twin"]) for s in fresh]
         placed = _train(c0, rows, task, device, num_steps, c0["checkpoints"])
         for b, spec in enumerate(fresh):
             results[spec.run_id] = _result(placed[b], task, shape,
                                            spec.config["twin"]["kind"], lr=lr, selection=choice)
-    out = []
-    for s in specs:
-        if s.config["role"] == "select":
-            out.append(results[canonical_json((float(s.config["lr"]), int(s.config["init_seed"]),
-                                               "select"))])
-        else:
-            out.append(results[s.run_id])
-    return out
+    return [results[s.run_id] if s.config["role"] == "fresh"
+            else results[(float(s.config["lr"]), int(s.config["init_seed"]))] for s in specs]
 
 
 def _timed(config: Mapping[str, Any], task: TwinTask, device: torch.device) -> RunResult:

@@ -66,38 +66,6 @@ from gaugekit.runs.selection import PROTOCOLS, Selection, select
 from gaugekit.runs.spec import RunResult, RunSpec, config_getter
 from gaugekit.train.factors import member_key, train_factored_batch
 
-__all__ = [
-    "CONFIGS",
-    "DecayArm",
-    "EXPERIMENT",
-    "DECAY_ADAM_LRS",
-    "DECAY_ARMS",
-    "DECAY_WDS",
-    "EXTRA_HPARAMS",
-    "PAPER_HPARAMS",
-    "PAPER_LR_GRIDS",
-    "PUBLISHED_DECAY_CEILING",
-    "PUBLISHED_CONVEX_REC",
-    "PUBLISHED_NUCLEAR_NORMS",
-    "PUBLISHED_TABLE2",
-    "TABLE2_COSINE",
-    "TABLE2_METHODS",
-    "MatrixSensingZoo",
-    "Part",
-    "ScaleConfig",
-    "collect",
-    "decay_rows",
-    "decay_runs",
-    "get_config",
-    "published_convex",
-    "published_table2",
-    "records_dir",
-    "selection_rows",
-    "split_factored",
-    "split_summary",
-    "wide_grid",
-]
-
 NAME = "matrix_sensing"
 
 #: Table 2's nine optimizers, in the paper's order (best published recovery first).
@@ -294,25 +262,18 @@ def wide_grid(grid: Sequence[float], factor: float = 10.0) -> tuple[float, ...]:
     return tuple(sorted(values))
 
 
-def _table2_schedules(methods: Sequence[str], cosine: frozenset[str]) -> dict[str, str]:
-    return {m: ("cosine" if m in cosine else "constant") for m in methods}
-
-
 def _build_config(
     scale: str,
     base: Problem,
     second: Problem,
     budget: Budget,
-    seeds: tuple[int, ...],
-    grids: Mapping[str, tuple[float, ...]],
-    wide_factor: float,
     persist: bool,
     decay_budget: Budget,
 ) -> ScaleConfig:
-    methods = TABLE2_METHODS
-    table2 = _table2_schedules(methods, TABLE2_COSINE)
-    all_cosine = _table2_schedules(methods, frozenset(methods))
-    wide = {m: wide_grid(grids[m], wide_factor) for m in methods}
+    methods, grids, seeds = TABLE2_METHODS, PAPER_LR_GRIDS, (42, 123, 456)
+    table2 = {m: ("cosine" if m in TABLE2_COSINE else "constant") for m in methods}
+    all_cosine = dict.fromkeys(methods, "cosine")
+    wide = {m: wide_grid(grids[m]) for m in methods}
     init_problem = Problem(base.n, base.r, base.k, base.m, base.num_val, 1e-2)
     decay_grids = {a: DECAY_ADAM_LRS if d.method == "adam" else grids[d.method]
                    for a, d in DECAY_ARMS.items()}
@@ -326,7 +287,7 @@ def _build_config(
              methods, grids, table2),
         Part("second_size", f"a second size: n = {second.n}, r = {second.r}, m = {second.m}",
              second, budget, seeds, methods, grids, table2),
-        Part("wide", f"lr grids widened {wide_factor:g}x on both sides", base, budget, seeds,
+        Part("wide", "lr grids widened 10x on both sides", base, budget, seeds,
              methods, wide, table2),
         Part("decay", "weight decay: the paper's Adam ceiling, AdamW, the equivariant rules",
              base, decay_budget, seeds, lr_grids=decay_grids, schedules=decay_schedules,
@@ -343,8 +304,7 @@ def _paper_config() -> ScaleConfig:
     base = Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
     second = Problem(60, 5, 60, default_num_measurements(60, 5), 200, 1e-3)
     return _build_config(
-        "paper", base, second, Budget(20_000), (42, 123, 456),
-        PAPER_LR_GRIDS, 10.0, persist=True,
+        "paper", base, second, Budget(20_000), persist=True,
         decay_budget=Budget(PUBLISHED_DECAY_CEILING["num_steps"], check_every=100),
     )
 
@@ -353,8 +313,7 @@ def _quick_config() -> ScaleConfig:
     base = Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
     second = Problem(30, 3, 30, default_num_measurements(30, 3), 100, 1e-3)
     return _build_config(
-        "quick", base, second, Budget(3_000, tol=1e-6, check_every=100), (42, 123, 456),
-        PAPER_LR_GRIDS, 10.0, persist=False,
+        "quick", base, second, Budget(3_000, tol=1e-6, check_every=100), persist=False,
         decay_budget=Budget(3_000, tol=1e-6, check_every=100),
     )
 
@@ -391,14 +350,9 @@ def _run_convex(spec: RunSpec) -> RunResult:
     # W = X as U Vᵀ with U = X, V = I: every metric but balancedness is a function of W
     m = recovery_metrics(X, eye, instance.X_star, instance.A_val, instance.y_val)
     residual = instance.A @ X.reshape(-1) - instance.y
-    metrics = {
-        "rec": float(m["rec"]),
-        "val_rec": float(m["val_rec"]),
-        "effective_rank": float(m["effective_rank"]),
-        "nuclear_norm": float(m["nuclear_norm"]),
-        "nuclear_norm_star": float(torch.linalg.svdvals(instance.X_star).sum()),
-        "feasibility": float(residual.norm() / instance.y.norm()),
-    }
+    metrics = {k: float(m[k]) for k in ("rec", "val_rec", "effective_rank", "nuclear_norm")}
+    metrics["nuclear_norm_star"] = float(torch.linalg.svdvals(instance.X_star).sum())
+    metrics["feasibility"] = float(residual.norm() / instance.y.norm())
     return RunResult("ok", metrics)
 
 
@@ -423,7 +377,7 @@ class MatrixSensingZoo:
         c = spec.config
         if c["kind"] == "convex":
             return ("convex", spec.run_id)
-        return ("factored", repr(c["problem"]), repr(c["budget"]), c["dtype"])
+        return (c["kind"], repr(c["problem"]), repr(c["budget"]), c["dtype"])
 
     def run_batch(
         self, specs: Sequence[RunSpec], *, device: torch.device, progress: bool
@@ -545,11 +499,7 @@ def selection_rows(
             "grid": s.grid,
             "rec": s.mean("rec"),
             "rec_seeds": [r["metrics"]["rec"] for r in s.runs],
-            "val_rec": s.mean("val_rec"),
-            "effective_rank": s.mean("effective_rank"),
-            "balancedness": s.mean("balancedness"),
-            "train_loss_worst": max((r["metrics"]["train_loss"] for r in s.runs), default=math.nan),
-            "steps": s.mean("steps"),
+            **{k: s.mean(k) for k in ("val_rec", "effective_rank", "balancedness", "steps")},
         })
     return rows
 
@@ -577,8 +527,7 @@ def decay_rows(
             "interpolated": s.gated,
             "at_grid_edge": lr in (lrs[0], lrs[-1]) or wd in (wds[0], wds[-1]),
             "rec": s.mean("rec"), "rec_seeds": [r["metrics"]["rec"] for r in s.runs],
-            "effective_rank": s.mean("effective_rank"), "nuclear_norm": s.mean("nuclear_norm"),
-            "balancedness": s.mean("balancedness"), "steps": s.mean("steps"),
+            **{k: s.mean(k) for k in ("effective_rank", "nuclear_norm", "balancedness", "steps")},
         })
     return rows
 

@@ -51,34 +51,6 @@ from gaugekit.runs.selection import mean_metric
 from gaugekit.runs.spec import RunSpec, config_getter
 from gaugekit.tail_theory import Crossing, estimate_crossing
 
-__all__ = [
-    "CONFIGS",
-    "EXACT_REC",
-    "EXPERIMENT",
-    "PAPER_PHASE_LOG",
-    "PAPER_PHASE_LR_GRIDS",
-    "PAPER_TAU_STAR_RULE",
-    "PHASE_METHODS",
-    "PROBE_METHODS",
-    "PUBLISHED_BALANCEDNESS",
-    "PUBLISHED_SIGNUM",
-    "PUBLISHED_TAU_STAR",
-    "TAIL_KIND",
-    "HorizonPart",
-    "PhasePart",
-    "ScaleConfig",
-    "SpectralTails",
-    "balancedness_rows",
-    "collect",
-    "crossings",
-    "get_config",
-    "horizon_rows",
-    "log_comparison",
-    "phase_rows",
-    "published_applies",
-    "rec_matrix",
-]
-
 NAME = "spectral_tails"
 TAIL_KIND = "spectral_tail"
 
@@ -172,15 +144,13 @@ class PhasePart:
     lr_grids: Mapping[str, tuple[float, ...]]
     schedules: Mapping[str, str]
 
-    def problem_config(self, tau: float) -> dict[str, Any]:
-        return {"kind": TAIL_KIND, **self.problem.to_config(), "tau": float(tau)}
-
     def specs(self) -> list[RunSpec]:
         """The runs, ordered ``τ``, method, lr, seed."""
         return [
             RunSpec(NAME, self.name, *factored_run(
-                self.problem_config(tau), method, ms.PAPER_HPARAMS[method], lr,
-                self.schedules.get(method, "constant"), self.budget, seed))
+                {"kind": TAIL_KIND, **self.problem.to_config(), "tau": float(tau)}, method,
+                ms.PAPER_HPARAMS[method], lr, self.schedules.get(method, "constant"),
+                self.budget, seed))
             for tau in self.taus
             for method in self.methods
             for lr in self.lr_grids[method]
@@ -323,13 +293,9 @@ def _within(records: Sequence[Mapping[str, Any]],
     keeps every lr)."""
     if lr_grids is None:
         return list(records)
-    out = []
-    for r in records:
-        grid = lr_grids.get(r["config"]["method"])
-        if grid is None or any(math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=1e-9)
-                               for lr in grid):
-            out.append(r)
-    return out
+    return [r for r in records if r["config"]["method"] not in lr_grids
+            or any(math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=1e-9)
+                   for lr in lr_grids[r["config"]["method"]])]
 
 
 def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle",
@@ -361,16 +327,10 @@ def log_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     (where one of them was the log's choice, the two selections cannot agree)."""
     rows = {(r["tau"], r["method"]): r
             for r in phase_rows(records, PAPER_TAU_STAR_RULE["protocol"], PAPER_PHASE_LR_GRIDS)}
-    out = []
-    for tau, by_method in PAPER_PHASE_LOG.items():
-        for method, logged in by_method.items():
-            r = rows.get((tau, method))
-            if r is None:
-                continue
-            out.append({"tau": tau, "method": method, "ours": r["rec"], "lr": r["lr"],
-                        "log": logged, "diff": r["rec"] - logged,
-                        "missing_lrs": r["missing_lrs"]})
-    return out
+    return [{"tau": tau, "method": method, "ours": r["rec"], "lr": r["lr"], "log": logged,
+             "diff": r["rec"] - logged, "missing_lrs": r["missing_lrs"]}
+            for tau, by_method in PAPER_PHASE_LOG.items() for method, logged in by_method.items()
+            if (r := rows.get((tau, method))) is not None]
 
 
 def crossings(records: Sequence[Mapping[str, Any]], *, num_boot: int = 2000,
@@ -432,10 +392,8 @@ def horizon_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         mean = mean_metric(ok, "rec") if len(ok) == len(recs) else math.nan
         out.append({
             "T": T, "schedule": schedule, "rec": mean, "rec_seeds": recs_,
-            "statuses": sorted({r["status"] for r in recs}),
             "interpolated": (len(ok) == len(recs)
                              and all(r["metrics"].get("interpolated") for r in ok)),
-            "train_loss_worst": max((r["metrics"]["train_loss"] for r in ok), default=math.nan),
             "steps": mean_metric(ok, "steps"),
             "balancedness": mean_metric(ok, "balancedness"),
             "exact": bool(mean < EXACT_REC),
@@ -449,19 +407,14 @@ def balancedness_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     selected lr, the mean rec, and ``relative_balancedness``, the balancedness divided by the
     mean nuclear norm ``‖W‖_*`` (balanced factors of ``W`` have ``‖U‖_F² = ‖V‖_F² = ‖W‖_*``,
     so this compares the imbalance with the size of the factors)."""
+    keys = ("tau", "method", "label", "equivariant", "lr", "balancedness", "rec", "interpolated")
     out = []
     for row in phase_rows(records):
-        if row["method"] not in PROBE_METHODS:
-            continue
-        nuc = row.get("nuclear_norm")
-        out.append({
-            "tau": row["tau"], "method": row["method"], "label": row["label"],
-            "equivariant": row["equivariant"], "lr": row["lr"],
-            "balancedness": row["balancedness"], "rec": row["rec"],
-            "interpolated": row["interpolated"],
-            "relative_balancedness": (row["balancedness"] / nuc
-                                      if nuc and math.isfinite(nuc) and nuc > 0 else math.nan),
-        })
+        if row["method"] in PROBE_METHODS:
+            nuc = row.get("nuclear_norm")
+            ok = nuc and math.isfinite(nuc) and nuc > 0
+            out.append({**{k: row[k] for k in keys},
+                        "relative_balancedness": row["balancedness"] / nuc if ok else math.nan})
     return out
 
 
