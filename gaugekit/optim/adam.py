@@ -21,6 +21,7 @@ from gaugekit.optim.validation import (
     bool_check,
     check_common_batch_shape,
     check_optimizer_wide,
+    invalid,
 )
 
 
@@ -196,10 +197,7 @@ def _blocks_check(name: str, value: Any) -> None:
     if value in ("tensor", "entry"):
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"Invalid {name}: {value!r}; expected an integer >= 1 (rows per block), "
-            "'tensor' or 'entry'"
-        )
+        raise invalid(name, value, "an integer >= 1 (rows per block), 'tensor' or 'entry'")
 
 
 class AdamMini(ZooOptimizer):
@@ -267,10 +265,9 @@ class AdamMini(ZooOptimizer):
         for p in group["params"]:
             rows = p.shape[batch_dims] if p.ndim > batch_dims else 1
             if p.ndim == batch_dims or rows % blocks:
-                raise ValueError(
-                    f"Invalid blocks: {blocks!r}; expected a divisor of the rows of every "
-                    f"parameter of its group (got a parameter of shape {tuple(p.shape)} with "
-                    f"batch_dims={batch_dims})"
+                raise invalid(
+                    "blocks", blocks, "a divisor of the rows of every parameter of its group "
+                    f"(got a parameter of shape {tuple(p.shape)} with batch_dims={batch_dims})"
                 )
 
     def _update_group(self, group: dict[str, Any]) -> None:

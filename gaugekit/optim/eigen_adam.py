@@ -29,24 +29,16 @@ from gaugekit.optim.validation import (
     betas_check,
     bool_check,
     choice_check,
-    int_check,
     invalid,
     real_check,
 )
 
 __all__ = ["EigenAdam", "cluster_pooling", "covariant_eigenbasis", "transfer_second_moment"]
 
-_POSITIVE_INT = int_check(1)
-
-
 def _update_freq_check(name: str, value: Any) -> None:
     """``None`` (the basis stays the identity: plain Adam) or an integer ``>= 1``."""
-    if value is None:
-        return
-    try:
-        _POSITIVE_INT(name, value)
-    except ValueError:
-        raise invalid(name, value, "an integer >= 1 or None (never refresh)") from None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise invalid(name, value, "an integer >= 1 or None (never refresh)")
 
 
 def _cluster_tol_check(name: str, value: Any) -> None:
