@@ -318,10 +318,6 @@ def newton_schulz_scalar_map(
 # --------------------------------------------------------------------------------------------
 
 
-def _gradient_velocity(t: float, G_U: Tensor, G_V: Tensor) -> tuple[Tensor, Tensor]:
-    return G_U, G_V
-
-
 def factor_flow(
     loss: LossFn,
     U0: Tensor,
@@ -343,7 +339,7 @@ def factor_flow(
     """
     from torchdiffeq import odeint
 
-    field = velocity if velocity is not None else _gradient_velocity
+    field = velocity if velocity is not None else lambda t, G_U, G_V: (G_U, G_V)
 
     def rhs(t: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         U, V = state

@@ -220,7 +220,8 @@ class ZooOptimizer(Optimizer):
         if legacy:
             self._check_legacy_groups(groups)
         else:
-            accepted = {c.__name__ for c in type(self).__mro__ if _is_rule(c)}
+            rules = [c for c in type(self).__mro__ if issubclass(c, ZooOptimizer)]
+            accepted = {c.__name__ for c in rules if c is not ZooOptimizer}
             strangers = sorted(str(m) for m in marks - accepted - {None})
             if strangers:
                 raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
@@ -246,7 +247,7 @@ class ZooOptimizer(Optimizer):
     def _check_legacy_groups(self, groups: list[dict[str, Any]]) -> None:
         """Refuse unmarked groups unless they look like this class's before the marker."""
         required = set(self.hyper_checks) - set(LEGACY_HYPERS) | {"batch_dims"}
-        known = _hyper_keys_of_all_rules() | set(TORCH_OPTIM_OFF)
+        known = {key for cls in _rules() for key in cls.hyper_checks} | set(TORCH_OPTIM_OFF)
         for group in groups:
             keys = set(group) - {"params"}
             if "batch_dims" not in keys:
@@ -335,10 +336,6 @@ def _listed(keys: set[str]) -> str:
     return ", ".join(sorted(keys))
 
 
-def _is_rule(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, ZooOptimizer) and cls is not ZooOptimizer
-
-
 def _rules() -> list[type[ZooOptimizer]]:
     out, todo = [], list(ZooOptimizer.__subclasses__())
     while todo:
@@ -346,10 +343,6 @@ def _rules() -> list[type[ZooOptimizer]]:
         out.append(cls)
         todo.extend(cls.__subclasses__())
     return out
-
-
-def _hyper_keys_of_all_rules() -> set[str]:
-    return {key for cls in _rules() for key in cls.hyper_checks}
 
 
 def _rule_display_name(name: str) -> str:
