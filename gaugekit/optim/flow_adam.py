@@ -277,11 +277,9 @@ class FlowAdam(ZooOptimizer):
         fire, param_norms, norm = (
             self._flow_trigger(entries, stats) if opts["flow"] else (None, [], None)
         )
-        if fire is None:
-            self._dial_step(entries, shared)
-        elif not self._multi_stage:
+        if fire is not None and not self._multi_stage:
             self._euler_or_dial(entries, shared, fire, param_norms, norm, stats)
-        elif bool(fire):
+        elif fire is not None and bool(fire):
             self._integrated_flow(entries, shared, closure)
         else:
             self._dial_step(entries, shared)
