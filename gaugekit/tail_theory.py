@@ -178,13 +178,7 @@ def integrate_mode(
     sol = solve_ivp(sign_rhs, (0.0, t_end), [u_start, v_start], method="DOP853",
                     dense_output=True, events=reached, rtol=rtol, atol=atol)
     t_hit = sol.t_events[0][0] if len(sol.t_events[0]) else math.inf
-    out = []
-    for tt in t_eval:
-        if tt <= t_hit:
-            u, v = sol.sol(tt)
-            out.append(u * v)
-        else:
-            out.append(s)
+    out = [math.prod(sol.sol(tt)) if tt <= t_hit else s for tt in t_eval]  # w = u v, then s
     return torch.tensor(out, dtype=torch.float64)
 
 
