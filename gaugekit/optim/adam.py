@@ -149,7 +149,7 @@ class SharedScaleAdam(ZooOptimizer):
         )
         check_common_batch_shape(self.param_groups, group)
 
-    def _update_all(self) -> None:
+    def _update_all(self, closure: Any = None) -> None:
         batch_dims = self.defaults["batch_dims"]
         rows = []
         for group in self.param_groups:

@@ -275,10 +275,11 @@ class ZooOptimizer(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self._update_all()
+        self._update_all(closure)
         return loss
 
-    def _update_all(self) -> None:
+    def _update_all(self, closure: Any = None) -> None:
+        """Every group's update; ``closure`` is for a rule that re-evaluates the gradient."""
         for group in self.param_groups:
             self._update_group(group)
 

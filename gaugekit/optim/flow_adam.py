@@ -248,12 +248,7 @@ class FlowAdam(ZooOptimizer):
                 "stages re-evaluate the gradient. Call step(closure), or use flow_method='euler', "
                 "which works from .grad alone"
             )
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        self._update_all(closure)
-        return loss
+        return super().step(closure)
 
     def _update_all(self, closure: Callable[[], Any] | None = None) -> None:
         opts = self.defaults
