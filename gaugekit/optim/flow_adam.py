@@ -3,7 +3,7 @@ r"""FlowAdam: Adam with the anisotropy dial and a clipped gradient-flow path, an
 From the paper's FlowAdam prototype (arXiv 2608.05136, Section 10; ``flowadam/optimizer.py`` of
 ``idevender/loss-basis-adam``); the class's docstring says what it does. The math is
 :mod:`gaugekit.optim.flow_functional`, the multi-stage integration :mod:`gaugekit.optim.flow_ode`.
-The class's methods share one optimizer state, hence one module of a little over 500 lines.
+The class's methods share one optimizer state, hence one module of about 500 lines.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
