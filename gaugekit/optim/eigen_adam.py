@@ -35,6 +35,7 @@ from gaugekit.optim.validation import (
 
 __all__ = ["EigenAdam", "cluster_pooling", "covariant_eigenbasis", "transfer_second_moment"]
 
+
 def _update_freq_check(name: str, value: Any) -> None:
     """``None`` (the basis stays the identity: plain Adam) or an integer ``>= 1``."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
