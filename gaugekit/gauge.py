@@ -132,8 +132,7 @@ def gl_act(U: Tensor, V: Tensor, A: Tensor) -> tuple[Tensor, Tensor]:
     ``V A⁻ᵀ`` is computed as ``(A⁻¹ Vᵀ)ᵀ`` by a linear solve, not by forming the inverse.
     On ``O(k)`` this is :func:`rotate_factors` (``Q⁻ᵀ = Q``).
     """
-    V_new = torch.linalg.solve(A, V.mT).mT
-    return U @ A, V_new
+    return U @ A, torch.linalg.solve(A, V.mT).mT
 
 
 def chain_product(weights: Sequence[Tensor]) -> Tensor:

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from gaugekit.audit.factors import run_factor_optimizer
-from gaugekit.gauge import balancedness, relative_distance
+from gaugekit.gauge import _split_heads, balancedness, relative_distance
 from gaugekit.linalg import NS_COEFFICIENTS
 
 __all__ = [
@@ -424,12 +424,7 @@ def attention_logits(X: Tensor, W_Q: Tensor, W_K: Tensor, num_heads: int) -> Ten
     weights only through ``W_{Q,h}ᵀ W_{K,h}``, hence are unchanged by a rotation ``R_h`` of each
     head's rows (:func:`gaugekit.gauge.rotate_heads`).
     """
-    d_out = W_Q.shape[-2]
-    if d_out % num_heads != 0:
-        raise ValueError(
-            f"Invalid num_heads: {num_heads!r}; expected a divisor of the output width {d_out}"
-        )
-    d_head = d_out // num_heads
+    d_head = _split_heads(W_Q, num_heads).shape[-2]  # raises for a width num_heads does not divide
     queries = (X @ W_Q.mT).unflatten(-1, (num_heads, d_head)).transpose(-3, -2)
     keys = (X @ W_K.mT).unflatten(-1, (num_heads, d_head)).transpose(-3, -2)
     return queries @ keys.mT / math.sqrt(d_head)
