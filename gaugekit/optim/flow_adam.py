@@ -87,14 +87,6 @@ FLOW_ADAM_PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-#: Options that define the shared quantities, hence one value for the whole optimizer.
-_OPTIMIZER_WIDE: tuple[str, ...] = (
-    "batch_dims", "precond_scalar", "flow", "flow_method", "flow_time_scale", "flow_plateau",
-    "flow_stiffness", "flow_clip_mode", "flow_clip", "flow_blend", "flow_velocity_cap",
-    "flow_warmup", "flow_stat_beta", "flow_tol",
-)
-
-
 def _host_reads_are_free(device: torch.device) -> bool:
     """Whether reading a value of ``device`` on the host costs no stall: the CPU only."""
     return device.type == "cpu"
@@ -213,7 +205,9 @@ class FlowAdam(ZooOptimizer):
 
     # ----------------------------------------------------------------------------- validation
     def _check_group(self, group: dict[str, Any]) -> None:
-        check_optimizer_wide(group, self.defaults, _OPTIMIZER_WIDE, "it cannot differ by group")
+        # the options that define the shared quantities: one value for the whole optimizer
+        wide = ("batch_dims", "precond_scalar", *(k for k in self.defaults if k.startswith("flow")))
+        check_optimizer_wide(group, self.defaults, wide, "it cannot differ by group")
         check_common_batch_shape(self.param_groups, group)
         if self._multi_stage and any(D.is_dtensor(p) for p in group["params"]):
             raise invalid(
