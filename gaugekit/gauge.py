@@ -53,17 +53,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def _standard_normal(
-    shape: tuple[int, ...],
-    generator: torch.Generator,
-    dtype: torch.dtype,
-    device: torch.device | str | None,
-) -> Tensor:
-    """Gaussian draw on the generator's device, then moved: the same numbers on any device."""
-    draw = torch.randn(shape, generator=generator, dtype=dtype, device=generator.device)
-    return draw.to(device) if device is not None else draw
-
-
 def haar_orthogonal(
     k: int,
     *,
@@ -82,7 +71,8 @@ def haar_orthogonal(
     """
     if k < 1:
         raise ValueError(f"Invalid k: {k!r}; expected an integer >= 1")
-    Z = _standard_normal((*tuple(batch_shape), k, k), generator, dtype, device)
+    Z = torch.randn((*batch_shape, k, k), generator=generator, dtype=dtype, device=generator.device)
+    Z = Z.to(device) if device is not None else Z
     Q, R = torch.linalg.qr(Z)
     signs = torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))
     signs = torch.where(signs == 0, torch.ones_like(signs), signs)
@@ -142,8 +132,7 @@ def gl_act(U: Tensor, V: Tensor, A: Tensor) -> tuple[Tensor, Tensor]:
     ``V A⁻ᵀ`` is computed as ``(A⁻¹ Vᵀ)ᵀ`` by a linear solve, not by forming the inverse.
     On ``O(k)`` this is :func:`rotate_factors` (``Q⁻ᵀ = Q``).
     """
-    V_new = torch.linalg.solve(A, V.mT).mT
-    return U @ A, V_new
+    return U @ A, torch.linalg.solve(A, V.mT).mT
 
 
 def chain_product(weights: Sequence[Tensor]) -> Tensor:

@@ -43,6 +43,7 @@ one change the three readings agree.)
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -177,13 +178,7 @@ def integrate_mode(
     sol = solve_ivp(sign_rhs, (0.0, t_end), [u_start, v_start], method="DOP853",
                     dense_output=True, events=reached, rtol=rtol, atol=atol)
     t_hit = sol.t_events[0][0] if len(sol.t_events[0]) else math.inf
-    out = []
-    for tt in t_eval:
-        if tt <= t_hit:
-            u, v = sol.sol(tt)
-            out.append(u * v)
-        else:
-            out.append(s)
+    out = [math.prod(sol.sol(tt)) if tt <= t_hit else s for tt in t_eval]  # w = u v, then s
     return torch.tensor(out, dtype=torch.float64)
 
 
@@ -360,18 +355,14 @@ def estimate_crossing(
     g = torch.Generator().manual_seed(seed)
     num_seeds = A.shape[1]
     idx = torch.randint(num_seeds, (num_boot, num_seeds), generator=g)
-    boot = []
-    for row in idx:
-        boot.append(_first_crossing(t, _difference(A[:, row], B[:, row]), estimator)[0])
+    boot = [_first_crossing(t, _difference(A[:, row], B[:, row]), estimator)[0] for row in idx]
     values = torch.tensor(sorted(boot), dtype=torch.float64)
     q_lo = values[int(math.floor((1 - level) / 2 * (num_boot - 1)))].item()
     q_hi = values[int(math.ceil((1 + level) / 2 * (num_boot - 1)))].item()
     no_cross = float((~torch.isfinite(values)).double().mean())
     shares: tuple[tuple[float, float], ...] = ()
     if estimator == "grid":
-        counts: dict[float, int] = {}
-        for v in boot:
-            counts[v] = counts.get(v, 0) + 1
+        counts = Counter(boot)
         shares = tuple((v, counts[v] / num_boot) for v in sorted(counts))
     return Crossing(
         taus=tuple(float(x) for x in t), difference=tuple(float(x) for x in d),

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from gaugekit.audit.factors import run_factor_optimizer
-from gaugekit.gauge import balancedness, relative_distance
+from gaugekit.gauge import _split_heads, balancedness, relative_distance
 from gaugekit.linalg import NS_COEFFICIENTS
 
 __all__ = [
@@ -318,10 +318,6 @@ def newton_schulz_scalar_map(
 # --------------------------------------------------------------------------------------------
 
 
-def _gradient_velocity(t: float, G_U: Tensor, G_V: Tensor) -> tuple[Tensor, Tensor]:
-    return G_U, G_V
-
-
 def factor_flow(
     loss: LossFn,
     U0: Tensor,
@@ -343,7 +339,7 @@ def factor_flow(
     """
     from torchdiffeq import odeint
 
-    field = velocity if velocity is not None else _gradient_velocity
+    field = velocity if velocity is not None else lambda t, G_U, G_V: (G_U, G_V)
 
     def rhs(t: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         U, V = state
@@ -428,12 +424,7 @@ def attention_logits(X: Tensor, W_Q: Tensor, W_K: Tensor, num_heads: int) -> Ten
     weights only through ``W_{Q,h}ᵀ W_{K,h}``, hence are unchanged by a rotation ``R_h`` of each
     head's rows (:func:`gaugekit.gauge.rotate_heads`).
     """
-    d_out = W_Q.shape[-2]
-    if d_out % num_heads != 0:
-        raise ValueError(
-            f"Invalid num_heads: {num_heads!r}; expected a divisor of the output width {d_out}"
-        )
-    d_head = d_out // num_heads
+    d_head = _split_heads(W_Q, num_heads).shape[-2]  # raises for a width num_heads does not divide
     queries = (X @ W_Q.mT).unflatten(-1, (num_heads, d_head)).transpose(-3, -2)
     keys = (X @ W_K.mT).unflatten(-1, (num_heads, d_head)).transpose(-3, -2)
     return queries @ keys.mT / math.sqrt(d_head)

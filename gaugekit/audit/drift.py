@@ -1,11 +1,7 @@
 r"""What the twin audit measures: the per-head invariants ``M_h`` and the drifts between twins.
 
-``M_h = W̃_{Q,h}ᵀ W̃_{K,h}`` with ``W̃ = [W | b]`` (bias columns where biases exist) is kept
-exactly by the per-head gauge (see :mod:`gaugekit.audit.heads`); two twins are compared by
-
-    ``rel(A, B) = ‖A − B‖_F / (½(‖A‖_F + ‖B‖_F))``  (:func:`rel_distance`),
-
-symmetric in the twins, per head and on the outputs of a probe batch.
+``M_h`` and ``rel`` as defined in :mod:`gaugekit.audit.heads` ("The invariant reported"), compared
+per head and on the outputs of a probe batch.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.

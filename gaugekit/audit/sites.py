@@ -71,10 +71,6 @@ class _QK:
         return [t for t in (self.wq, self.wk, self.bq, self.bk, self.bias_k) if t is not None]
 
 
-def _module_names(model: nn.Module) -> dict[int, str]:
-    return {id(m): n for n, m in model.named_modules()}
-
-
 def _get_module(model: nn.Module, name: str, argname: str) -> nn.Module:
     modules = dict(model.named_modules())
     if name not in modules:
@@ -91,7 +87,7 @@ def _name_of(model: nn.Module, obj: str | nn.Module, argname: str) -> str:
         _get_module(model, obj, argname)
         return obj
     if isinstance(obj, nn.Module):
-        name = _module_names(model).get(id(obj))
+        name = {id(m): n for n, m in model.named_modules()}.get(id(obj))
         if name is None:
             raise ValueError(
                 f"Invalid {argname}: {type(obj).__name__} object; expected a submodule of the "
@@ -213,10 +209,6 @@ _QK_NORM_NAME = re.compile(
 _ROTARY_NAME = re.compile(r"[Rr]otary|ROTARY|RoPE|ROPE|Rope(?=[A-Z_\d]|$)|(?:^|_)rope(?:_|\d|$)")
 
 
-def _parent_name(name: str) -> str:
-    return name.rsplit(".", 1)[0] if "." in name else ""
-
-
 def _check_structure(model: nn.Module, site: QKSite) -> None:
     """Refuse qk-norms with a gain or mean-centring, and rotary modules (see module doc)."""
     for mod_name, mod in model.named_modules():
@@ -232,7 +224,7 @@ def _check_structure(model: nn.Module, site: QKSite) -> None:
             )
     if site.kind not in ("linear", "param"):
         return
-    parents = {_parent_name(n) for n in site.modules}
+    parents = {n.rsplit(".", 1)[0] if "." in n else "" for n in site.modules}
     modules = dict(model.named_modules())
     for parent in parents:
         for child_name, child in modules[parent].named_children():

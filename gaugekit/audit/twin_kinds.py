@@ -36,10 +36,6 @@ def draw_head_rotations(
                                  dtype=dtype)
 
 
-def _work_dtype(t: Tensor) -> torch.dtype:
-    return t.dtype if t.device.type == "mps" else torch.float64
-
-
 def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> None:
     if len(rotations) != len(sites):
         raise ValueError(
@@ -57,14 +53,6 @@ def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> No
                 f"Invalid rotations: ‖AᵀA − I‖_F = {defect:.3g} for site {s.label!r}; expected "
                 f"orthogonal matrices (the gauge needs A_hᵀ A_h = I)"
             )
-
-
-def _rotate_in_place(model: nn.Module, sites: Sequence[QKSite], rotations: Sequence[Tensor]):
-    with torch.no_grad():
-        for site, A in zip(sites, rotations, strict=True):
-            for t in qk_tensors(model, site).tensors():
-                work = _work_dtype(t)
-                t.copy_(rotate_head_rows(t.to(work), A.to(device=t.device, dtype=work)))
 
 
 def gauge_twin(
@@ -92,7 +80,11 @@ def gauge_twin(
         rotations = draw_head_rotations(resolved, generator=generator)
     _check_rotations(rotations, resolved)
     twin = copy.deepcopy(model)
-    _rotate_in_place(twin, resolved, rotations)
+    with torch.no_grad():
+        for site, A in zip(resolved, rotations, strict=True):
+            for t in qk_tensors(twin, site).tensors():
+                work = t.dtype if t.device.type == "mps" else torch.float64
+                t.copy_(rotate_head_rows(t.to(work), A.to(device=t.device, dtype=work)))
     return twin, list(rotations)
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.validation import DECAY, EPS, LR, WEIGHT_DECAY, Hyper, bool_check
@@ -63,24 +61,15 @@ class Adafactor(ZooOptimizer):
         weight_decay: Hyper = 0.0, *, maximize: bool = False, batch_dims: int = 0,
         **torch_options: Any,
     ) -> None:
-        defaults = {
-            "lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay,
-            "maximize": maximize,
-        }
-        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+        self._init_from(locals())
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
-            state = self.state[p]
             factored = p.ndim - group["batch_dims"] >= 2
-            if not state:
-                state["step"] = 0
-                if factored:
-                    state["row_var"] = p.new_zeros(p.shape[:-1] + (1,))
-                    state["col_var"] = p.new_zeros(p.shape[:-2] + (1, p.shape[-1]))
-                else:
-                    state["variance"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            state["step"] += 1
+            state = self._state(p, *(() if factored else ("variance",)), step=True)
+            if factored and "row_var" not in state:
+                state["row_var"] = p.new_zeros(p.shape[:-1] + (1,))
+                state["col_var"] = p.new_zeros(p.shape[:-2] + (1, p.shape[-1]))
             hypers = {
                 name: self._hyper(group, name, p)
                 for name in ("lr", "beta2", "eps", "weight_decay")

@@ -21,6 +21,7 @@ from gaugekit.optim.validation import (
     bool_check,
     check_common_batch_shape,
     check_optimizer_wide,
+    invalid,
 )
 
 
@@ -67,11 +68,7 @@ class Adam(ZooOptimizer):
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, decoupled_weight_decay: bool = False,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        defaults = {
-            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-            "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize,
-        }
-        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+        self._init_from(locals())
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
@@ -144,11 +141,7 @@ class SharedScaleAdam(ZooOptimizer):
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, maximize: bool = False,
         batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        defaults = {
-            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-            "maximize": maximize,
-        }
-        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+        self._init_from(locals())
 
     def _check_group(self, group: dict[str, Any]) -> None:
         check_optimizer_wide(
@@ -156,35 +149,31 @@ class SharedScaleAdam(ZooOptimizer):
         )
         check_common_batch_shape(self.param_groups, group)
 
-    def _update_all(self) -> None:
+    def _update_all(self, closure: Any = None) -> None:
         batch_dims = self.defaults["batch_dims"]
-        columns: dict[str, list[Any]] = {
-            key: [] for key in ("params", "grads", "exp_avgs", "exp_avg_sq_means", "steps",
-                                "lrs", "beta1s", "beta2s", "weight_decays", "maximizes")
-        }
+        rows = []
         for group in self.param_groups:
             for p, g in self._with_grad(group["params"]):
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state = self._state(p, "exp_avg", step=True)
+                if "exp_avg_sq_mean" not in state:
                     # a plain per-run tensor, also for a DTensor parameter (same on every rank)
                     state["exp_avg_sq_mean"] = D.local(p).new_zeros(p.shape[:batch_dims])
-                state["step"] += 1
                 v_mean = state["exp_avg_sq_mean"]
                 beta1, beta2 = group["betas"]
-                row = {
-                    "params": p, "grads": g, "exp_avgs": state["exp_avg"],
-                    "exp_avg_sq_means": v_mean, "steps": state["step"],
-                    "lrs": self._hyper(group, "lr", p), "beta1s": per_run(beta1, p, batch_dims),
-                    "beta2s": per_run(beta2, v_mean, batch_dims),
-                    "weight_decays": self._hyper(group, "weight_decay", p),
-                    "maximizes": group["maximize"],
-                }
-                for key, value in row.items():
-                    columns[key].append(value)
-        if columns["params"]:
-            F.shared_scale_adam_(**columns, batch_dims=batch_dims, eps=self.defaults["eps"])
+                rows.append((
+                    p, g, state["exp_avg"], v_mean, state["step"], self._hyper(group, "lr", p),
+                    per_run(beta1, p, batch_dims), per_run(beta2, v_mean, batch_dims),
+                    self._hyper(group, "weight_decay", p), group["maximize"],
+                ))
+        if rows:
+            params, grads, exp_avgs, v_means, steps, lrs, beta1s, beta2s, decays, maximizes = (
+                list(column) for column in zip(*rows, strict=True)
+            )
+            F.shared_scale_adam_(
+                params, grads, exp_avgs, v_means, steps=steps, lrs=lrs, beta1s=beta1s,
+                beta2s=beta2s, weight_decays=decays, maximizes=maximizes, batch_dims=batch_dims,
+                eps=self.defaults["eps"],
+            )
 
     def _upgrade_legacy_state(
         self, state: dict[Any, Any], groups: list[dict[str, Any]]
@@ -208,10 +197,7 @@ def _blocks_check(name: str, value: Any) -> None:
     if value in ("tensor", "entry"):
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"Invalid {name}: {value!r}; expected an integer >= 1 (rows per block), "
-            "'tensor' or 'entry'"
-        )
+        raise invalid(name, value, "an integer >= 1 (rows per block), 'tensor' or 'entry'")
 
 
 class AdamMini(ZooOptimizer):
@@ -270,11 +256,7 @@ class AdamMini(ZooOptimizer):
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, blocks: int | str = 1,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        defaults = {
-            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-            "blocks": blocks, "maximize": maximize,
-        }
-        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+        self._init_from(locals())
 
     def _check_group(self, group: dict[str, Any]) -> None:
         blocks, batch_dims = group["blocks"], group["batch_dims"]
@@ -283,23 +265,19 @@ class AdamMini(ZooOptimizer):
         for p in group["params"]:
             rows = p.shape[batch_dims] if p.ndim > batch_dims else 1
             if p.ndim == batch_dims or rows % blocks:
-                raise ValueError(
-                    f"Invalid blocks: {blocks!r}; expected a divisor of the rows of every "
-                    f"parameter of its group (got a parameter of shape {tuple(p.shape)} with "
-                    f"batch_dims={batch_dims})"
+                raise invalid(
+                    "blocks", blocks, "a divisor of the rows of every parameter of its group "
+                    f"(got a parameter of shape {tuple(p.shape)} with batch_dims={batch_dims})"
                 )
 
     def _update_group(self, group: dict[str, Any]) -> None:
         blocks, batch_dims = group["blocks"], group["batch_dims"]
         for p, g in self._with_grad(group["params"]):
-            state = self.state[p]
-            if not state:
-                state["step"] = 0
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state = self._state(p, "exp_avg", step=True)
+            if "exp_avg_sq_block" not in state:
                 state["exp_avg_sq_block"] = torch.zeros_like(
                     F.block_mean_sq(torch.zeros_like(p), blocks, batch_dims)
                 )
-            state["step"] += 1
             beta1, beta2 = group["betas"]
             F.adam_mini_(
                 p, g, state["exp_avg"], state["exp_avg_sq_block"], step=state["step"],

@@ -13,11 +13,8 @@ independent runs. A per-run hyperparameter may be a tensor of shape ``param.shap
 :func:`per_run` reshapes it to broadcast against a tensor whose first ``b`` dimensions are the
 runs. Every reduction inside an update rule is taken over the non-batch dimensions only.
 
-torch.optim arguments a rule does not implement (``amsgrad``, ``foreach``, ``dampening``, …;
-:data:`~gaugekit.optim.validation.TORCH_OPTIM_OFF`) raise ``ValueError`` naming the argument
-and the optimizer, in the constructor and in a param group, unless their value asks for nothing
-(``foreach=None``, ``amsgrad=False``, …). Any other key of a param group passes through, as in
-torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown constructor keyword is a
+torch.optim arguments a rule does not implement (:data:`~gaugekit.optim.validation.TORCH_OPTIM_OFF`)
+and other param-group keys: as :mod:`gaugekit.optim` says; an unknown constructor keyword is a
 ``TypeError``.
 
 Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
@@ -60,6 +57,9 @@ OPTIMIZER_KEY = "gaugekit_optimizer"
 LEGACY_HYPERS: dict[str, Any] = {
     "weight_decay": 0.0, "decoupled_weight_decay": False, "maximize": False,
 }
+
+#: The constructor arguments of a rule that are not hyperparameters (see ``_init_from``).
+_NOT_HYPERPARAMETERS = frozenset({"self", "__class__", "params", "batch_dims", "torch_options"})
 
 
 def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
@@ -112,6 +112,15 @@ class ZooOptimizer(Optimizer):
             self._check_torch_option(key, value)
         self._check_hypers(defaults)
         super().__init__(params, defaults)
+
+    def _init_from(self, args: dict[str, Any]) -> None:
+        """:meth:`__init__` from a rule's constructor ``locals()``: its arguments besides
+        ``params``, ``batch_dims`` and ``**torch_options`` are ``defaults``, in signature order."""
+        defaults = {k: v for k, v in args.items() if k not in _NOT_HYPERPARAMETERS}
+        ZooOptimizer.__init__(
+            self, args["params"], defaults, batch_dims=args["batch_dims"],
+            torch_options=args["torch_options"],
+        )
 
     @classmethod
     def display_name(cls) -> str:
@@ -208,7 +217,8 @@ class ZooOptimizer(Optimizer):
         if legacy:
             self._check_legacy_groups(groups)
         else:
-            accepted = {c.__name__ for c in type(self).__mro__ if _is_rule(c)}
+            rules = [c for c in type(self).__mro__ if issubclass(c, ZooOptimizer)]
+            accepted = {c.__name__ for c in rules if c is not ZooOptimizer}
             strangers = sorted(str(m) for m in marks - accepted - {None})
             if strangers:
                 raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
@@ -234,7 +244,7 @@ class ZooOptimizer(Optimizer):
     def _check_legacy_groups(self, groups: list[dict[str, Any]]) -> None:
         """Refuse unmarked groups unless they look like this class's before the marker."""
         required = set(self.hyper_checks) - set(LEGACY_HYPERS) | {"batch_dims"}
-        known = _hyper_keys_of_all_rules() | set(TORCH_OPTIM_OFF)
+        known = {key for cls in _rules() for key in cls.hyper_checks} | set(TORCH_OPTIM_OFF)
         for group in groups:
             keys = set(group) - {"params"}
             if "batch_dims" not in keys:
@@ -265,10 +275,11 @@ class ZooOptimizer(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self._update_all()
+        self._update_all(closure)
         return loss
 
-    def _update_all(self) -> None:
+    def _update_all(self, closure: Any = None) -> None:
+        """Every group's update; ``closure`` is for a rule that re-evaluates the gradient."""
         for group in self.param_groups:
             self._update_group(group)
 
@@ -323,10 +334,6 @@ def _listed(keys: set[str]) -> str:
     return ", ".join(sorted(keys))
 
 
-def _is_rule(cls: Any) -> bool:
-    return isinstance(cls, type) and issubclass(cls, ZooOptimizer) and cls is not ZooOptimizer
-
-
 def _rules() -> list[type[ZooOptimizer]]:
     out, todo = [], list(ZooOptimizer.__subclasses__())
     while todo:
@@ -334,10 +341,6 @@ def _rules() -> list[type[ZooOptimizer]]:
         out.append(cls)
         todo.extend(cls.__subclasses__())
     return out
-
-
-def _hyper_keys_of_all_rules() -> set[str]:
-    return {key for cls in _rules() for key in cls.hyper_checks}
 
 
 def _rule_display_name(name: str) -> str:

@@ -29,24 +29,17 @@ from gaugekit.optim.validation import (
     betas_check,
     bool_check,
     choice_check,
-    int_check,
     invalid,
     real_check,
 )
 
 __all__ = ["EigenAdam", "cluster_pooling", "covariant_eigenbasis", "transfer_second_moment"]
 
-_POSITIVE_INT = int_check(1)
-
 
 def _update_freq_check(name: str, value: Any) -> None:
     """``None`` (the basis stays the identity: plain Adam) or an integer ``>= 1``."""
-    if value is None:
-        return
-    try:
-        _POSITIVE_INT(name, value)
-    except ValueError:
-        raise invalid(name, value, "an integer >= 1 or None (never refresh)") from None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise invalid(name, value, "an integer >= 1 or None (never refresh)")
 
 
 def _cluster_tol_check(name: str, value: Any) -> None:
@@ -214,12 +207,7 @@ class EigenAdam(ZooOptimizer):
         update_freq: int | None = 10, side: str = "right", cluster_tol: float | None = None,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        defaults = {
-            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-            "gram_beta": gram_beta, "update_freq": update_freq, "side": side,
-            "cluster_tol": cluster_tol, "maximize": maximize,
-        }
-        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+        self._init_from(locals())
         for group in self.param_groups:
             for p in group["params"]:
                 if D.is_sharded(p):
@@ -239,19 +227,15 @@ class EigenAdam(ZooOptimizer):
             g = F.signed(g, group["maximize"])
             lr = self._hyper(group, "lr", p)
             F.decoupled_decay_(p, lr=lr, weight_decay=self._hyper(group, "weight_decay", p))
-            state = self.state[p]
-            if not state:
+            state = self._state(p, "exp_avg", "exp_avg_sq", step=True)
+            if "basis" not in state:
                 s = p.shape[-1] if side == "right" else p.shape[-2]
                 batch = p.shape[:-2]
                 eye = torch.eye(s, dtype=p.dtype, device=p.device)
-                state["step"] = 0
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["gram"] = p.new_zeros(batch + (s, s))
                 state["basis"] = eye.expand(batch + (s, s)).clone()
                 if group["cluster_tol"] is not None:
                     state["pool"] = eye.expand(batch + (s, s)).clone()
-            state["step"] += 1
             step = state["step"]
             beta1, beta2 = self._hyper(group, "betas", p)
             m, v, E = state["exp_avg"], state["exp_avg_sq"], state["basis"]

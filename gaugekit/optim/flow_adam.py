@@ -3,7 +3,7 @@ r"""FlowAdam: Adam with the anisotropy dial and a clipped gradient-flow path, an
 From the paper's FlowAdam prototype (arXiv 2608.05136, Section 10; ``flowadam/optimizer.py`` of
 ``idevender/loss-basis-adam``); the class's docstring says what it does. The math is
 :mod:`gaugekit.optim.flow_functional`, the multi-stage integration :mod:`gaugekit.optim.flow_ode`.
-The class's methods share one optimizer state, hence one module of a little over 500 lines.
+The class's methods share one optimizer state, hence one module of about 500 lines.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
@@ -86,14 +86,6 @@ FLOW_ADAM_PRESETS: dict[str, dict[str, Any]] = {
         "flow_velocity_cap": 5.0, "flow_warmup": 10, "flow_stat_beta": 0.9,
     },
 }
-
-#: Options that define the shared quantities, hence one value for the whole optimizer.
-_OPTIMIZER_WIDE: tuple[str, ...] = (
-    "batch_dims", "precond_scalar", "flow", "flow_method", "flow_time_scale", "flow_plateau",
-    "flow_stiffness", "flow_clip_mode", "flow_clip", "flow_blend", "flow_velocity_cap",
-    "flow_warmup", "flow_stat_beta", "flow_tol",
-)
-
 
 def _host_reads_are_free(device: torch.device) -> bool:
     """Whether reading a value of ``device`` on the host costs no stall: the CPU only."""
@@ -194,15 +186,6 @@ class FlowAdam(ZooOptimizer):
         flow_tol: float = 1e-4, maximize: bool = False, batch_dims: int = 0,
         **torch_options: Any,
     ) -> None:
-        defaults = {
-            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-            "precond_power": precond_power, "precond_scalar": precond_scalar, "flow": flow,
-            "flow_method": flow_method, "flow_time_scale": flow_time_scale,
-            "flow_plateau": flow_plateau, "flow_stiffness": flow_stiffness,
-            "flow_clip_mode": flow_clip_mode, "flow_clip": flow_clip, "flow_blend": flow_blend,
-            "flow_velocity_cap": flow_velocity_cap, "flow_warmup": flow_warmup,
-            "flow_stat_beta": flow_stat_beta, "flow_tol": flow_tol, "maximize": maximize,
-        }
         if flow is True and flow_method in MULTI_STAGE_METHODS:
             if batch_dims != 0:
                 raise invalid(
@@ -211,7 +194,7 @@ class FlowAdam(ZooOptimizer):
                     "use flow_method='euler' for stacked runs",
                 )
             require_torchdiffeq(flow_method)
-        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+        self._init_from(locals())
 
     @classmethod
     def from_preset(cls, params: Any, preset: str = "invariant", **overrides: Any) -> FlowAdam:
@@ -222,7 +205,9 @@ class FlowAdam(ZooOptimizer):
 
     # ----------------------------------------------------------------------------- validation
     def _check_group(self, group: dict[str, Any]) -> None:
-        check_optimizer_wide(group, self.defaults, _OPTIMIZER_WIDE, "it cannot differ by group")
+        # the options that define the shared quantities: one value for the whole optimizer
+        wide = ("batch_dims", "precond_scalar", *(k for k in self.defaults if k.startswith("flow")))
+        check_optimizer_wide(group, self.defaults, wide, "it cannot differ by group")
         check_common_batch_shape(self.param_groups, group)
         if self._multi_stage and any(D.is_dtensor(p) for p in group["params"]):
             raise invalid(
@@ -257,12 +242,7 @@ class FlowAdam(ZooOptimizer):
                 "stages re-evaluate the gradient. Call step(closure), or use flow_method='euler', "
                 "which works from .grad alone"
             )
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        self._update_all(closure)
-        return loss
+        return super().step(closure)
 
     def _update_all(self, closure: Callable[[], Any] | None = None) -> None:
         opts = self.defaults
@@ -286,11 +266,9 @@ class FlowAdam(ZooOptimizer):
         fire, param_norms, norm = (
             self._flow_trigger(entries, stats) if opts["flow"] else (None, [], None)
         )
-        if fire is None:
-            self._dial_step(entries, shared)
-        elif not self._multi_stage:
+        if fire is not None and not self._multi_stage:
             self._euler_or_dial(entries, shared, fire, param_norms, norm, stats)
-        elif bool(fire):
+        elif fire is not None and bool(fire):
             self._integrated_flow(entries, shared, closure)
         else:
             self._dial_step(entries, shared)

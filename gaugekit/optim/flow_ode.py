@@ -16,7 +16,6 @@ signature.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gaugekit._extras import MissingExtra
+from gaugekit._extras import require_extra
 from gaugekit.optim.flow_functional import cap_velocity, clip_gradients
 from gaugekit.optim.functional import signed
 from gaugekit.optim.validation import Hyper
@@ -43,9 +42,8 @@ INTEGRATION_FAILURES = (RuntimeError, FloatingPointError, AssertionError)
 def require_torchdiffeq(method: str) -> None:
     """Raise :class:`~gaugekit._extras.MissingExtra` when torchdiffeq, which ``method`` needs,
     is not installed."""
-    if importlib.util.find_spec("torchdiffeq") is None:
-        raise MissingExtra(f"FlowAdam(flow_method={method!r})", "experiments", ("torchdiffeq",),
-                           note="flow_method='euler' needs nothing")
+    require_extra(f"FlowAdam(flow_method={method!r})", "experiments", "torchdiffeq",
+                  note="flow_method='euler' needs nothing")
 
 
 def _odeint() -> Callable[..., Any]:

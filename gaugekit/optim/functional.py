@@ -371,14 +371,8 @@ def shampoo_(
     left_gram.add_(grad @ grad.mT)
     right_gram.add_(grad.mT @ grad)
     if (step - 1) % update_freq == 0:
-        left_inv_root.copy_(
-            propagating_matrix_power(left_gram + damping * _eye_like(left_gram), -0.25, eig_floor)
-        )
-        right_inv_root.copy_(
-            propagating_matrix_power(
-                right_gram + damping * _eye_like(right_gram), -0.25, eig_floor
-            )
-        )
+        for gram, root in ((left_gram, left_inv_root), (right_gram, right_inv_root)):
+            root.copy_(propagating_matrix_power(gram + damping * _eye_like(gram), -0.25, eig_floor))
     param.sub_(lr * D.like_param(left_inv_root @ grad @ right_inv_root, param))
 
 

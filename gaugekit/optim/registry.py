@@ -40,6 +40,7 @@ from gaugekit.optim.schedules import SCHEDULES, Schedule
 from gaugekit.optim.sgd import GD, Momentum
 from gaugekit.optim.shampoo import Shampoo
 from gaugekit.optim.sign import Lion, Signum
+from gaugekit.optim.validation import invalid
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,13 +76,11 @@ class OptimizerSpec:
 
     def __post_init__(self) -> None:
         if self.lr_schedule not in SCHEDULES:
-            raise ValueError(
-                f"Invalid lr_schedule: {self.lr_schedule!r}; expected one of {SCHEDULES}"
-            )
+            raise invalid("lr_schedule", self.lr_schedule, f"one of {SCHEDULES}")
         if "lr" in self.options:
-            raise ValueError(
-                f"Invalid options: {dict(self.options)!r}; expected no 'lr' (the class's "
-                "default is the registry's; an experiment's rates belong in its grid)"
+            raise invalid(
+                "options", dict(self.options), "no 'lr' (the class's default is the registry's; "
+                "an experiment's rates belong in its grid)"
             )
 
     @property
@@ -232,9 +231,7 @@ def get_spec(name: str) -> OptimizerSpec:
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"Invalid name: {name!r}; expected one of {optimizer_names()}"
-        ) from None
+        raise invalid("name", name, f"one of {optimizer_names()}") from None
 
 
 def all_specs() -> list[OptimizerSpec]:

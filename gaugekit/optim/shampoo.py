@@ -62,25 +62,19 @@ class Shampoo(ZooOptimizer):
         eig_floor: float = 1e-6, weight_decay: Hyper = 0.0, maximize: bool = False,
         batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        defaults = {
-            "lr": lr, "damping": damping, "update_freq": update_freq, "eig_floor": eig_floor,
-            "weight_decay": weight_decay, "maximize": maximize,
-        }
-        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+        self._init_from(locals())
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
-            state = self.state[p]
-            if not state:
+            state = self._state(p, step=True)
+            if "left_gram" not in state:
                 n, k = p.shape[-2], p.shape[-1]
                 batch = p.shape[:-2]
                 block = D.local(p)  # DTensor p: plain full-size statistics on every rank
-                state["step"] = 0
                 state["left_gram"] = block.new_zeros(batch + (n, n))
                 state["right_gram"] = block.new_zeros(batch + (k, k))
                 state["left_inv_root"] = block.new_zeros(batch + (n, n))
                 state["right_inv_root"] = block.new_zeros(batch + (k, k))
-            state["step"] += 1
             F.shampoo_(
                 p, g, state["left_gram"], state["right_gram"], state["left_inv_root"],
                 state["right_inv_root"], step=state["step"], lr=self._hyper(group, "lr", p),

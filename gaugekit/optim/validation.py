@@ -28,22 +28,6 @@ def invalid(name: str, value: Any, expected: str) -> ValueError:
     return ValueError(f"Invalid {name}: {value!r}; expected {expected}")
 
 
-def _in_range(x: Tensor | float, low: float, high: float, low_open: bool, high_open: bool) -> bool:
-    t = torch.as_tensor(x).detach().to(torch.float64)
-    ok = torch.isfinite(t) & ((t > low) if low_open else (t >= low))
-    if not math.isinf(high):
-        ok = ok & ((t < high) if high_open else (t <= high))
-    return bool(ok.all())
-
-
-def _describe(low: float, high: float, low_open: bool, high_open: bool) -> str:
-    if math.isinf(high):
-        return f"a finite float {'>' if low_open else '>='} {low:g}"
-    left = "(" if low_open else "["
-    right = ")" if high_open else "]"
-    return f"a float in {left}{low:g}, {high:g}{right}"
-
-
 def real_check(
     low: float,
     high: float = math.inf,
@@ -53,7 +37,11 @@ def real_check(
     per_run: bool = True,
 ) -> Check:
     """A check for a float in the given interval; ``per_run`` also admits floating tensors."""
-    expected = _describe(low, high, low_open, high_open)
+    if math.isinf(high):
+        expected = f"a finite float {'>' if low_open else '>='} {low:g}"
+    else:
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        expected = f"a float in {left}{low:g}, {high:g}{right}"
     if per_run:
         expected += " (or a floating tensor of such values, one per run)"
 
@@ -65,7 +53,11 @@ def real_check(
                 raise invalid(name, value, expected)
         elif not isinstance(value, (int, float)):
             raise invalid(name, value, expected)
-        if not _in_range(value, low, high, low_open, high_open):
+        t = torch.as_tensor(value).detach().to(torch.float64)
+        ok = torch.isfinite(t) & ((t > low) if low_open else (t >= low))
+        if not math.isinf(high):
+            ok = ok & ((t < high) if high_open else (t <= high))
+        if not bool(ok.all()):
             raise invalid(name, value, expected)
 
     return check

@@ -607,8 +607,8 @@ def test_multi_stage_without_closure_names_the_option():
 
 
 def test_missing_torchdiffeq_is_a_clear_error(monkeypatch):
-    real = flow_ode_module.importlib.util.find_spec
-    monkeypatch.setattr(flow_ode_module.importlib.util, "find_spec",
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "torchdiffeq" else real(name, *a))
     U, V = leaves(*random_factors(5, 4, 2, seed=0))
     with pytest.raises(ImportError, match=r"flow_method='rk4'.*torchdiffeq"):
