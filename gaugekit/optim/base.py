@@ -58,9 +58,6 @@ LEGACY_HYPERS: dict[str, Any] = {
     "weight_decay": 0.0, "decoupled_weight_decay": False, "maximize": False,
 }
 
-#: The constructor arguments of a rule that are not hyperparameters (see ``_init_from``).
-_NOT_HYPERPARAMETERS = frozenset({"self", "__class__", "params", "batch_dims", "torch_options"})
-
 
 def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
     """Broadcast a hyperparameter against ``like`` whose first ``batch_dims`` dims are runs.
@@ -112,15 +109,6 @@ class ZooOptimizer(Optimizer):
             self._check_torch_option(key, value)
         self._check_hypers(defaults)
         super().__init__(params, defaults)
-
-    def _init_from(self, args: dict[str, Any]) -> None:
-        """:meth:`__init__` from a rule's constructor ``locals()``: its arguments besides
-        ``params``, ``batch_dims`` and ``**torch_options`` are ``defaults``, in signature order."""
-        defaults = {k: v for k, v in args.items() if k not in _NOT_HYPERPARAMETERS}
-        ZooOptimizer.__init__(
-            self, args["params"], defaults, batch_dims=args["batch_dims"],
-            torch_options=args["torch_options"],
-        )
 
     @classmethod
     def display_name(cls) -> str:

@@ -186,6 +186,15 @@ class FlowAdam(ZooOptimizer):
         flow_tol: float = 1e-4, maximize: bool = False, batch_dims: int = 0,
         **torch_options: Any,
     ) -> None:
+        defaults = {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "precond_power": precond_power, "precond_scalar": precond_scalar, "flow": flow,
+            "flow_method": flow_method, "flow_time_scale": flow_time_scale,
+            "flow_plateau": flow_plateau, "flow_stiffness": flow_stiffness,
+            "flow_clip_mode": flow_clip_mode, "flow_clip": flow_clip, "flow_blend": flow_blend,
+            "flow_velocity_cap": flow_velocity_cap, "flow_warmup": flow_warmup,
+            "flow_stat_beta": flow_stat_beta, "flow_tol": flow_tol, "maximize": maximize,
+        }
         if flow is True and flow_method in MULTI_STAGE_METHODS:
             if batch_dims != 0:
                 raise invalid(
@@ -194,7 +203,7 @@ class FlowAdam(ZooOptimizer):
                     "use flow_method='euler' for stacked runs",
                 )
             require_torchdiffeq(flow_method)
-        self._init_from(locals())
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     @classmethod
     def from_preset(cls, params: Any, preset: str = "invariant", **overrides: Any) -> FlowAdam:

@@ -78,7 +78,11 @@ class GramPreconditioned(ZooOptimizer):
         weight_decay: Hyper = 0.0, maximize: bool = False, batch_dims: int = 0,
         **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "gram_fn": gram_fn, "power": power, "damping": damping, "side": side,
+            "weight_decay": weight_decay, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         gram_fn = group["gram_fn"] or F.damped_inverse_power(group["power"], group["damping"])

@@ -85,7 +85,12 @@ class Muon(ZooOptimizer):
         adjust_lr_fn: str | None = None, maximize: bool = False, batch_dims: int = 0,
         **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
+            "ns_steps": ns_steps, "ns_coefficients": ns_coefficients, "eps": eps,
+            "adjust_lr_fn": adjust_lr_fn, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):

@@ -63,7 +63,11 @@ class ScaledGD(ZooOptimizer):
         relative_damping: bool = True, sequential: bool = False, weight_decay: Hyper = 0.0,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "damping": damping, "relative_damping": relative_damping,
+            "sequential": sequential, "weight_decay": weight_decay, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _check_group(self, group: dict[str, Any]) -> None:
         params = group["params"]

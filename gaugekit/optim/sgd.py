@@ -39,7 +39,8 @@ class GD(ZooOptimizer):
         self, params: Any, lr: Hyper = 1e-2, *, weight_decay: Hyper = 0.0,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {"lr": lr, "weight_decay": weight_decay, "maximize": maximize}
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
@@ -85,7 +86,11 @@ class Momentum(ZooOptimizer):
         weight_decay: Hyper = 0.0, nesterov: bool = False, maximize: bool = False,
         batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
