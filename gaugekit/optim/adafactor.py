@@ -61,7 +61,11 @@ class Adafactor(ZooOptimizer):
         weight_decay: Hyper = 0.0, *, maximize: bool = False, batch_dims: int = 0,
         **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):

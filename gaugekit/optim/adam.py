@@ -68,7 +68,11 @@ class Adam(ZooOptimizer):
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, decoupled_weight_decay: bool = False,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
@@ -141,7 +145,11 @@ class SharedScaleAdam(ZooOptimizer):
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, maximize: bool = False,
         batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _check_group(self, group: dict[str, Any]) -> None:
         check_optimizer_wide(
@@ -256,7 +264,11 @@ class AdamMini(ZooOptimizer):
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, blocks: int | str = 1,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "blocks": blocks, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _check_group(self, group: dict[str, Any]) -> None:
         blocks, batch_dims = group["blocks"], group["batch_dims"]

@@ -207,7 +207,12 @@ class EigenAdam(ZooOptimizer):
         update_freq: int | None = 10, side: str = "right", cluster_tol: float | None = None,
         maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
+            "gram_beta": gram_beta, "update_freq": update_freq, "side": side,
+            "cluster_tol": cluster_tol, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
         for group in self.param_groups:
             for p in group["params"]:
                 if D.is_sharded(p):

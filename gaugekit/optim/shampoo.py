@@ -62,7 +62,11 @@ class Shampoo(ZooOptimizer):
         eig_floor: float = 1e-6, weight_decay: Hyper = 0.0, maximize: bool = False,
         batch_dims: int = 0, **torch_options: Any,
     ) -> None:
-        self._init_from(locals())
+        defaults = {
+            "lr": lr, "damping": damping, "update_freq": update_freq, "eig_floor": eig_floor,
+            "weight_decay": weight_decay, "maximize": maximize,
+        }
+        super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
