@@ -38,8 +38,8 @@ TINYSHAKESPEARE = {
 #: The names :func:`load_text` accepts (``"auto"``: tiny-shakespeare if present, else built-in).
 TEXT_NAMES: tuple[str, ...] = ("auto", "tinyshakespeare", "builtin")
 
-#: A built-in text of three sonnets (public domain), about 2,000 characters: Shakespeare's
-#: Sonnets 18, 29 and 116, enough characters for a few hundred windows of 64.
+#: A built-in text of about 2,000 characters, public domain (Shakespeare's Sonnets 18, 29
+#: and 116), enough characters for a few hundred windows of 64.
 BUILTIN_TEXT = """\
 Shall I compare thee to a summer's day?
 Thou art more lovely and more temperate:
