@@ -11,8 +11,7 @@ its own module (``sensing_controls``, ``sensing_decay``, ``tails_crossing``, ``l
 ``language_model_summary``: their chapter's numbers without figures; ``attention_page`` and
 ``hyperspectral_page``: their chapter's glued values, live checks and section notes;
 ``dial_numbers`` and ``flow_adam_numbers``: chapter 5's summaries and numbers;
-``flow_adam_demos``: its live demonstrations; ``eigenbasis``: the ecosystem appendix's EigenAdam
-sections).
+``flow_adam_demos``: its live demonstrations).
 ``theory`` (the gauge, chapter 3's dynamics) and ``taxonomy`` (which rules keep the gauge, their
 Gram form, the registry's tables) run the theory chapters' small live checks instead and draw
 their figures.
