@@ -49,11 +49,11 @@ TWIN_STYLES: dict[str, dict[str, Any]] = {
 
 
 #: The headers and formats of the twin columns of :func:`step1_table` and :func:`final_tables`.
-_TWIN_HEADERS = {"gauge": "gauge twin", "pub_gauge": "published", "pub": "published",
-                 "noise7": "noise 10⁻⁷", "pub_noise7": "published", "noise5": "noise 10⁻⁵",
-                 "ratio": "gauge / noise", "identity": "A = I, largest"}
-_TWIN_FORMATS = {**dict.fromkeys(("gauge", "pub_gauge", "pub", "noise7", "pub_noise7", "noise5"),
-                                 ".2e"), "ratio": ".3g", "identity": "g"}
+_TWIN_HEADERS = {"gauge": "gauge twin", "pub": "published", "noise7": "noise 10⁻⁷",
+                 "pub_noise7": "published", "noise5": "noise 10⁻⁵", "ratio": "gauge / noise",
+                 "identity": "A = I, largest"}
+_TWIN_FORMATS = {**dict.fromkeys(("gauge", "pub", "noise7", "pub_noise7", "noise5"), ".2e"),
+                 "ratio": ".3g", "identity": "g"}
 
 
 def color(method: str) -> str:
@@ -89,21 +89,27 @@ def _twin_cells(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
+def _logit_table(head: Mapping[str, Any], when: str, pub_gauge: Mapping[str, float],
+                 pub_noise: Mapping[str, float]) -> str:
+    """The logit drift of the gauge and the noise 1e-7 twin per optimizer at ``when``
+    (``"step1"`` or ``"final"``), each beside its published value (by method, where the paper
+    gives one), and their ratio."""
+    rows = []
+    for method in att.METHODS:
+        gauge, noise = head[method][f"gauge_{when}_logit"], head[method][f"noise7_{when}_logit"]
+        rows.append({"optimizer": _label(method), "gauge": gauge, "pub": pub_gauge.get(method),
+                     "noise7": noise, "pub_noise7": pub_noise.get(method),
+                     "ratio": ratio(gauge, noise)})
+    return viz.table_html(rows, ["optimizer", "gauge", "pub", "noise7", "pub_noise7", "ratio"],
+                          headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
+
+
 def step1_table(head: Mapping[str, Any]) -> str:
     """Logit drift after one step: gauge and noise 1e-7 twin per optimizer, their ratio, and
     the published values (Adam only)."""
     pub = att.PUBLISHED
-    rows = []
-    for method in att.METHODS:
-        h = head[method]
-        rows.append({"optimizer": _label(method), "gauge": h["gauge_step1_logit"],
-                     "noise7": h["noise7_step1_logit"],
-                     "ratio": ratio(h["gauge_step1_logit"], h["noise7_step1_logit"])})
-    rows[0]["pub_gauge"] = pub["adam_step1_gauge_logit_drift"]
-    rows[0]["pub_noise7"] = pub["adam_step1_noise1e-7_logit_drift"]
-    return viz.table_html(
-        rows, ["optimizer", "gauge", "pub_gauge", "noise7", "pub_noise7", "ratio"],
-        headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
+    return _logit_table(head, "step1", {"adam": pub["adam_step1_gauge_logit_drift"]},
+                        {"adam": pub["adam_step1_noise1e-7_logit_drift"]})
 
 
 def final_tables(head: Mapping[str, Any]) -> tuple[str, str]:
@@ -114,29 +120,21 @@ def final_tables(head: Mapping[str, Any]) -> tuple[str, str]:
     pub_m = {"adam": pub["adam_final_m_drift"], "momentum": pub["momentum_final_m_drift"],
              "scalar_adam": pub["scalar_adam_final_m_drift"],
              "muon_adam": pub["muon_gauge_final_m_drift"]}
-    pub_logit = {"adam": pub["adam_final_logit_drift"],
-                 "muon_adam": pub["muon_gauge_final_logit_drift"]}
-    pub_noise = {"muon_adam": pub["muon_noise1e-7_final_logit_drift"]}
-    m_rows, logit_rows = [], []
+    m_rows = []
     for method in att.METHODS:
         h = head[method]
-        name = _label(method)
         m_rows.append({
-            "optimizer": name,
+            "optimizer": _label(method),
             "class": gauge_class(method in att.EQUIVARIANT),
             "gauge": h["gauge_final_m"], "pub": pub_m[method], "noise7": h["noise7_final_m"],
             "noise5": h["noise5_final_m"], "identity": h["identity_max"]})
-        logit_rows.append({
-            "optimizer": name, "gauge": h["gauge_final_logit"], "pub": pub_logit.get(method),
-            "noise7": h["noise7_final_logit"], "pub_noise7": pub_noise.get(method),
-            "ratio": ratio(h["gauge_final_logit"], h["noise7_final_logit"])})
     m_html = viz.table_html(
         m_rows, ["optimizer", "class", "gauge", "pub", "noise7", "noise5", "identity"],
         headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
-    logit_html = viz.table_html(
-        logit_rows, ["optimizer", "gauge", "pub", "noise7", "pub_noise7", "ratio"],
-        headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
-    return m_html, logit_html
+    return m_html, _logit_table(
+        head, "final",
+        {"adam": pub["adam_final_logit_drift"], "muon_adam": pub["muon_gauge_final_logit_drift"]},
+        {"muon_adam": pub["muon_noise1e-7_final_logit_drift"]})
 
 
 def ratio_table(head: Mapping[str, Any]) -> str:

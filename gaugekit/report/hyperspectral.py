@@ -22,6 +22,7 @@ from typing import Any
 
 from gaugekit.data.scenes import get_scene_info
 from gaugekit.experiments import hyperspectral as hs
+from gaugekit.report.tables import label
 from gaugekit.runs import matched_loss as ml
 from gaugekit.runs.collection import Collected
 from gaugekit.runs.verdicts import HeadlineRow
@@ -68,14 +69,6 @@ def summary(c: Collected, part: hs.Part,
 def seeds_won(headline: Mapping[str, Any]) -> str | None:
     """``"k/n"``: the seeds of a summary's ``headline`` on which GD is below Adam."""
     return f"{headline['wins']}/{len(headline['seeds'])}" if headline["seeds"] else None
-
-
-_LABELS = {"gd": "GD", "adam": "Adam", "scalar_adam": "Shared-scale Adam", "muon": "Muon"}
-
-
-def label(method: str) -> str:
-    """The display name of a method of Table 5."""
-    return _LABELS.get(method, method)
 
 
 def table5_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ def absent(c: Collected, scene: str) -> str:
 
 _TAB_HEADERS = {"level": "train MSE", "gd": "GD", "adam": "Adam", "gap": "GD below Adam",
                 "wins": "seeds"}
+_TAB_FORMATS = {"density": "g", "level": "g", "gd": ".5f", "adam": ".5f", "gap": fmt_pct}
 
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], **kw: Any) -> str:
@@ -133,8 +134,7 @@ def headline_items(c: Collected) -> dict[str, str]:
     head = views.headline_rows(c, views.paper_parts(c))
     table = _table(head, ["setting", "level", "gd", "adam", "gap", "wins", "gap_pub", "wins_pub"],
                    headers={**_TAB_HEADERS, "gap_pub": "paper", "wins_pub": "seeds, paper"},
-                   formats={"level": "g", "gd": ".5f", "adam": ".5f", "gap": fmt_pct,
-                            "gap_pub": fmt_pct})
+                   formats=_TAB_FORMATS | {"gap_pub": fmt_pct})
 
     def sentence(r: Mapping[str, Any]) -> str:
         paper = (f" (paper: {fmt_pct(r['gap_pub'])} on {r['wins_pub']})"
@@ -189,8 +189,7 @@ def arm_items(c: Collected) -> dict[str, str]:
     arms = views.arm_rows(c, "indian_pines")
     return {"hsi_tab_arms": _table(
         arms, ["density", "dtype", "centring", "level", "gd", "adam", "gap", "wins"],
-        headers=_TAB_HEADERS, formats={"density": "g", "level": "g", "gd": ".5f",
-                                       "adam": ".5f", "gap": fmt_pct}),
+        headers=_TAB_HEADERS, formats=_TAB_FORMATS),
         "hsi_arms_text": views.arms_text(arms), "hsi_arms_verdict": views.arms_verdict(arms)}
 
 
@@ -211,8 +210,7 @@ def beyond_items(c: Collected) -> dict[str, str]:
         "hsi_tab_beyond": _table(beyond, ["setting", *hs.METHODS, "level", "gap", "wins"],
                                  headers={**{m: f"{label(m)} lr" for m in hs.METHODS},
                                           **_TAB_HEADERS},
-                                 formats={**dict.fromkeys(hs.METHODS, "g"), "level": "g",
-                                          "gap": fmt_pct}),
+                                 formats=_TAB_FORMATS | dict.fromkeys(hs.METHODS, "g")),
         "hsi_tab_samson_gd": _table(gd, ["density", "lr", "selected", "diverged", "rmse",
                                          "erank"],
                                     headers={"lr": "GD lr", "diverged": "seeds diverged",

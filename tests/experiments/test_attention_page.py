@@ -1,4 +1,4 @@
-"""The attention chapter's glued values (gaugekit.report.attention_page): the live gauge check
+"""The attention chapter's glued values (gaugekit.report.attention_summary): the live gauge check
 holds to round-off, the numbers follow the head summary (dashes where records are missing,
 collapsed runs left out), and the twin audit splits Adam's gauge twins only."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gaugekit.experiments import attention as att
-from gaugekit.report import attention_page as page
+from gaugekit.report import attention_summary as page
 
 
 def _head(**adam):

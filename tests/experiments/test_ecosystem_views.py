@@ -11,7 +11,6 @@ pytest.importorskip("gaugekit.report.viz")
 
 from gaugekit.experiments import ecosystem as eco  # noqa: E402
 from gaugekit.report import ecosystem as views  # noqa: E402
-from gaugekit.report import eigenbasis as eigen  # noqa: E402
 from gaugekit.runs.records import read_records_dir  # noqa: E402
 
 
@@ -82,9 +81,9 @@ def test_the_committed_records_give_every_table():
 
 
 def test_the_eigen_adam_comparison_reads_every_row_from_the_records():
-    comparison = eigen.eigen_adam_comparison("paper")
+    comparison = views.eigen_adam_comparison("paper")
     labels = [r["method"] for r in comparison.rows]
-    assert len(labels) == len(eigen.COMPARED) and labels[0] == "Adam"
+    assert len(labels) == len(views.COMPARED) and labels[0] == "Adam"
     pooled = comparison.rows[-1]
     assert pooled["rec"] != pooled["rec"]  # NaN: the pooled variant ran on the twins only
     assert all(r["gauge"] == r["gauge"] for r in comparison.rows)  # every twin was run
@@ -142,25 +141,25 @@ def test_a_collision_breaks_eigen_adam_and_a_gap_heals_it():
     def eigen_adam(p):
         return make_optimizer("eigen_adam", p, lr=1e-2, update_freq=5)
 
-    exact = eigen.collision_residual(eigen_adam, 0.0)
-    gap = eigen.collision_residual(eigen_adam, 1e-1)
+    exact = views.collision_residual(eigen_adam, 0.0)
+    gap = views.collision_residual(eigen_adam, 1e-1)
     assert exact > 1e-2 and gap < 1e-12
-    assert eigen.COLLISION_GAPS[0] == 0.0 and list(eigen.COLLISION_GAPS) == sorted(
-        eigen.COLLISION_GAPS)
+    assert views.COLLISION_GAPS[0] == 0.0 and list(views.COLLISION_GAPS) == sorted(
+        views.COLLISION_GAPS)
 
 
 def test_the_layer_0_query_gradient_at_the_start_is_rank_deficient():
     import torch
 
-    grads = eigen.initial_q_gradients("paper")
+    grads = views.initial_q_gradients("paper")
     assert len(grads) >= 2 and all(g.dtype == torch.float64 for g in grads)
     sv = torch.linalg.svdvals(grads[0])
     assert int((sv > 1e-10 * sv[0]).sum()) < grads[0].shape[0]
 
 
 def test_the_comparison_values_read_the_comparison():
-    comparison = eigen.eigen_adam_comparison("paper")
-    values = eigen.comparison_values(comparison)
+    comparison = views.eigen_adam_comparison("paper")
+    values = views.comparison_values(comparison)
     assert "<table" in values["compare_table"]
     assert values["cmp_eigen_adam_gauge64"] == comparison.rows[3]["gauge64"]
     assert values["eigen_lr_edge"] in ("yes", "no")
