@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from gaugekit.experiments import ladder
 from gaugekit.optim.registry import get_spec
 from gaugekit.report import ladder_paper, viz
+from gaugekit.report.matrix_sensing import split_sides
 from gaugekit.report.tables import as_markdown as md
 from gaugekit.report.tables import gauge_class, label, yes_no
 from gaugekit.runs import selection
@@ -374,11 +375,8 @@ def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
             if claim in ("muon_exact", "signum_exact"):
                 detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
             elif claim == "clean_split" and c["split"] is not None:
-                s = c["split"]
-                detail = (f"worst eq. {label(s['worst_equivariant'])} "
-                          f"{fmt_rec(s['worst_equivariant_rec'])}, best c.-w. "
-                          f"{label(s['best_coordinatewise'])} "
-                          f"{fmt_rec(s['best_coordinatewise_rec'])}")
+                eq, cw = split_sides(c["split"], fmt_rec)
+                detail = f"worst eq. {eq}, best c.-w. {cw}"
             out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
                                    else yes_no(value))
             expected = ladder_paper.published_expectation(config.part(row["part"]), claim)

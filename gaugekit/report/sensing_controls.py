@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gaugekit.experiments import matrix_sensing as ms
+from gaugekit.report.matrix_sensing import split_numbers, split_sides
 from gaugekit.report.tables import NBSP, Record, label, rec_lr, table_html, yes_no
 
 # --------------------------------------------------------------------------------------------
@@ -45,12 +46,9 @@ def controls(records: Mapping[str, Sequence[Record]],
         "controls_cells": sum(len(rows_) for rows_ in rows.values()),
     }
     for part, rows_ in rows.items():
-        s = ms.split_summary(rows_)
+        numbers = split_numbers(ms.split_summary(rows_))
         key = part.replace("-", "_")
-        out[f"split_{key}"] = "holds" if s["clean"] else "fails"
-        out[f"gap_{key}"] = s["gap"]
-        out[f"worst_eq_{key}"] = label(s["worst_equivariant"])
-        out[f"best_cw_{key}"] = label(s["best_coordinatewise"])
+        out |= {f"{k}_{key}": numbers[k] for k in ("split", "gap", "worst_eq", "best_cw")}
     out["convex2_max"] = max(r["metrics"]["rec"] for r in records["convex_second_size"])
     out["rec2_muon"] = next(r["rec"] for r in rows["second_size"] if r["method"] == "muon")
     return html, out
@@ -83,12 +81,9 @@ def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[s
         if part == "wide":
             protocol_rows[protocol.replace("_", " ")] = sel
         s = ms.split_summary(sel)
+        worst_eq, best_cw = split_sides(s, lambda x: f"{x:.3g}", NBSP)
         summary.append({
-            "setting": title,
-            "worst_eq": (f"{label(s['worst_equivariant'])}{NBSP}"
-                         f"{s['worst_equivariant_rec']:.3g}"),
-            "best_cw": (f"{label(s['best_coordinatewise'])}{NBSP}"
-                        f"{s['best_coordinatewise_rec']:.3g}"),
+            "setting": title, "worst_eq": worst_eq, "best_cw": best_cw,
             "gap": s["gap"], "clean": yes_no(s["clean"]),
             "edges": f"{s['at_grid_edge']}/{s['methods']}",
             "not_interp": s["not_interpolated"],
