@@ -5,9 +5,8 @@ published values are the constants ``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC`
 ``PUBLISHED_NUCLEAR_NORMS`` of :mod:`gaugekit.experiments.matrix_sensing`.
 
 The chapter keeps the computations a reader should see; this module keeps the bookkeeping
-(columns, headers, formats, the words of a verdict). The controls and the survival table are
-:mod:`gaugekit.report.sensing_controls`, the weight-decay section
-:mod:`gaugekit.report.sensing_decay`.
+(columns, headers, formats, the words of a verdict). The controls, the survival table and the
+weight-decay section are :mod:`gaugekit.report.sensing_controls`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
