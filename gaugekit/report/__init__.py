@@ -6,12 +6,12 @@
 one module per experiment (``matrix_sensing``, ``spectral_tails``, ``hyperspectral``,
 ``attention``, ``language_model``, ``ladder``, ``ecosystem``, ``dial``): each turns records into
 the tables, figures and sentences of its chapter; a chapter's section with a job of its own has
-its own module (``sensing_controls``, ``sensing_decay``, ``tails_crossing``, ``ladder_n40``,
-``ladder_paper``: the ladder beside the paper's; ``attention_summary`` and
+its own module (``sensing_controls``, ``tails_crossing``, ``ladder_paper``: the ladder beside
+the paper's and beside the matrix-sensing protocol at n = 40; ``attention_summary`` and
 ``language_model_summary``: their chapter's numbers without figures (the first also its glued
 values and live checks); ``hyperspectral_page``: its chapter's glued values and section notes;
-``dial_numbers`` and ``flow_adam_numbers``: chapter 5's summaries and numbers;
-``flow_adam_demos``: its live demonstrations).
+``dial_numbers`` and ``flow_adam_numbers``: chapter 5's summaries, numbers and live
+demonstrations; ``ecosystem`` holds the appendix's EigenAdam sections too).
 ``theory`` (the gauge, chapter 3's dynamics) and ``taxonomy`` (which rules keep the gauge, their
 Gram form, the registry's tables) run the theory chapters' small live checks instead and draw
 their figures.

@@ -2,16 +2,14 @@ r"""What the scaling chapter shows, computed from the ladder's records
 (:func:`gaugekit.experiments.ladder.collect`): tables, sentences computed from the records,
 figures, and the values the page glues (``*_values``). Our numbers come from the selections of
 :func:`~gaugekit.experiments.ladder.size_rows`, the published ones from the constants of
-:mod:`gaugekit.experiments.ladder` (set beside ours by :mod:`gaugekit.report.ladder_paper`),
-each in its own column or panel. The comparison at ``n = 40`` with the matrix-sensing zoo is
-:mod:`gaugekit.report.ladder_n40`.
+:mod:`gaugekit.experiments.ladder` (set beside ours by :mod:`gaugekit.report.ladder_paper`,
+as is the matrix-sensing zoo's protocol at ``n = 40``), each in its own column or panel.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,12 +23,13 @@ from matplotlib.figure import Figure
 from gaugekit.experiments import ladder
 from gaugekit.optim.registry import get_spec
 from gaugekit.report import ladder_paper, viz
+from gaugekit.report.ladder_paper import Records, _rec4, fmt_rec
+from gaugekit.report.matrix_sensing import split_sides
 from gaugekit.report.tables import as_markdown as md
 from gaugekit.report.tables import gauge_class, label, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.collection import run_command
 
-Records = Mapping[str, Sequence[Mapping[str, Any]]]
 Info = Sequence[Mapping[str, Any]]
 
 #: The paper's ladder claims (:func:`gaugekit.report.ladder_paper.claims`) in words.
@@ -41,21 +40,6 @@ CLAIM_TEXT: dict[str, str] = {
     "adam_worst_of_three": "Adam worse than GD and shared-scale Adam",
 }
 _POINT = {"size": "n = {:g}", "rank": "r = {:g}", "mdof": "m/dof = {:g}"}
-
-
-def fmt_rec(x: float | None) -> str:
-    """Three decimals, or ``3.3e-6`` (no padded exponent, so narrow cells do not wrap); an em
-    dash for ``None`` or a non-finite value."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    if x >= 1e-3:
-        return f"{x:.3f}"
-    mantissa, exponent = f"{x:.1e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def _rec4(x: float) -> str:
-    return f"{x:.4f}" if x >= 1e-3 else fmt_rec(x)
 
 
 def _note_table(text: str) -> str:
@@ -374,11 +358,8 @@ def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
             if claim in ("muon_exact", "signum_exact"):
                 detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
             elif claim == "clean_split" and c["split"] is not None:
-                s = c["split"]
-                detail = (f"worst eq. {label(s['worst_equivariant'])} "
-                          f"{fmt_rec(s['worst_equivariant_rec'])}, best c.-w. "
-                          f"{label(s['best_coordinatewise'])} "
-                          f"{fmt_rec(s['best_coordinatewise_rec'])}")
+                eq, cw = split_sides(c["split"], fmt_rec)
+                detail = f"worst eq. {eq}, best c.-w. {cw}"
             out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
                                    else yes_no(value))
             expected = ladder_paper.published_expectation(config.part(row["part"]), claim)

@@ -5,9 +5,8 @@ published values are the constants ``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC`
 ``PUBLISHED_NUCLEAR_NORMS`` of :mod:`gaugekit.experiments.matrix_sensing`.
 
 The chapter keeps the computations a reader should see; this module keeps the bookkeeping
-(columns, headers, formats, the words of a verdict). The controls and the survival table are
-:mod:`gaugekit.report.sensing_controls`, the weight-decay section
-:mod:`gaugekit.report.sensing_decay`.
+(columns, headers, formats, the words of a verdict). The controls, the survival table and the
+weight-decay section are :mod:`gaugekit.report.sensing_controls`.
 """
 
 # Developer note (layers, gaugekit/__init__.py): floor 9, report/, on experiments/.
@@ -151,13 +150,20 @@ def split_numbers(split: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def split_sides(split: Mapping[str, Any], fmt: Callable[[float], str], sep: str = " "
+                ) -> tuple[str, str]:
+    """The two sides of a split of :func:`~gaugekit.experiments.matrix_sensing.split_summary`:
+    the worst equivariant and the best coordinate-wise optimizer, each ``"Muon 0.0012"`` (its
+    name, ``sep``, its recovery error by ``fmt``)."""
+    return (f"{label(split['worst_equivariant'])}{sep}{fmt(split['worst_equivariant_rec'])}",
+            f"{label(split['best_coordinatewise'])}{sep}{fmt(split['best_coordinatewise_rec'])}")
+
+
 def split_text(split: Mapping[str, Any], word: str, fmt: Callable[[float], str]) -> str:
-    """A split of :func:`~gaugekit.experiments.matrix_sensing.split_summary` in words:
-    ``"<word>: worst equivariant Muon 0.0012, best coordinate-wise Adam 0.41"`` (recovery
-    errors by ``fmt``)."""
-    return (f"{word}: worst equivariant {label(split['worst_equivariant'])} "
-            f"{fmt(split['worst_equivariant_rec'])}, best coordinate-wise "
-            f"{label(split['best_coordinatewise'])} {fmt(split['best_coordinatewise_rec'])}")
+    """A split in words (:func:`split_sides`): ``"<word>: worst equivariant Muon 0.0012, best
+    coordinate-wise Adam 0.41"``."""
+    eq, cw = split_sides(split, fmt)
+    return f"{word}: worst equivariant {eq}, best coordinate-wise {cw}"
 
 
 def _ranked(rows: Sequence[Row]) -> list[Row]:

@@ -24,7 +24,7 @@ from gaugekit.experiments import matrix_sensing as ms
 from gaugekit.experiments import spectral_tails as st
 from gaugekit.problems.matrix_sensing import make_instance
 from gaugekit.problems.spectral_tails import make_tail_instance
-from gaugekit.report.tables import NBSP, Record, Row, fmt, label, table_html, yes_no
+from gaugekit.report.tables import NBSP, Record, Row, fmt, label, rec_lr, table_html, yes_no
 from gaugekit.runs import selection
 from gaugekit.runs.verdicts import HeadlineRow, number_verdict
 
@@ -224,8 +224,7 @@ def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
         entry: dict[str, Any] = {"tau": tau}
         for r in rows:
             if r["tau"] == tau:
-                mark = "" if r["interpolated"] else "*"
-                entry[r["method"]] = f"{r['rec']:.4f}{mark}{NBSP}({r['lr']:g})"
+                entry[r["method"]] = rec_lr(r["rec"], r["lr"], "" if r["interpolated"] else "*")
         table.append(entry)
     return table_html(
         table, ["tau", *st.PHASE_METHODS],

@@ -20,7 +20,6 @@ from gaugekit.problems.matrix_sensing import (
     make_instance,
 )
 from gaugekit.problems.specs import Budget, Problem
-from gaugekit.report import flow_adam_demos as demos
 from gaugekit.report import flow_adam_numbers as fn
 
 WARMUP = 3
@@ -321,7 +320,7 @@ def test_relative_gap_stays_bounded_where_the_plain_ratio_blows_up():
 
 
 def test_anisotropy_demo_ends_and_spread():
-    demo = demos.anisotropy_demo(tiny_config())
+    demo = fn.anisotropy_demo(tiny_config())
     n = demo.numbers
     assert n["gap_adam"] < 1e-12 and n["gap_shared"] < 1e-12
     assert n["anisotropy_steps"] == 10
@@ -329,8 +328,8 @@ def test_anisotropy_demo_ends_and_spread():
     assert n["spread_ratio_p0"] < 1e-12
     assert n["spread_ratio_p50"] == pytest.approx(0.5, rel=1e-3)
     assert n["spread_dev"] == max(abs(n[f"spread_ratio_p{round(100 * p)}"] - p)
-                                  for p in demos.POWERS_SHOWN) < 1e-3
-    assert sorted(demo.data) == sorted(demos.POWERS_SHOWN)
+                                  for p in fn.POWERS_SHOWN) < 1e-3
+    assert sorted(demo.data) == sorted(fn.POWERS_SHOWN)
     assert n["spread_adam"] == pytest.approx(demo.data[1.0].std().item())
     lines = demo.text.splitlines()
     assert len(lines) == 3 and lines[0].startswith("relative gap to torch.optim.Adam")
@@ -342,7 +341,7 @@ def test_warmup_demo_counts_runs_and_measures_the_warmup():
     inv = {"rec": torch.tensor([0.1, 0.25, 0.3]), "stop": torch.tensor([10, 21, 30]),
            "clip_bound": torch.tensor([5, 0, 15])}
     config = tiny_config()
-    demo = demos.warmup_demo({"dial warm-up, then clipped GD": hand,
+    demo = fn.warmup_demo({"dial warm-up, then clipped GD": hand,
                               "FlowAdam (invariant)": inv}, config)
     n = demo.numbers
     assert n["same_stop_runs"] == 2
@@ -356,7 +355,7 @@ def test_warmup_demo_counts_runs_and_measures_the_warmup():
 
 def test_text_forms_dash_the_undefined():
     forms = (("a", ".4f"), ("b", ".1e"), ("c", ".0f"), ("d", ".4f"))
-    got = demos.text_forms({"a": 0.12345, "b": None, "c": math.nan, "d": math.inf}, forms)
+    got = fn.text_forms({"a": 0.12345, "b": None, "c": math.nan, "d": math.inf}, forms)
     assert got == {"a_txt": "0.1235", "b_txt": "—", "c_txt": "—", "d_txt": "—"}
     with pytest.raises(KeyError):
-        demos.text_forms({}, forms)
+        fn.text_forms({}, forms)

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 from gaugekit.experiments import ladder  # noqa: E402
 from gaugekit.experiments import matrix_sensing as ms  # noqa: E402
 from gaugekit.report import ladder as views  # noqa: E402
-from gaugekit.report import ladder_n40, ladder_paper  # noqa: E402
+from gaugekit.report import ladder_paper  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def committed():
 def test_n40_compares_the_two_protocols_from_their_records(committed):
     _, records = committed
     table2 = ms.collect("paper", parts=["zoo"], mode="read").records["zoo"]
-    html, text = ladder_n40.n40_protocols(table2, records)
+    html, text = ladder_paper.n40_protocols(table2, records)
     # GD and signum under each protocol, beside each table's published value
     pub2, pub11 = ms.PUBLISHED_TABLE2, ladder.PUBLISHED_LADDER_REC
     for value in (pub2["gd"][0], pub2["signum"][0], pub11["gd"][40], pub11["signum"][40]):
@@ -152,6 +152,6 @@ def test_the_claims_values_say_where_each_claim_stands(committed):
 def test_the_n40_values_prefix_every_sentence(committed):
     _, records = committed
     table2 = ms.collect("paper", parts=["zoo"], mode="read").records["zoo"]
-    values = ladder_n40.n40_values(table2, records)
+    values = ladder_paper.n40_values(table2, records)
     assert set(values) == {"tab_ladder_n40", "n40_differ", "n40_gd", "n40_signum", "n40_split"}
     assert values["n40_gd"].data.startswith("On the ladder's grid GD selects")

@@ -1,5 +1,5 @@
-"""What the matrix-sensing chapter shows (gaugekit.report.matrix_sensing, its controls in
-gaugekit.report.sensing_controls and its weight-decay section in gaugekit.report.sensing_decay)."""
+"""What the matrix-sensing chapter shows (gaugekit.report.matrix_sensing, its controls and its
+weight-decay section in gaugekit.report.sensing_controls)."""
 
 import pytest
 
@@ -7,7 +7,7 @@ pytest.importorskip("gaugekit.report.viz")
 
 from gaugekit.experiments import matrix_sensing as ms  # noqa: E402
 from gaugekit.report import matrix_sensing as views  # noqa: E402
-from gaugekit.report import sensing_controls, sensing_decay  # noqa: E402
+from gaugekit.report import sensing_controls  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +43,15 @@ def test_the_late_change_answers_its_question(records):
 
 
 def test_the_decay_table_names_its_gate_in_one_word(records):
-    html = sensing_decay.decay_html(records["decay"])
+    html = sensing_controls.decay_html(records["decay"])
     assert ">paper&#x27;s<" in html and ">loose<" in html
     assert "mean training loss over seeds" not in html
 
 
 def test_the_decay_values_are_its_tables_and_its_prefixed_sentences(records):
     tol = ms.get_config("paper").part("decay").budget.tol
-    values = sensing_decay.decay_values(records["decay"], records["zoo"], tol)
-    texts = sensing_decay.decay_texts(records["decay"], records["zoo"], tol)
+    values = sensing_controls.decay_values(records["decay"], records["zoo"], tol)
+    texts = sensing_controls.decay_texts(records["decay"], records["zoo"], tol)
     assert "<table" in values["tab_decay"] and "<table" in values["tab_decay_seeds"]
     assert {k for k in values if not k.startswith("tab_")} == {f"decay_{k}" for k in texts}
     assert values["decay_edges"] == texts["edges"]
