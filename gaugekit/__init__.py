@@ -25,8 +25,7 @@ contracts in ``pyproject.toml`` hold it to this in CI, ``lint-imports``)::
                    verdicts
     5  theory.py, tail_theory.py   the paper's propositions as functions; twins.py (old address)
     4  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q); its verdicts in
-                   factor_results), heads (twins of heads; its parts sites, twin_kinds, drift,
-                   twin_results)
+                   factor_results), heads (twins of heads; its parts sites, twin_parts)
     3  optim/      the zoo: functional cores and thin torch.optim classes, the registry
        problems/   plain problem objects: sensing, spectral tails, hyperspectral, attention;
                    the factor families of train/ (families), the Problem/Budget specs
