@@ -116,12 +116,11 @@ nothing. The update equals the one-process update to round-off. DTensor paramete
 
 from gaugekit.optim.adafactor import Adafactor
 from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
-from gaugekit.optim.base import ZooOptimizer, per_run
+from gaugekit.optim.base import ZooOptimizer, per_run, split_matrix_params
 from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.flow_adam import FlowAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
-from gaugekit.optim.params import split_matrix_params
 from gaugekit.optim.registry import (
     OptimizerSpec,
     all_specs,
