@@ -19,7 +19,7 @@ contracts in ``pyproject.toml`` hold it to this in CI, ``lint-imports``)::
                    and glued values, on the shared viz (figures) and tables; the headline
     8  experiments/  one module per experiment: configs, specs, run_batch, summaries
     7  train/      the trainers: factors (every factor run, stacked; the stack in factor_stack),
-                   twins (a base and its twins), batching
+                   twins (a base and its twins)
     6  runs/       spec, sweep (the one engine), backends, isolation (a batch in a child
                    process), records, collection (the one collector), selection, matched_loss,
                    verdicts
