@@ -19,14 +19,12 @@ contracts in ``pyproject.toml`` hold it to this in CI, ``lint-imports``)::
                    and glued values, on the shared viz (figures) and tables; the headline
     8  experiments/  one module per experiment: configs, specs, run_batch, summaries
     7  train/      the trainers: factors (every factor run, stacked; the stack in factor_stack),
-                   twins (a base and its twins), batching
-    6  runs/       spec, sweep (the one engine), backends, isolation (a batch in a child
-                   process), records, collection (the one collector), selection, matched_loss,
-                   verdicts
+                   twins (a base and its twins)
+    6  runs/       spec, sweep (the one engine), backends (and a call in a child process),
+                   records, collection (the one collector), selection, matched_loss, verdicts
     5  theory.py, tail_theory.py   the paper's propositions as functions; twins.py (old address)
     4  audit/      factors (any optimizer on (U₀, V₀) and (U₀Q, V₀Q); its verdicts in
-                   factor_results), heads (twins of heads; its parts sites, twin_kinds, drift,
-                   twin_results)
+                   factor_results), heads (twins of heads; its parts sites, twin_parts)
     3  optim/      the zoo: functional cores and thin torch.optim classes, the registry
        problems/   plain problem objects: sensing, spectral tails, hyperspectral, attention;
                    the factor families of train/ (families), the Problem/Budget specs

@@ -5,8 +5,8 @@
              their verdict in words ``factor_results`` (the rule shared with ``heads``)
 ``heads``    the twin audit of a model's attention heads: gauge, ``A = I`` and noise twins of
              every ``W_Q, W_K`` pair (:func:`audit_twins`); its parts ``sites`` (where the
-             gauge acts), ``twin_kinds`` (the twins), ``drift`` (invariants ``M_h`` and drifts)
-             and ``twin_results`` (traces and verdicts)
+             gauge acts) and ``twin_parts`` (the twins, invariants ``M_h`` and drifts, traces
+             and verdicts)
 
 Both need torch and numpy only (``pip install gaugekit``).
 """

@@ -107,27 +107,23 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gaugekit.audit.drift import (
-    ForwardFn,
-    head_drift,
-    head_invariants,
-    init_tolerance,
-    output_drift,
-    rel_distance,
-)
 from gaugekit.audit.factors import describe_optimizer, optimizer_hyperparameters, optimizer_name
 from gaugekit.audit.sites import QKSite, SiteSpec, find_qk_sites
-from gaugekit.audit.twin_kinds import (
+from gaugekit.audit.twin_parts import (
     TWIN_KINDS,
-    draw_head_rotations,
-    gauge_twin,
-    identity_twin,
-    noise_twin,
-)
-from gaugekit.audit.twin_results import (
+    ForwardFn,
     TwinAuditResult,
     TwinCheckpoint,
     TwinTrace,
+    draw_head_rotations,
+    gauge_twin,
+    head_drift,
+    head_invariants,
+    identity_twin,
+    init_tolerance,
+    noise_twin,
+    output_drift,
+    rel_distance,
     verdict_threshold,
 )
 from gaugekit.optim.registry import get_spec, make_optimizer

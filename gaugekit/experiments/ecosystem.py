@@ -47,9 +47,9 @@ from typing import Any
 
 import torch
 
-from gaugekit.runs import collection, isolation
+from gaugekit.runs import backends, collection
+from gaugekit.runs.backends import Isolated
 from gaugekit.runs.collection import Collected
-from gaugekit.runs.isolation import Isolated
 from gaugekit.runs.spec import RunResult, RunSpec
 
 NAME = "ecosystem"
@@ -206,8 +206,8 @@ _PRELOAD = ("torch._dynamo", "gaugekit.experiments.ecosystem", "gaugekit.audit.f
 
 def run_isolated(target: str, args: tuple[Any, ...], timeout_s: float,
                  preload: Sequence[str] = ()) -> Isolated:
-    """:func:`gaugekit.runs.isolation.run_isolated` with the audit's modules preloaded too."""
-    return isolation.run_isolated(target, args, timeout_s, preload=(*_PRELOAD, *preload))
+    """:func:`gaugekit.runs.backends.run_isolated` with the audit's modules preloaded too."""
+    return backends.run_isolated(target, args, timeout_s, preload=(*_PRELOAD, *preload))
 
 
 # --------------------------------------------------------------------------------------------

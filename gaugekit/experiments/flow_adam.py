@@ -282,7 +282,8 @@ class DialThenClippedGD(FlowAdam):
     ``FlowAdam(**INVARIANT, flow_warmup=warmup)`` whenever its flow fires at every step from
     ``warmup + 2`` on. Works from ``.grad`` (``step()`` takes no closure); ``lr`` is a float or a
     tensor of shape ``param.shape[:batch_dims]``. The step count is optimizer-wide state
-    (``state["hand"]``), so it survives a compaction of the stack (:mod:`gaugekit.train.batching`).
+    (``state["hand"]``), so it survives a compaction of the stack
+    (:mod:`gaugekit.train.factor_stack`).
     """
 
     def __init__(

@@ -10,7 +10,7 @@ from torch.testing import assert_close
 
 from gaugekit.optim import make_optimizer
 from gaugekit.runs.spec import RunSpec
-from gaugekit.train.batching import optimizer_wide_state, take_runs, transfer_state
+from gaugekit.train.factor_stack import optimizer_wide_state, take_runs, transfer_state
 from gaugekit.train.factors import train_factored_batch
 
 DTYPE = torch.float64

@@ -1,0 +1,438 @@
+r"""The parts of the twin audit (:mod:`gaugekit.audit.heads`): twins, drifts, results.
+
+The twins: gauge (``A_h`` per head), identity (``A = I``) and noise twins, each a deep copy of
+the model; see :mod:`gaugekit.audit.heads` for why the gauge twin is the same function and what
+the other two are for. The rotation is drawn by :func:`gaugekit.gauge.random_head_rotations` and
+applied by :func:`gaugekit.gauge.rotate_head_rows` (in float64, rounded back to the parameter's
+dtype).
+
+What it measures: the per-head invariants ``M_h`` and ``rel`` as defined in
+:mod:`gaugekit.audit.heads` ("The invariant reported"), compared per head and on the outputs of
+a probe batch.
+
+The result: checkpoints, traces, and the verdict in words. The drift of a twin is the largest
+``rel(M_h, M_h')`` over its heads and checkpoints; the verdict is the factor audit's rule
+(:func:`~gaugekit.audit.factor_results.decide_verdict`) with the round-off threshold
+:func:`verdict_threshold`.
+"""
+
+# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from gaugekit.audit.factors import (
+    FLOAT64_THRESHOLD,
+    GaugeVerdict,
+    decide_verdict,
+    default_threshold,
+)
+from gaugekit.audit.sites import QKSite, SiteSpec, qk_tensors, resolve_sites
+from gaugekit.gauge import (
+    head_logit_bilinears,
+    orthogonality_defect,
+    random_head_rotations,
+    relative_distance,
+    rotate_head_rows,
+)
+
+__all__ = ["TWIN_KINDS", "TwinAuditResult", "TwinCheckpoint", "TwinTrace", "draw_head_rotations",
+           "gauge_twin", "head_drift", "head_invariants", "identity_twin", "init_tolerance",
+           "noise_twin", "output_drift", "rel_distance", "verdict_threshold"]
+
+#: The twin kinds :func:`~gaugekit.audit.heads.audit_twins` knows.
+TWIN_KINDS: tuple[str, ...] = ("gauge", "identity", "noise")
+
+
+def draw_head_rotations(
+    sites: Sequence[QKSite], *, generator: torch.Generator, dtype: torch.dtype = torch.float64
+) -> list[Tensor]:
+    """Haar ``A_h ∈ O(d_head)``, one ``(H, d_head, d_head)`` stack per site, drawn site by site
+    (layer by layer) then head by head from ``generator``
+    (:func:`gaugekit.gauge.random_head_rotations`)."""
+    return random_head_rotations([(s.num_heads, s.d_head) for s in sites], generator=generator,
+                                 dtype=dtype)
+
+
+def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> None:
+    if len(rotations) != len(sites):
+        raise ValueError(
+            f"Invalid rotations: {len(rotations)} stacks; expected one per site ({len(sites)})"
+        )
+    for A, s in zip(rotations, sites, strict=True):
+        if tuple(A.shape) != (s.num_heads, s.d_head, s.d_head):
+            raise ValueError(
+                f"Invalid rotations: shape {tuple(A.shape)} for site {s.label!r}; expected "
+                f"(num_heads, d_head, d_head) = ({s.num_heads}, {s.d_head}, {s.d_head})"
+            )
+        defect = orthogonality_defect(A.double()).max().item()
+        if not defect <= 1e-5:
+            raise ValueError(
+                f"Invalid rotations: ‖AᵀA − I‖_F = {defect:.3g} for site {s.label!r}; expected "
+                f"orthogonal matrices (the gauge needs A_hᵀ A_h = I)"
+            )
+
+
+def gauge_twin(
+    model: nn.Module,
+    sites: Sequence[SiteSpec] | Sequence[QKSite] | None = None,
+    *,
+    num_heads: int | Sequence[int | None] | None = None,
+    generator: torch.Generator | None = None,
+    rotations: Sequence[Tensor] | None = None,
+    check_structure: bool = True,
+) -> tuple[nn.Module, list[Tensor]]:
+    """A deep copy of ``model`` with the q/k rows (and biases) of head ``h`` left-multiplied by
+    ``A_h``; returns ``(twin, rotations)``.
+
+    ``rotations`` (one ``(H, d_head, d_head)`` orthogonal stack per site) or ``generator``
+    (Haar draws, :func:`draw_head_rotations`) must be given. ``model`` is not modified.
+    """
+    resolved = resolve_sites(model, sites, num_heads, check_structure)
+    if rotations is None:
+        if not isinstance(generator, torch.Generator):
+            raise ValueError(
+                f"Invalid generator: {generator!r}; expected a torch.Generator (or pass "
+                f"rotations)"
+            )
+        rotations = draw_head_rotations(resolved, generator=generator)
+    _check_rotations(rotations, resolved)
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for site, A in zip(resolved, rotations, strict=True):
+            for t in qk_tensors(twin, site).tensors():
+                work = t.dtype if t.device.type == "mps" else torch.float64
+                t.copy_(rotate_head_rows(t.to(work), A.to(device=t.device, dtype=work)))
+    return twin, list(rotations)
+
+
+def identity_twin(
+    model: nn.Module,
+    sites: Sequence[SiteSpec] | Sequence[QKSite] | None = None,
+    *,
+    num_heads: int | Sequence[int | None] | None = None,
+    check_structure: bool = True,
+) -> nn.Module:
+    """The ``A = I`` control: :func:`gauge_twin` with identity rotations (same code path); the
+    copy is bit-identical to ``model``."""
+    resolved = resolve_sites(model, sites, num_heads, check_structure)
+    eye = [
+        torch.eye(s.d_head, dtype=torch.float64).expand(s.num_heads, -1, -1).clone()
+        for s in resolved
+    ]
+    twin, _ = gauge_twin(model, resolved, rotations=eye)
+    return twin
+
+
+def noise_twin(
+    model: nn.Module,
+    sites: Sequence[SiteSpec] | Sequence[QKSite] | None = None,
+    *,
+    scale: float,
+    generator: torch.Generator,
+    num_heads: int | Sequence[int | None] | None = None,
+    check_structure: bool = True,
+) -> nn.Module:
+    """A deep copy with ``N(0, scale²)`` added to every query/key weight and bias entry
+    (the original basis), drawn site by site from ``generator``."""
+    if not (isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0):
+        raise ValueError(f"Invalid scale: {scale!r}; expected a finite float >= 0")
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"Invalid generator: {generator!r}; expected a torch.Generator")
+    resolved = resolve_sites(model, sites, num_heads, check_structure)
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for site in resolved:
+            for t in qk_tensors(twin, site).tensors():
+                noise = torch.randn(
+                    tuple(t.shape), generator=generator, dtype=torch.float64,
+                    device=generator.device,
+                )
+                t.add_((scale * noise).to(device=t.device, dtype=t.dtype))
+    return twin
+
+
+ForwardFn = Callable[[nn.Module, Any], Tensor]
+
+
+def rel_distance(A: Tensor, B: Tensor) -> Tensor:
+    r"""``‖A − B‖_F / (½(‖A‖_F + ‖B‖_F))`` over the last two dimensions (vectors: Euclidean).
+
+    Symmetric in ``A, B``; 0 when both are zero (never NaN):
+    :func:`gaugekit.gauge.relative_distance` with ``symmetric=True`` (whose default divides
+    by ``‖B‖_F`` alone).
+    """
+    return relative_distance(A, B, symmetric=True)
+
+
+def init_tolerance(dtype: torch.dtype) -> float:
+    r"""``√ε`` of ``dtype``: the largest init output drift accepted for an exact gauge twin.
+
+    Rotating in float64 and rounding back costs ``O(ε)`` per entry, and a forward pass amplifies
+    that by a modest factor; ``√ε`` (1.5e-8 in float64, 3.5e-4 in float32) is far above that and
+    far below the ``O(1e-2 … 1)`` change a broken gauge makes to the logits.
+    """
+    return math.sqrt(torch.finfo(dtype).eps)
+
+
+
+def _columns(*parts: Tensor | None) -> Tensor:
+    """``[W | b | …]`` in float64: the weight and one column per bias vector that exists."""
+    return torch.cat([t.double() if t.ndim == 2 else t.double()[:, None]
+                      for t in parts if t is not None], dim=-1)
+
+
+def head_invariants(model: nn.Module, sites: Sequence[QKSite]) -> list[Tensor]:
+    r"""``M_h = W̃_{Q,h}ᵀ W̃_{K,h}`` of every head, one float64 ``(H, a, b)`` tensor per site.
+
+    ``W̃ = [W | b]`` carries a bias column when the bias exists (and, for an MHA with
+    ``add_bias_kv``, ``W̃_K`` one more column ``bias_k``); without biases ``M_h = W_{Q,h}ᵀ W_{K,h}``
+    (:func:`gaugekit.gauge.head_logit_bilinears` of ``W̃_Q, W̃_K``).
+    """
+    out = []
+    with torch.no_grad():
+        for site in sites:
+            qk = qk_tensors(model, site)
+            out.append(head_logit_bilinears(_columns(qk.wq, qk.bq),
+                                            _columns(qk.wk, qk.bk, qk.bias_k), site.num_heads))
+    return out
+
+
+def head_drift(model_a: nn.Module, model_b: nn.Module, sites: Sequence[QKSite]) -> list[Tensor]:
+    """Per-head ``rel(M_h, M_h')`` between two models, one ``(H,)`` float64 tensor per site."""
+    return [
+        rel_distance(Ma, Mb)
+        for Ma, Mb in zip(head_invariants(model_a, sites), head_invariants(model_b, sites),
+                          strict=True)
+    ]
+
+
+def _default_forward(model: nn.Module, probe: Any) -> Tensor:
+    out = model(*probe) if isinstance(probe, tuple) else model(probe)
+    if isinstance(out, tuple | list) and out:
+        out = out[0]
+    elif not isinstance(out, Tensor) and hasattr(out, "logits"):
+        out = out.logits
+    return out
+
+
+def _evaluate(model: nn.Module, probe: Any, forward: ForwardFn | None) -> Tensor:
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = (forward or _default_forward)(model, probe)
+    finally:
+        model.train(was_training)
+    if not isinstance(out, Tensor):
+        raise ValueError(
+            f"Invalid forward: the output on the probe is a {type(out).__name__}; expected a "
+            f"Tensor (or a tuple whose first item is one); pass forward=lambda model, probe: ..."
+        )
+    return out
+
+
+def output_drift(
+    model_a: nn.Module, model_b: nn.Module, probe: Any, *, forward: ForwardFn | None = None
+) -> float:
+    """``rel(f_a(probe), f_b(probe))`` of the outputs, in eval mode and without gradients.
+
+    ``forward(model, probe) -> Tensor`` defaults to ``model(*probe)`` for a tuple probe (else
+    ``model(probe)``), keeping the first item of a tuple output (MHA returns ``(out, weights)``).
+    """
+    a = _evaluate(model_a, probe, forward)
+    b = _evaluate(model_b, probe, forward)
+    return rel_distance(a.double().reshape(-1), b.double().reshape(-1)).item()
+
+
+def verdict_threshold(dtype: torch.dtype) -> float:
+    """The largest gauge drift that is round-off: the factor audit's threshold for float64
+    (1e-8) and float32 (1e-3), ``√ε`` for other dtypes (bfloat16: 0.088)."""
+    if dtype in (torch.float64, torch.float32):
+        return default_threshold(dtype)
+    return math.sqrt(torch.finfo(dtype).eps)
+
+
+
+@dataclass(frozen=True)
+class TwinCheckpoint:
+    """Drift of one twin from the original after ``step`` optimizer steps.
+
+    ``head_drift[i][h]`` is ``rel(M_h, M_h')`` of head ``h`` of site ``i``; ``output_drift`` is
+    ``rel`` of the outputs on the probe batch.
+    """
+
+    step: int
+    head_drift: tuple[tuple[float, ...], ...]
+    output_drift: float
+
+    @property
+    def mean_head_drift(self) -> float:
+        """Mean of ``rel(M_h, M_h')`` over all heads of all sites."""
+        flat = [d for site in self.head_drift for d in site]
+        return sum(flat) / len(flat)
+
+    @property
+    def max_head_drift(self) -> float:
+        """Largest ``rel(M_h, M_h')`` over all heads of all sites."""
+        return max(d for site in self.head_drift for d in site)
+
+
+@dataclass(frozen=True)
+class TwinTrace:
+    """One twin's run: its checkpoints and its training loss at every step."""
+
+    kind: str
+    checkpoints: tuple[TwinCheckpoint, ...]
+    losses: tuple[float, ...]
+    init_output_drift: float
+
+    @property
+    def final(self) -> TwinCheckpoint:
+        """The last checkpoint."""
+        return self.checkpoints[-1]
+
+    @property
+    def max_drift(self) -> float:
+        """Largest ``rel(M_h, M_h')`` over all heads and checkpoints: the drift a verdict reads."""
+        return max(c.max_head_drift for c in self.checkpoints)
+
+    def steps(self) -> list[int]:
+        """Checkpoint steps (for plotting)."""
+        return [c.step for c in self.checkpoints]
+
+    def mean_head_drifts(self) -> list[float]:
+        """Mean per-head drift at each checkpoint."""
+        return [c.mean_head_drift for c in self.checkpoints]
+
+    def output_drifts(self) -> list[float]:
+        """Output drift at each checkpoint."""
+        return [c.output_drift for c in self.checkpoints]
+
+
+INVARIANT_DOC = (
+    "M_h = [W_Q,h | b_Q,h]^T [W_K,h | b_K,h] per head (bias columns only where biases exist; "
+    "= W_Q,h^T W_K,h without biases); rel(A,B) = ||A-B||_F / (0.5(||A||_F+||B||_F))"
+)
+
+
+@dataclass(frozen=True)
+class TwinAuditResult:
+    """Outcome of :func:`audit_twins`.
+
+    Attributes:
+        sites: the audited attention sites.
+        optimizer: the optimizer's label.
+        steps: optimizer steps taken (fewer than asked when ``diverged``).
+        dtype: the model's parameter dtype.
+        traces: one :class:`TwinTrace` per twin kind, in the order asked.
+        base_losses: the original's training loss at every step.
+        diverged: a training loss was not finite; training stopped there.
+        invariant: which invariant ``head_drift`` compares.
+        optimizer_class: dotted path of the optimizer's class (``torch.optim.Adam``).
+        hyperparameters: the values it was built with
+            (:func:`gaugekit.audit.factor_results.optimizer_hyperparameters`).
+        threshold: the round-off threshold of the verdict (:func:`verdict_threshold`).
+    """
+
+    sites: tuple[QKSite, ...]
+    optimizer: str
+    steps: int
+    dtype: str
+    traces: tuple[TwinTrace, ...]
+    base_losses: tuple[float, ...]
+    diverged: bool = False
+    invariant: str = field(default=INVARIANT_DOC)
+    optimizer_class: str = ""
+    hyperparameters: dict[str, Any] = field(default_factory=dict, hash=False)
+    threshold: float = FLOAT64_THRESHOLD
+
+    def trace(self, kind: str) -> TwinTrace:
+        """The trace of twin ``kind``."""
+        for t in self.traces:
+            if t.kind == kind:
+                return t
+        raise ValueError(
+            f"Invalid kind: {kind!r}; expected one of {[t.kind for t in self.traces]}"
+        )
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """Long format, one row per (twin, checkpoint, site, head), for pandas or JSONL."""
+        rows = []
+        for t in self.traces:
+            for c in t.checkpoints:
+                for site, drifts in zip(self.sites, c.head_drift, strict=True):
+                    for h, d in enumerate(drifts):
+                        rows.append({
+                            "twin": t.kind, "step": c.step, "site": site.label, "head": h,
+                            "head_drift": d, "output_drift": c.output_drift,
+                            "optimizer": self.optimizer,
+                        })
+        return rows
+
+    def table(self) -> str:
+        """Plain-text table: per twin and checkpoint, mean/max head drift and output drift."""
+        lines = [f"{'twin':<9} {'step':>6} {'mean rel(M_h)':>14} {'max rel(M_h)':>13} "
+                 f"{'rel(output)':>12}"]
+        for t in self.traces:
+            for c in t.checkpoints:
+                lines.append(
+                    f"{t.kind:<9} {c.step:>6} {c.mean_head_drift:>14.3e} "
+                    f"{c.max_head_drift:>13.3e} {c.output_drift:>12.3e}"
+                )
+        return "\n".join(lines)
+
+    @property
+    def verdict(self) -> GaugeVerdict | None:
+        """Keeps / breaks / chaotic from the gauge and noise twins' drifts (module doc);
+        ``None`` when no gauge twin was trained."""
+        kinds = {t.kind: t for t in self.traces}
+        if "gauge" not in kinds:
+            return None
+        noise = kinds["noise"].max_drift if "noise" in kinds else None
+        why = "training diverged (a loss was not finite)" if self.diverged else ""
+        return decide_verdict(kinds["gauge"].max_drift, noise, self.threshold, unjudged=why)
+
+    def verdict_line(self) -> str:
+        """One plain line: the optimizer as built, its verdict, the numbers and the rule."""
+        verdict = self.verdict
+        if verdict is None:
+            return f"{self.optimizer}: no gauge twin was trained, so there is no verdict"
+        return verdict.line(self.optimizer)
+
+    def summary(self) -> str:
+        """A few readable lines: what was audited, where each twin ended, and the verdict."""
+        return "\n".join([*self._head_lines(), self.verdict_line()])
+
+    def _head_lines(self) -> list[str]:
+        heads = sum(s.num_heads for s in self.sites)
+        lines = [
+            f"Twin audit: {self.optimizer}, {self.steps} steps, {self.dtype}, "
+            f"{len(self.sites)} site(s), {heads} heads.",
+            f"Invariant: {self.invariant}.",
+        ]
+        if self.diverged:
+            lines.append("DIVERGED: a training loss was not finite; drifts are not a result.")
+        nan = float("nan")
+        base_loss = self.base_losses[-1] if self.base_losses else nan
+        for t in self.traces:
+            f = t.final
+            loss = t.losses[-1] if t.losses else nan
+            lines.append(
+                f"  {t.kind:<8}: at init rel(output) = {t.init_output_drift:.2e}; after step "
+                f"{f.step}: mean rel(M_h) = {f.mean_head_drift:.3e}, "
+                f"max {f.max_head_drift:.3e}, rel(output) = {f.output_drift:.3e}; "
+                f"loss {loss:.4g} (original {base_loss:.4g})"
+            )
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join([*self._head_lines(), self.table(), self.verdict_line()])
