@@ -114,22 +114,28 @@ nothing. The update equals the one-process update to round-off. DTensor paramete
 
 # Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
 
-from gaugekit.optim.adam import Adafactor, Adam, AdamMini, RMSprop, SharedScaleAdam
-from gaugekit.optim.base import ZooOptimizer, per_run, split_matrix_params
+from gaugekit.optim.adafactor import Adafactor
+from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
+from gaugekit.optim.base import ZooOptimizer, per_run
 from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.flow_adam import FlowAdam
-from gaugekit.optim.matrix import GramPreconditioned, Muon, ScaledGD, Shampoo
+from gaugekit.optim.gram import GramPreconditioned
+from gaugekit.optim.muon import Muon
+from gaugekit.optim.params import split_matrix_params
 from gaugekit.optim.registry import (
     OptimizerSpec,
     all_specs,
     get_spec,
-    lr_factor,
     make_optimizer,
     optimizer_names,
     register_optimizer,
-    scheduled_lr,
 )
-from gaugekit.optim.sgd import GD, Lion, Momentum, Signum
+from gaugekit.optim.rmsprop import RMSprop
+from gaugekit.optim.scaled_gd import ScaledGD
+from gaugekit.optim.schedules import lr_factor, scheduled_lr
+from gaugekit.optim.sgd import GD, Momentum
+from gaugekit.optim.shampoo import Shampoo
+from gaugekit.optim.sign import Lion, Signum
 
 __all__ = [
     "GD",

@@ -1,8 +1,5 @@
 """The base class of the zoo: validation, stacked runs (``batch_dims``), closure, per-run values.
 
-Also :func:`split_matrix_params`, which routes a model's parameters between matrix rules and
-elementwise rules.
-
 Every optimizer of :mod:`gaugekit.optim` derives from :class:`ZooOptimizer`. A subclass declares
 
 * ``hyper_checks``: hyperparameter name → check (see :mod:`gaugekit.optim.validation`), run on
@@ -41,7 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.optim import Optimizer
 
 from gaugekit.optim import distributed as D
@@ -75,32 +72,6 @@ def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
     if value.ndim == 0:
         return value
     return value.reshape(tuple(value.shape) + (1,) * (like.ndim - batch_dims))
-
-
-def split_matrix_params(
-    model_or_params: nn.Module | Iterable[Tensor], *, batch_dims: int = 0
-) -> tuple[list[Tensor], list[Tensor]]:
-    """Split parameters into ``(matrices, others)``.
-
-    A matrix has exactly ``batch_dims + 2`` dimensions (the shape Muon, Shampoo, ScaledGD and
-    GramPreconditioned accept); everything else (biases, norms' scales, convolution kernels)
-    goes to ``others``. Only parameters with ``requires_grad`` are kept; order is preserved::
-
-        matrices, others = split_matrix_params(model)
-        opt_matrix = Muon(matrices, lr=3e-2)
-        opt_other = Adam(others, lr=1e-3)
-    """
-    if isinstance(model_or_params, nn.Module):
-        params: Iterable[Tensor] = model_or_params.parameters()
-    else:
-        params = model_or_params
-    matrices: list[Tensor] = []
-    others: list[Tensor] = []
-    for p in params:
-        if not p.requires_grad:
-            continue
-        (matrices if p.ndim == batch_dims + 2 else others).append(p)
-    return matrices, others
 
 
 def _tensor_entries(name: str, value: Any) -> Iterator[tuple[str, Tensor]]:

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from gaugekit.optim.registry import lr_factor
+from gaugekit.optim.schedules import lr_factor
 from gaugekit.runs.records import downsample_indices, round_sig
 
 __all__ = ["CURVE_DIGITS", "CURVE_POINTS", "PER_MATRIX_RULES", "Curves", "FactorStack", "Member",

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gaugekit.optim.registry import SCHEDULES, lr_factor
+from gaugekit.optim.schedules import SCHEDULES, lr_factor
 
 
 def test_linear_decays_to_zero_on_a_straight_line():
