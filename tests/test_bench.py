@@ -114,3 +114,17 @@ def _tiny(bench_run):
     return bench_run.Sizes(sweep_runs=2, sweep_steps=3, attention_steps=1, attention_models=1,
                            step_tensors=2, step_stack=2, step_side=4, flow_rows=8,
                            rounds=1, steps=1, warmup=12, zoo_scale="quick")
+
+
+def test_library_lines_sorts_each_line_into_one_kind():
+    spec = importlib.util.spec_from_file_location("library_lines",
+                                                  ROOT / "bench" / "library_lines.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = '"""A module.\n\nIts docstring."""\n\n# a comment\nX = 1\n\n\ndef f():\n' \
+             '    """One line."""\n    return "not a docstring"\n'
+    kinds = module.line_kinds(source)
+    assert kinds == {"doc": 3, "blank": 4, "comment": 1, "code": 3}  # a blank line is blank
+    assert sum(kinds.values()) == len(source.splitlines())
+    assert module.folder("gaugekit/optim/adam.py") == "optim"
+    assert module.folder("gaugekit/gauge.py") == "top"
