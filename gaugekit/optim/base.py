@@ -13,8 +13,11 @@ independent runs. A per-run hyperparameter may be a tensor of shape ``param.shap
 :func:`per_run` reshapes it to broadcast against a tensor whose first ``b`` dimensions are the
 runs. Every reduction inside an update rule is taken over the non-batch dimensions only.
 
-torch.optim arguments a rule does not implement (:data:`~gaugekit.optim.validation.TORCH_OPTIM_OFF`)
-and other param-group keys: as :mod:`gaugekit.optim` says; an unknown constructor keyword is a
+torch.optim arguments a rule does not implement (``amsgrad``, ``foreach``, ``dampening``, …;
+:data:`~gaugekit.optim.validation.TORCH_OPTIM_OFF`) raise ``ValueError`` naming the argument
+and the optimizer, in the constructor and in a param group, unless their value asks for nothing
+(``foreach=None``, ``amsgrad=False``, …). Any other key of a param group passes through, as in
+torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown constructor keyword is a
 ``TypeError``.
 
 Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
