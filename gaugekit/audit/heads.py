@@ -81,14 +81,20 @@ drift too when the model has key biases.
 
 Verdicts in words
 -----------------
-A result ends with one plain line (:meth:`TwinAuditResult.verdict_line`): the factor audit's
-verdict (:mod:`gaugekit.audit.factor_results`: keeps the gauge, breaks it, or chaotic, by
-:func:`~gaugekit.audit.factor_results.decide_verdict`) on the drift of a twin, the largest
-``rel(M_h, M_h')`` over its heads and checkpoints, with the round-off threshold
-:func:`verdict_threshold` (1e-8 in float64, 1e-3 in float32). Adam's gauge twins end about 500
-times farther apart than its noise twins on the book's attention model (breaks); Muon's end at
-0.85 against 0.87 (chaotic); SGD and shared-scale Adam stay near 1e-6 in float32 (keeps); a run
-that diverged cannot be judged.
+A result ends with one plain line (:meth:`TwinAuditResult.verdict_line`): the optimizer's class
+and hyperparameters as built, then *keeps the gauge*, *breaks the gauge* or *chaotic (gauge
+twin ≈ noise twin)*, with the numbers that decide it. The drift of a twin is the largest
+``rel(M_h, M_h')`` over its heads and checkpoints; the rule is that of the factor audit
+(:func:`~gaugekit.audit.factor_results.decide_verdict`): a gauge drift at or below the round-off
+threshold of the dtype (:func:`verdict_threshold`: 1e-8 in float64, 1e-3 in float32) keeps the
+gauge; above it, a gauge drift more than ``CHAOS_FACTOR = 10`` times the noise twin's breaks
+the gauge, and one within that factor is chaotic: the run separates twins that start a tiny
+perturbation apart just as fast, so the gap says how chaotic training is, not that the rule sees
+the basis. Adam's
+gauge twins end about 500 times farther apart than its noise twins on the book's attention model
+(breaks); Muon's end at 0.85 against 0.87 (chaotic); SGD and shared-scale Adam stay near 1e-6 in
+float32 (keeps). Without a noise twin a drift above the threshold breaks the gauge, and the line
+says that chaos was not ruled out; a run that diverged cannot be judged.
 
 Everything random comes from explicit generators; training both copies restores the global RNG
 state before each copy's step, so dropout masks agree too.
