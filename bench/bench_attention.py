@@ -6,7 +6,7 @@
 Three ways to train the same five models (base, A = I, gauge, noise 1e-7, noise 1e-5) of the
 paper's modular-addition model, float32, full batch: *batched* — one stack of parameters,
 batched matrix products, one optimizer with ``batch_dims=1``
-(:func:`gaugekit.experiments.attention.train_twin_batch`, the experiment's code); *alone* — the
+(:func:`gaugebook.attention.attention_runs.train_twin_batch`, the experiment's code); *alone* — the
 same function called once per model (a batch of one); with ``--vmap`` also *vmap* —
 ``torch.func.vmap`` of ``torch.func.grad`` over the ``PaperTransformer`` module
 via ``functional_call``, the same optimizer. Throughput is model-steps/s (one model, one
@@ -23,10 +23,10 @@ import time
 
 import torch
 
-from gaugekit.config import cpu_model
-from gaugekit.experiments import attention as att
-from gaugekit.problems import attention as A
-from gaugekit.train import twins as tt
+from gaugebook.attention import attention_runs as att
+from gaugebook.engine import transformer as A
+from gaugebook.engine import twin_trainer as tt
+from gaugebook.engine.settings import cpu_model
 
 
 def timed(fn):

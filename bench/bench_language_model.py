@@ -3,9 +3,9 @@
     python bench/bench_language_model.py                 # the paper-scale model, Adam
     python bench/bench_language_model.py --method muon_adam --steps 30 --models 1 2 4 8
 
-For ``B`` models of the comparison (:mod:`gaugekit.experiments.language_model`, float32),
+For ``B`` models of the comparison (:mod:`gaugebook.lm.lm_runs`, float32),
 *stacked*: one stack of parameters trained by one optimizer with ``batch_dims=1``
-(:func:`gaugekit.train.twins.train_stack`, the experiment's code); *looped*: the same
+(:func:`gaugebook.engine.twin_trainer.train_stack`, the experiment's code); *looped*: the same
 function called once per model (a stack of one), one after the other. Both see the same
 batches. Prints model-steps/s of each and their ratio, and the compute floor: the training
 step's floating-point operations (``torch.utils.flop_counter`` on the model) over this CPU's
@@ -20,10 +20,10 @@ import os
 import torch
 from bench_attention import matmul_gflops
 
-from gaugekit.config import cpu_model
-from gaugekit.experiments import language_model as lm
-from gaugekit.problems import attention as A
-from gaugekit.train import twins as tt
+from gaugebook.engine import transformer as A
+from gaugebook.engine import twin_trainer as tt
+from gaugebook.engine.settings import cpu_model
+from gaugebook.lm import lm_runs as lm
 
 
 def flops_per_model_step(config: lm.LMConfig) -> float:

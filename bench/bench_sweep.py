@@ -5,7 +5,7 @@
     python bench/bench_sweep.py --zoo --workers 2   # also time the whole paper-scale zoo
 
 Both modes train the same runs with the same code
-(:func:`gaugekit.experiments.matrix_sensing.train_factored_batch`): *batched* trains all of them
+(:func:`gaugebook.engine.factor_trainer.train_factored_batch`): *batched* trains all of them
 as one stack, *alone* calls it once per run. The step budget is cut to ``--steps`` (runs that
 interpolate earlier stop earlier, as in the real sweep), so the ratio measures batching, not a
 different amount of work; the printed run-steps/s counts the optimizer steps really taken.
@@ -22,9 +22,10 @@ import time
 
 import torch
 
-from gaugekit.experiments import matrix_sensing as ms
-from gaugekit.runs.sweep import run_sweep
-from gaugekit.train.factors import train_factored_batch
+from gaugebook.engine.factor_trainer import train_factored_batch
+from gaugebook.sensing.measurements import SENSING
+from gaugebook.engine.sweep import run_sweep
+from gaugebook.sensing import sensing_runs as ms
 
 
 def timed(fn):
@@ -48,9 +49,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"{len(specs)} paper-zoo runs, budget {args.steps} steps")
 
-    batched, t_batched = timed(lambda: train_factored_batch(specs))
+    batched, t_batched = timed(lambda: train_factored_batch(specs, SENSING))
     steps_b = sum(r.metrics.get("steps") or 0 for r in batched)
-    alone, t_alone = timed(lambda: [train_factored_batch([s])[0] for s in specs])
+    alone, t_alone = timed(lambda: [train_factored_batch([s], SENSING)[0] for s in specs])
     steps_a = sum(r.metrics.get("steps") or 0 for r in alone)
     same = sum(a.metrics == b.metrics for a, b in zip(alone, batched, strict=True))
 

@@ -6,11 +6,11 @@
     EXPERIMENT=attention bash bench/gpu_paper_scale.sh OUT [SECONDS]   # the attention suite
 
 ``--experiment attention`` runs the paper's GPU attention suite instead
-(:data:`gaugekit.experiments.attention.SUITE_PARTS`, float64: modular addition 4 layers x 128,
+(:data:`gaugebook.attention.attention_runs.SUITE_PARTS`, float64: modular addition 4 layers x 128,
 the character LM 6 x 256, then modular addition 6 x 256), into ``OUT/results/attention/paper``,
 with the same time limit and resumption; each twin family is one batch.
 
-Runs the ladder (:mod:`gaugekit.experiments.ladder`) part by part, one seed of one size per
+Runs the ladder (:mod:`gaugebook.ladder.ladder_runs`) part by part, one seed of one size per
 part, big sizes first: seed 42 of n = 384, 256, 192, 128, 96, 64, 40, then seed 123 of each,
 then seed 456, then the rank and m/dof arms at n = 64, seed by seed. Every part goes through the
 sweep engine (``run_sweep``), so it resumes: runs already recorded under
@@ -43,10 +43,11 @@ from pathlib import Path
 
 import torch
 
-from gaugekit.experiments import attention, ladder
-from gaugekit.runs.collection import records_dir
-from gaugekit.runs.records import finished_run_ids, read_records_dir
-from gaugekit.runs.sweep import run_sweep
+from gaugebook.attention import attention_runs as attention
+from gaugebook.engine.collection import records_dir
+from gaugebook.engine.records import finished_run_ids, read_records_dir
+from gaugebook.engine.sweep import run_sweep
+from gaugebook.ladder import ladder_runs as ladder
 
 SIZES_BIG_FIRST = (384, 256, 192, 128, 96, 64, 40)
 

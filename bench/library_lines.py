@@ -1,13 +1,14 @@
-"""How large the library is: files and lines of ``gaugekit/`` per folder, and what the lines are.
+"""How large the packages are: files and lines per folder, and what the lines are.
 
 Usage::
 
-    python bench/library_lines.py [REV ...]    # each git revision (default: the working tree)
+    python bench/library_lines.py [REV ...]                      # gaugekit/, the library
+    python bench/library_lines.py --package gaugebook [REV ...]  # the book's machinery
 
-Each line of a ``*.py`` file is one of: ``blank`` (also inside a docstring), ``doc`` (in the
-docstring of a module, class or function), ``comment`` (a line that starts with ``#``), or
-``code`` (the rest). The folders are ``gaugekit``'s subpackages; ``top`` is the modules
-directly in ``gaugekit/``.
+Each revision is a git revision (default: the working tree). Each line of a ``*.py`` file is
+one of: ``blank`` (also inside a docstring), ``doc`` (in the docstring of a module, class or
+function), ``comment`` (a line that starts with ``#``), or ``code`` (the rest). The folders are
+the package's subpackages; ``top`` is the modules directly in the package.
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ def line_kinds(source: str) -> Counter[str]:
     return kinds
 
 
-def sources(rev: str | None) -> dict[str, str]:
-    """``path → text`` of the library's modules in ``rev`` (``None``: the working tree)."""
+def sources(rev: str | None, package: str = "gaugekit") -> dict[str, str]:
+    """``path → text`` of the package's modules in ``rev`` (``None``: the working tree)."""
     if rev is None:
         return {p.relative_to(ROOT).as_posix(): p.read_text()
-                for p in sorted((ROOT / "gaugekit").rglob("*.py"))}
-    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, "gaugekit/"], cwd=ROOT,
+                for p in sorted((ROOT / package).rglob("*.py"))}
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, f"{package}/"], cwd=ROOT,
                            check=True, capture_output=True, text=True).stdout.split()
     return {n: subprocess.run(["git", "show", f"{rev}:{n}"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout
@@ -52,21 +53,24 @@ def sources(rev: str | None) -> dict[str, str]:
 
 
 def folder(path: str) -> str:
-    """The subpackage of ``gaugekit/`` a module is in, ``top`` for the package's own modules."""
+    """The subpackage a module is in, ``top`` for the package's own modules."""
     parts = path.split("/")
     return parts[1] if len(parts) > 2 else "top"
 
 
 def main(argv: list[str]) -> None:
+    package = "gaugekit"
+    if argv[:1] == ["--package"]:
+        package, argv = argv[1], argv[2:]
     for rev in argv or [None]:
         files: Counter[str] = Counter()
         lines: Counter[str] = Counter()
         kinds: Counter[str] = Counter()
-        for path, text in sources(rev).items():
+        for path, text in sources(rev, package).items():
             files[folder(path)] += 1
             lines[folder(path)] += len(text.splitlines())
             kinds.update(line_kinds(text))
-        print(f"{rev or 'working tree'}: {sum(files.values())} files, "
+        print(f"{package}/ at {rev or 'working tree'}: {sum(files.values())} files, "
               f"{sum(lines.values()):,} lines ("
               + ", ".join(f"{kinds[k]:,} {k}" for k in KINDS) + ")")
         for name in sorted(files):

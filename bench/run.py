@@ -18,7 +18,7 @@ step fault in fresh pages, and step times move by 2-3x with the order of the var
 
 Rows:
 * ``sweep``: the paper's matrix-sensing zoo runs (first ``--steps`` steps), batched into one stack
-  vs one run at a time (:func:`gaugekit.experiments.matrix_sensing.train_factored_batch`);
+  vs one run at a time (:func:`gaugebook.engine.factor_trainer.train_factored_batch`);
 * ``attention``: the attention twins trained as one batch vs one model at a time (per model
   trained: a twin trained alone trains its base too);
 * ``step <name>``: one step of every optimizer of the registry (and the FlowAdam variants of
@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from gaugekit.config import cpu_model
+from gaugebook.engine.settings import cpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -115,22 +115,24 @@ def _timed(fn: Callable[[], object], device: torch.device) -> float:
 # ------------------------------------------------------------------------------ batched runs
 def sweep_row(sizes: Sizes, device: torch.device) -> Row:
     """The paper zoo's runs (step budget cut to ``sweep_steps``) batched vs one at a time."""
-    from gaugekit.experiments import matrix_sensing as ms
-    from gaugekit.train.factors import train_factored_batch
+    from gaugebook.engine.factor_trainer import train_factored_batch
+    from gaugebook.sensing.measurements import SENSING
+    from gaugebook.sensing import sensing_runs as ms
 
     part = ms.get_config("paper").part("zoo")
     part = dataclasses.replace(
         part, budget=dataclasses.replace(part.budget, num_steps=sizes.sweep_steps))
     specs = part.specs()[: sizes.sweep_runs]
-    batched = _timed(lambda: train_factored_batch(specs, device=device), device)
-    alone = _timed(lambda: [train_factored_batch([s], device=device) for s in specs], device)
+    batched = _timed(lambda: train_factored_batch(specs, SENSING, device=device), device)
+    alone = _timed(lambda: [train_factored_batch([s], SENSING, device=device) for s in specs],
+                   device)
     return Row("sweep", f"sensing zoo, {len(specs)} runs x {sizes.sweep_steps} steps: batched",
                batched, {"alone": alone}, speedup=True)
 
 
 def attention_row(sizes: Sizes, device: torch.device) -> Row:
     """The attention twins of one family trained as one batch vs one model at a time."""
-    from gaugekit.experiments import attention as att
+    from gaugebook.attention import attention_runs as att
 
     family = next(f for f in att.get_config("paper").families("single") if f.method == "adam")
     family = dataclasses.replace(family, num_steps=sizes.attention_steps,
@@ -251,7 +253,7 @@ def zoo_row(sizes: Sizes, device: torch.device, workers: int,
             paper_s.append(_timed_command([sys.executable, str(script)], cwd=Path(reference)))
         with tempfile.TemporaryDirectory() as out:
             ours_s.append(_timed_command([
-                sys.executable, "-m", "gaugekit", "run", "matrix_sensing", "--scale",
+                sys.executable, "-m", "gaugebook", "run", "matrix_sensing", "--scale",
                 sizes.zoo_scale, "--part", "zoo", "--workers", str(workers), "--out", out,
                 "--device", str(device), "--quiet"]))
     baselines = {"paper script": statistics.median(paper_s)} if paper_s else {}

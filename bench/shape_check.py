@@ -11,8 +11,8 @@ Two checks, each in two steps (``snapshot`` on the old code, ``snapshot`` on the
 * ``html``: the same on the built pages (``_build/html/chapters``): the text a reader reads
   (prose with its glued values, outputs, tables and captions; not the code of the cells) and
   where each figure stands. This is what the page shows, whichever cell printed it.
-* ``quick``: a re-run of parts of every factor experiment and of the attention ``single`` part
-  at quick scale, into a fresh records folder. ``compare`` then asks that the same runs exist
+* ``quick``: a re-run of parts of every factor experiment, of the attention ``single`` part and
+  of the language model at quick scale, into a fresh records folder. ``compare`` then asks that the same runs exist
   with the same statuses and step counts, and that every number agrees to round-off
   (relative 1e-9, absolute 1e-12); records' code stamps and timings are not compared.
 
@@ -21,7 +21,8 @@ Usage::
     python bench/shape_check.py book snapshot _build/jupyter_execute/chapters before.json
     python bench/shape_check.py quick snapshot OUTDIR
     python bench/shape_check.py html snapshot _build/html/chapters before.json
-    python bench/shape_check.py book compare before.json after.json
+    python bench/shape_check.py book compare before.json after.json [--ignore-module-paths]
+                                [--rename OLD_PAGE=NEW_PAGE ...]
     python bench/shape_check.py quick compare OLD_OUTDIR NEW_OUTDIR
 """
 
@@ -36,8 +37,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: One part of every factor experiment (two where an experiment has two trainers) and the
-#: attention ``single`` part, at quick scale.
+#: One part of every factor experiment (two where an experiment has two trainers), the
+#: attention ``single`` part and the language model, at quick scale.
 QUICK_PARTS: dict[str, list[str]] = {
     "matrix_sensing": ["zoo", "decay"],
     "dial": ["dial_rms", "flow_rows", "flow_ablation"],
@@ -46,6 +47,7 @@ QUICK_PARTS: dict[str, list[str]] = {
     "ladder": ["n8"],
     "eigenbasis": ["sensing"],
     "attention": ["single"],
+    "language_model": ["timing", "tuned"],
 }
 
 #: Record fields that say when, where and how fast a run was made, not what it computed.
@@ -94,10 +96,11 @@ def _page(shown: list[str]) -> list[str]:
     return [s for s in shown if not s.startswith("stream:")] + ["printed:" + streams]
 
 
-def book_compare(a: Path, b: Path) -> int:
-    old, new = json.loads(a.read_text()), json.loads(b.read_text())
-    old = {k: _page(v) for k, v in old.items()}
-    new = {k: _page(v) for k, v in new.items()}
+def book_compare(a: Path, b: Path, paths: bool = True, renames: list[str] = ()) -> int:
+    old, new = _renamed(json.loads(a.read_text()), renames), json.loads(b.read_text())
+    norm = (lambda x: x) if paths else _without_paths
+    old = {k: [norm(s) for s in _page(v)] for k, v in old.items()}
+    new = {k: [norm(s) for s in _page(v)] for k, v in new.items()}
     bad = 0
     for page in sorted(set(old) | set(new)):
         x, y = old.get(page), new.get(page)
@@ -141,17 +144,26 @@ def html_snapshot(folder: Path, out: Path) -> None:
 
 
 def _without_paths(text: str) -> str:
-    """``text`` with every module path (``gaugekit.x.y``) written as ``gaugekit.…``: a
-    redesign that moves modules changes the paths the prose names, not its numbers."""
+    """``text`` with every module path (``gaugekit.x.y``, ``gaugebook.x.y``) written as
+    ``‹module›`` and every ``python -m gaugekit`` / ``python -m gaugebook`` as ``python -m
+    ‹package›``: a redesign that moves modules changes the paths and commands the prose names,
+    not its numbers."""
     import re
 
-    return re.sub(r"gaugekit(?:\.[A-Za-z_]\w*)+", "gaugekit.…", text)
+    text = re.sub(r"python -m gauge(?:kit|book)\b", "python -m ‹package›", text)
+    return re.sub(r"gauge(?:kit|book)(?:\.[A-Za-z_]\w*)+", "‹module›", text)
 
 
-def html_compare(a: Path, b: Path, paths: bool = True) -> int:
+def _renamed(snap: dict[str, Any], renames: list[str]) -> dict[str, Any]:
+    """``snap`` with its pages renamed by ``OLD=NEW`` items (a chapter file renamed)."""
+    pairs = dict(item.split("=", 1) for item in renames)
+    return {pairs.get(page, page): value for page, value in snap.items()}
+
+
+def html_compare(a: Path, b: Path, paths: bool = True, renames: list[str] = ()) -> int:
     import difflib
 
-    old, new = json.loads(a.read_text()), json.loads(b.read_text())
+    old, new = _renamed(json.loads(a.read_text()), renames), json.loads(b.read_text())
     if not paths:
         old = {k: _without_paths(v) for k, v in old.items()}
         new = {k: _without_paths(v) for k, v in new.items()}
@@ -176,7 +188,7 @@ def quick_snapshot(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, GAUGEKIT_SCALE="quick")
     for experiment, parts in QUICK_PARTS.items():
-        cmd = [sys.executable, "-m", "gaugekit", "run", experiment, "--scale", "quick",
+        cmd = [sys.executable, "-m", "gaugebook", "run", experiment, "--scale", "quick",
                "--out", str(out / experiment), "--workers", "1", "--quiet"]
         for part in parts:
             cmd += ["--part", part]
@@ -252,18 +264,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("action", choices=["snapshot", "compare"])
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("--ignore-module-paths", action="store_true",
-                    help="html compare: write every gaugekit.x.y as gaugekit.… first")
+                    help="book and html compare: write every module path and `python -m` "
+                    "package as a placeholder first")
+    ap.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
+                    help="book and html compare: the page OLD of the first snapshot is NEW")
     args = ap.parse_args(argv)
     if args.what == "html":
         if args.action == "snapshot":
             html_snapshot(args.paths[0], args.paths[1])
             return 0
-        return html_compare(*args.paths[:2], paths=not args.ignore_module_paths)
+        return html_compare(*args.paths[:2], paths=not args.ignore_module_paths,
+                            renames=args.rename)
     if args.what == "book":
         if args.action == "snapshot":
             book_snapshot(args.paths[0], args.paths[1])
             return 0
-        return book_compare(*args.paths[:2])
+        return book_compare(*args.paths[:2], paths=not args.ignore_module_paths,
+                            renames=args.rename)
     if args.action == "snapshot":
         quick_snapshot(args.paths[0])
         return 0

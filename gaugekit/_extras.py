@@ -1,27 +1,28 @@
 """The optional dependencies, and the one check every part that needs one makes.
 
-The core of the distribution (``pip install gaugekit``: :mod:`gaugekit.optim`,
-:mod:`gaugekit.audit` (factors and heads), :mod:`gaugekit.gauge`, :mod:`gaugekit.linalg`, the
-problems) needs torch and numpy only. Everything else comes with an *extra* of
-``pyproject.toml``; a part that needs one calls :func:`require_extra` before importing it, so
-that a missing package is an :class:`ImportError` naming the extra to install, not a bare
-``No module named ...`` from deep inside a run.
+The library (``pip install gaugekit``) needs torch and numpy only; FlowAdam's ODE solvers come
+with the ``flow`` extra. The other extras of ``pyproject.toml`` are the book's (its package
+``gaugebook`` lives in a checkout, and ``python3 dev.py setup`` installs them all). A part that
+needs an extra calls :func:`require_extra` before importing it, so that a missing package is
+an :class:`ImportError` naming the extra to install, not a bare ``No module named ...`` from
+deep inside a run.
 """
-
-# Developer note (layers, gaugekit/__init__.py): floor 1, the ground.
 
 from __future__ import annotations
 
 import importlib.util
 
-__all__ = ["EXTRAS", "MissingExtra", "require_extra"]
+__all__ = ["EXTRAS", "LIBRARY_EXTRAS", "MissingExtra", "require_extra"]
 
 #: extra of ``pyproject.toml`` → the modules it provides (import names, not distribution names)
 EXTRAS: dict[str, tuple[str, ...]] = {
+    "flow": ("torchdiffeq",),
     "experiments": ("matplotlib", "scipy", "tqdm", "pooch", "torchdiffeq", "cvxpy"),
     "cluster": ("distributed",),
     "ecosystem": ("pytorch_optimizer", "heavyball"),
 }
+#: the extras of the library itself; the others serve the book, from a checkout
+LIBRARY_EXTRAS: frozenset[str] = frozenset({"flow"})
 
 
 class MissingExtra(ImportError):
@@ -32,10 +33,10 @@ class MissingExtra(ImportError):
     """
 
     def __init__(self, part: str, extra: str, missing: tuple[str, ...], note: str = "") -> None:
-        message = (
-            f"{part} needs the {extra!r} extra (missing: {', '.join(missing)}): "
-            f"pip install 'gaugekit[{extra}]' (from a checkout: pip install '.[{extra}]')"
-        )
+        install = (f"pip install 'gaugekit[{extra}]'" if extra in LIBRARY_EXTRAS else
+                   f"in a checkout of the book, pip install -e '.[{extra}]' (python3 dev.py "
+                   "setup installs every extra)")
+        message = f"{part} needs the {extra!r} extra (missing: {', '.join(missing)}): {install}"
         super().__init__(message + (f"; {note}" if note else ""), name=missing[0])
         self.part, self.extra, self.missing = part, extra, missing
 
@@ -47,7 +48,7 @@ def _installed(module: str) -> bool:
 
 def require_extra(part: str, extra: str, *modules: str, note: str = "") -> None:
     """Raise :class:`MissingExtra` unless ``modules`` (default: every module of ``extra``) are
-    installed. ``part`` says what needs them (``"gaugekit.experiments"``, a function); ``note``
+    installed. ``part`` says what needs them (``"gaugebook"``, a function); ``note``
     is appended to the message (e.g. what works without the extra)."""
     if extra not in EXTRAS:
         raise ValueError(f"Invalid extra: {extra!r}; expected one of {sorted(EXTRAS)}")

@@ -14,8 +14,6 @@ Everything here takes matrices or stacks of matrices (leading batch dimensions);
 draw comes from an explicit :class:`torch.Generator`.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 1, the ground.
-
 from __future__ import annotations
 
 import math

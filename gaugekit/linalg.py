@@ -4,8 +4,6 @@ Every function accepts a matrix or a stack of matrices: leading dimensions are b
 dimensions and the last two are the matrix. Nothing here keeps state.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 1, the ground.
-
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -21,8 +21,6 @@ the step size ``η``, ``eps`` Adam's ``ε``. Everything is float64-friendly and 
 tensors; nothing here draws random numbers.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 5, on audit/.
-
 from __future__ import annotations
 
 import math

@@ -11,8 +11,6 @@
 Both need torch and numpy only (``pip install gaugekit``).
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
-
 from gaugekit.audit.factor_results import *  # noqa: F403
 from gaugekit.audit.factor_results import __all__ as _result_names
 from gaugekit.audit.factors import *  # noqa: F403

@@ -38,8 +38,6 @@ chapter); in a chaotic run both saturate at the size of the attractor (Muon's ga
 twins end at 0.85 and 0.87), a ratio near 1. A factor of 10 sits an order of magnitude from both.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
-
 from __future__ import annotations
 
 import math

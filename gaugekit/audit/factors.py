@@ -24,8 +24,6 @@ The round-off thresholds, the verdict in words and the result types are
 :mod:`gaugekit.audit.factor_results` (re-exported here, the old address).
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
-
 from __future__ import annotations
 
 import math

@@ -100,8 +100,6 @@ Everything random comes from explicit generators; training both copies restores 
 state before each copy's step, so dropout masks agree too.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
-
 from __future__ import annotations
 
 import copy

@@ -7,8 +7,6 @@ and validates them (head count, widths) and refuses the structures that break th
 (qk-norms with a gain or mean-centring, rotary modules; see :mod:`gaugekit.audit.heads`).
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
-
 from __future__ import annotations
 
 import re

@@ -16,8 +16,6 @@ The result: checkpoints, traces, and the verdict in words. The drift of a twin i
 :func:`verdict_threshold`.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 4, audit/, on optim/ and gauge.
-
 from __future__ import annotations
 
 import copy

@@ -112,8 +112,6 @@ nothing. The update equals the one-process update to round-off. DTensor paramete
 ``batch_dims = 0``.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from gaugekit.optim.adafactor import Adafactor
 from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
 from gaugekit.optim.base import ZooOptimizer, per_run

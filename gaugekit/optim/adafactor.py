@@ -1,7 +1,5 @@
 """Adafactor with a factored (row × column) second moment."""
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 from typing import Any

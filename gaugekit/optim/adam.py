@@ -1,7 +1,5 @@
 """Adam and its gauge-equivariant repair, shared-scale Adam."""
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 from typing import Any

@@ -31,8 +31,6 @@ convert old state (:meth:`ZooOptimizer._upgrade_legacy_state`). Such a checkpoin
 rules with the same hyperparameter names apart (Adam and SharedScaleAdam).
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import inspect

@@ -28,8 +28,6 @@ rank) and apply only the local block with :func:`like_param` (local slicing, no 
 module is already loaded, so one-process use pays no import and one ``isinstance`` per tensor.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import sys

@@ -8,8 +8,6 @@ second-moment statistic ``R = EMA(Gᵀ G)`` transforms as ``R → Qᵀ R Q``, it
 ``G E`` and rotated back with ``Eᵀ`` gives a step that transforms as ``Δ → Δ Q``.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import math

@@ -6,8 +6,6 @@ From the paper's FlowAdam prototype (arXiv 2608.05136, Section 10; ``flowadam/op
 The class's methods share one optimizer state, hence one module of about 500 lines.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import math

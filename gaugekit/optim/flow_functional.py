@@ -62,8 +62,6 @@ Gauge: equivariant with ``p = 0``, ``'rms'`` and ``'globalnorm'`` (the preset ``
 ``'geomean'`` or ``'percoord'`` each break it.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import math

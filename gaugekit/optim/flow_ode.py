@@ -12,8 +12,6 @@ The solver is ``torchdiffeq.odeint``, imported on first use (the package is opti
 signature.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -42,7 +40,7 @@ INTEGRATION_FAILURES = (RuntimeError, FloatingPointError, AssertionError)
 def require_torchdiffeq(method: str) -> None:
     """Raise :class:`~gaugekit._extras.MissingExtra` when torchdiffeq, which ``method`` needs,
     is not installed."""
-    require_extra(f"FlowAdam(flow_method={method!r})", "experiments", "torchdiffeq",
+    require_extra(f"FlowAdam(flow_method={method!r})", "flow", "torchdiffeq",
                   note="flow_method='euler' needs nothing")
 
 

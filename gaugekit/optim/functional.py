@@ -22,8 +22,6 @@ it). Gauge: ``λθ`` is the gradient of the gauge-invariant ``λ/2 (‖U‖² + 
 a scalar multiple of the factor, so neither breaks an equivariant rule.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import math

@@ -1,7 +1,5 @@
 """The Gram-function family of the paper's Theorem 4.5: ``Φ(G) = H(G Gᵀ) G``."""
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 from typing import Any

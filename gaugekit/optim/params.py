@@ -1,7 +1,5 @@
 """Routing parameters between matrix rules and elementwise rules."""
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -17,8 +17,6 @@ zero for the constant-update-norm rules muon, signum and lion, and for rmsprop, 
 denominator cannot reach the interpolation bar at a constant step; constant for every other rule.
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import inspect

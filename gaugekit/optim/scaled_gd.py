@@ -1,7 +1,5 @@
 """ScaledGD on factor pairs ``W = U Vᵀ`` (Tong, Ma & Chi, 2021)."""
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,5 @@
 """Learning-rate schedules of the paper's protocol (applied by the caller, between steps)."""
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import math

@@ -6,8 +6,6 @@ shape ``param.shape[:batch_dims]`` (one value per stacked run) or a 0-d tensor; 
 then applies to every entry (this reads the tensor once, at construction).
 """
 
-# Developer note (layers, gaugekit/__init__.py): floor 3, optim/, on linalg and _extras.
-
 from __future__ import annotations
 
 import math

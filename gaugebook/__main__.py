@@ -1,0 +1,3 @@
+from gaugebook.commands import main
+
+raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""Attention twins (chapter 8): two gauge-equivalent starts of the paper's transformer.
+
+``attention_runs``     the experiment: parts, twins, the suite on ``nn.MultiheadAttention``
+``attention_summary``  the chapter's numbers, pure functions of the records
+``attention_views``    its tables and figures
+
+The chapters use the names below, as ``from gaugebook import attention`` and
+``attention.NAME``; other modules import from the module that defines a name.
+"""
+
+
+from gaugebook.attention.attention_runs import (
+    SUITE_PARTS,
+    collect,
+    get_config,
+)
+from gaugebook.attention.attention_summary import (
+    accuracy_numbers,
+    final_numbers,
+    float64_numbers,
+    headline,
+    live_gauge_check,
+    lm_numbers,
+    mha_regression,
+    ratio_numbers,
+    run_rows,
+    setup_numbers,
+    step1_numbers,
+    twin_audit_rows,
+)
+from gaugebook.attention.attention_views import (
+    accuracy_table,
+    drift_figure,
+    final_tables,
+    float64_table,
+    fmt,
+    heads_figure,
+    lm_comparison_table,
+    lm_table,
+    multiseed_figure,
+    multiseed_table,
+    ratio_table,
+    ratio_verdicts,
+    step1_table,
+)
+
+__all__ = [
+    "accuracy_numbers",
+    "accuracy_table",
+    "collect",
+    "drift_figure",
+    "final_numbers",
+    "final_tables",
+    "float64_numbers",
+    "float64_table",
+    "fmt",
+    "get_config",
+    "headline",
+    "heads_figure",
+    "live_gauge_check",
+    "lm_comparison_table",
+    "lm_numbers",
+    "lm_table",
+    "mha_regression",
+    "multiseed_figure",
+    "multiseed_table",
+    "ratio_numbers",
+    "ratio_table",
+    "ratio_verdicts",
+    "run_rows",
+    "setup_numbers",
+    "step1_numbers",
+    "step1_table",
+    "SUITE_PARTS",
+    "twin_audit_rows",
+]

@@ -1,0 +1,467 @@
+r"""What the ecosystem appendix shows, computed from the rows of
+:func:`gaugebook.ecosystem.ecosystem_runs.table_rows`: tables as rows for
+:func:`gaugebook.present.tables.table_html`, and the lists the text names.
+
+Nothing here is typed in: verdicts, residuals and reasons come from the committed records
+(``results/ecosystem/paper``), and what each follow-up changed from
+:data:`gaugebook.ecosystem.ecosystem_runs.INVESTIGATIONS`; the one-line reasons of the kept verdicts
+(:data:`REASONS`) are written here, by hand, from each rule's source. Last, the appendix's
+EigenAdam sections: :func:`collision_residual`, :func:`initial_q_gradients`, :class:`Comparison`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+
+from gaugebook.attention import attention_runs as att
+from gaugebook.attention.attention_summary import pick, run_rows
+from gaugebook.ecosystem import ecosystem_runs as eco
+from gaugebook.ecosystem import eigenbasis_runs as eb
+from gaugebook.engine.transformer import cross_entropy, forward, init_params, make_modadd_data
+from gaugebook.present import tables
+from gaugebook.present.tables import Row, as_markdown, join_words, table_html, value_text
+from gaugebook.present.viz import legend_beside, method_color
+from gaugebook.sensing import sensing_runs as ms
+from gaugebook.symmetry import WIDTH
+from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD, audit_equivariance
+from gaugekit.gauge import haar_orthogonal
+from gaugekit.optim import get_spec
+
+#: The verdicts that keep the gauge (exactly, or to a small residual).
+KEPT: tuple[str, ...] = ("equivariant", "approximately")
+#: What a kept verdict without a line in :data:`REASONS` shows.
+NO_REASON = "(no reason recorded)"
+
+#: One line of reason per equivariant or approximately equivariant verdict of the main parts
+#: (written after reading each rule's source at the pinned version; the book checks that every
+#: such verdict has one, and prints "no reason recorded" otherwise).
+REASONS: dict[tuple[str, str], str] = {
+    ("pytorch_optimizer", "A2Grad"): "accelerated SGD whose step sizes come from running "
+    "squared gradient norms: invariant scalars times linear combinations of gradients",
+    ("pytorch_optimizer", "ASGD"): "adaptive step size from ‖Δθ‖/‖Δg‖ (norms are invariant) "
+    "times the gradient",
+    ("pytorch_optimizer", "AccSGD"): "accelerated SGD: linear in the gradients",
+    ("pytorch_optimizer", "AggMo"): "several momentum buffers: linear in the gradients",
+    ("pytorch_optimizer", "AliG"): "Polyak-type step size from the loss and ‖g‖²: an invariant "
+    "scalar times g",
+    ("pytorch_optimizer", "Amos"): "one second-moment scalar per tensor (a mean of g²): "
+    "shared-scale, like the book's shared-scale Adam",
+    ("pytorch_optimizer", "ApolloDQN"): "diagonal quasi-Newton, but its denominator "
+    "max(|B|, 0.01) sits at the constant floor while the curvature estimate is small (500-step lr "
+    "warm-up from 1e-5); see the investigations",
+    ("pytorch_optimizer", "DAdaptSGD"): "SGD with a D-adaptation step size built from inner "
+    "products and norms (invariant scalars)",
+    ("pytorch_optimizer", "FriendlySAM"): "SAM around SGD: the ascent step ρ g/‖g‖ uses a "
+    "global norm",
+    ("pytorch_optimizer", "Fromage"): "per-tensor ratio ‖θ‖/‖g‖ times g: invariant scalars",
+    ("pytorch_optimizer", "LARS"): "layer-wise trust ratio ‖θ‖/‖g‖ times g: invariant scalars",
+    ("pytorch_optimizer", "LookSAM"): "SAM around SGD, the ascent direction reused: global "
+    "norms and inner products only",
+    ("pytorch_optimizer", "Lookahead"): "slow weights interpolate linearly with the fast ones: "
+    "equivariant around an equivariant base (SGD here)",
+    ("pytorch_optimizer", "NovoGrad"): "one second moment per tensor (‖g‖²): an invariant "
+    "scalar per layer",
+    ("pytorch_optimizer", "OrthoGrad"): "removes the component of g along θ with ⟨θ, g⟩/‖θ‖², "
+    "an invariant, then rescales to ‖g‖: equivariant around SGD",
+    ("pytorch_optimizer", "PCGrad"): "projects conflicting task gradients with inner products; "
+    "one loss here, so the SGD base step",
+    ("pytorch_optimizer", "PID"): "proportional-integral-derivative terms: linear in the "
+    "gradients",
+    ("pytorch_optimizer", "PNM"): "positive-negative momentum: linear in the gradients",
+    ("pytorch_optimizer", "QHM"): "quasi-hyperbolic momentum: linear in the gradients",
+    ("pytorch_optimizer", "SAM"): "SAM around SGD: the ascent step ρ g/‖g‖ uses a global norm",
+    ("pytorch_optimizer", "SGD"): "torch.optim.SGD re-exported: linear in the gradient",
+    ("pytorch_optimizer", "SGDP"): "SGD whose projection uses per-row cosines of θ and g; rows "
+    "of U and V keep their inner products under the right gauge",
+    ("pytorch_optimizer", "SGDW"): "SGD with decoupled weight decay: linear",
+    ("pytorch_optimizer", "SRMM"): "averages of past gradients: linear",
+    ("pytorch_optimizer", "ScalableShampoo"): "at these sizes and defaults its update is "
+    "Nesterov SGD (the SGD graft): the preconditioner never engages in the audit",
+    ("pytorch_optimizer", "Shampoo"): "L^(-1/4) G R^(-1/4): L invariant, R → QᵀRQ",
+    ("pytorch_optimizer", "Adai"): "approximately: its per-coordinate inertia β₁ᵢ from v̂ᵢ/mean "
+    "v̂ is entrywise and enters after step 1 (equivariant over 1 step)",
+    ("pytorch_optimizer", "Conda"): "approximately: Adam in the right singular basis of the "
+    "momentum (gauge-covariant, like EigenAdam), the SVD taken in float32",
+    ("pytorch_optimizer", "MSVAG"): "approximately: its variance-adaptation factor is "
+    "entrywise and enters after step 1 (equivariant over 1 step)",
+    ("pytorch_optimizer", "TRAC"): "approximately: an invariant scaling of the SGD base step, "
+    "computed in float32",
+    ("heavyball", "SGD"): "approximately: momentum SGD with its state stored in float32 "
+    "(storage_dtype); float64 state is equivariant",
+    ("heavyball", "Muon"): "approximately: Newton–Schulz is equivariant; the float32 state "
+    "leaves 1e-8; float64 state is equivariant",
+    ("heavyball", "MuonAdamW"): "approximately: as Muon (float32 state); float64 state is "
+    "equivariant",
+    ("heavyball", "UnscaledAdamW"): "approximately only over 20 steps: a coordinate-wise "
+    "denominator that reacts to changes of g; the residual grows with t (3e-8 after 1 step)",
+}
+
+
+def library_label(library: str, *, version: bool = False) -> str:
+    """``pytorch-optimizer`` (``pytorch-optimizer 4.1.0`` with ``version``)."""
+    lib = eco.LIBRARIES[library]
+    return f"{lib.distribution} {lib.version}" if version else lib.distribution
+
+
+def residual_text(row: Row) -> str | None:
+    """The residual in ``.1e``, or ``None`` (a dash in a table) when the run gave no verdict
+    from it (could not run, or did not move)."""
+    if row["verdict"] == "could not run" or row["residual"] is None:
+        return None
+    return f"{row['residual']:.1e}"
+
+
+def count_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """One row per library and one for both: ``library``, ``classes`` and the count of each
+    verdict of :data:`~gaugebook.ecosystem.ecosystem_runs.VERDICTS` (keys as the verdicts)."""
+    groups = [(library_label(lib, version=True), [r for r in rows if r["library"] == lib])
+              for lib in eco.LIBRARIES]
+    return [{"library": label, "classes": len(group), **eco.counts(group)}
+            for label, group in [*groups, ("both", list(rows))]]
+
+
+def kept_rows(rows: Sequence[Row], library: str) -> list[dict[str, Any]]:
+    """The kept verdicts of ``library``: ``class``, ``verdict``, ``residual`` (text, with
+    ``(float32)`` when the audit ran in float32) and ``why`` (the reason line, then the
+    arguments the audit supplied)."""
+    out = []
+    for r in rows:
+        if r["library"] != library or r["verdict"] not in KEPT:
+            continue
+        why = REASONS.get((r["library"], r["optimizer"]), NO_REASON)
+        supplied = "; ".join(f"{k} = {value_text(v)}" for k, v in r["supplied"].items())
+        residual = residual_text(r)
+        if residual is not None and r["dtype"] != "float64":
+            residual += f" ({r['dtype']})"
+        out.append({"class": r["optimizer"], "verdict": r["verdict"], "residual": residual,
+                    "why": why + (f" (given {supplied})" if supplied else "")})
+    return out
+
+
+def failed_rows(rows: Sequence[Row], *, width: int = 150) -> list[dict[str, Any]]:
+    """The runs that could not run: ``library``, ``class`` and ``why`` (the recorded reason,
+    else the note, cut to ``width`` characters, its backquotes as plain quotes)."""
+    return [{"library": library_label(r["library"]), "class": r["optimizer"],
+             "why": (r["reason"] or r["note"]).replace("`", "'")[:width]}
+            for r in rows if r["verdict"] == "could not run"]
+
+
+def change_text(investigation: eco.Investigation) -> str:
+    """What a follow-up changed against the main audit, in words: its keyword arguments, its
+    param group, train mode, and a horizon other than the main audit's."""
+    parts = [f"{k} = {value_text(v)}" for k, v in investigation.kwargs.items()]
+    if investigation.group:
+        flags = ", ".join(f"{k} = {value_text(v)}" for k, v in investigation.group.items())
+        parts.append(f"one param group with {flags}")
+    if investigation.call_train:
+        parts.append("train mode")
+    if investigation.num_steps != eco.NUM_STEPS:
+        steps = investigation.num_steps
+        parts.append(f"{steps} step" + ("" if steps == 1 else "s"))
+    return "; ".join(parts) or "as the main audit"
+
+
+def investigation_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """One row per follow-up record: ``class`` (with the library), ``change``
+    (:func:`change_text`), ``verdict``, ``residual`` (text) and ``dtype``; the library's name
+    with non-breaking hyphens (a table breaks a cell at its spaces only)."""
+    by_key = {inv.key: inv for inv in eco.INVESTIGATIONS}
+    unbroken = {lib: library_label(lib).replace("-", "\u2011") for lib in eco.LIBRARIES}
+    return [{"class": f"{r['optimizer']} ({unbroken[r['library']]})",
+             "change": change_text(by_key[r["key"]]), "verdict": r["verdict"],
+             "residual": residual_text(r), "dtype": r["dtype"]} for r in rows]
+
+
+# --------------------------------------------------------------------------------------------
+# The page's values: every table, number and sentence the appendix glues
+# --------------------------------------------------------------------------------------------
+
+#: The main audits the text names, by library: the page glues their residual and verdict as
+#: ``main_po_<name>`` / ``main_hb_<name>`` (lower case).
+NAMED_MAIN: dict[str, tuple[str, ...]] = {
+    "heavyball": ("SGD", "Muon", "UnscaledAdamW", "SOAP"),
+    "pytorch_optimizer": ("SOAP", "Conda", "Adai", "MSVAG", "TRAC", "ApolloDQN", "RAdam"),
+}
+_TAG = {"heavyball": "hb", "pytorch_optimizer": "po"}
+_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+          "ten")
+
+
+def _residual(row: Row) -> float:
+    return math.nan if row["residual"] is None else row["residual"]
+
+
+def counts_sentence(both: Mapping[str, int]) -> str:
+    """The verdict counts of ``both`` (the last row of :func:`count_rows`) in tenths, in
+    words: "Three in ten exported classes break the gauge, ..."."""
+    def in_ten(count: int) -> str:
+        return f"{_WORDS[round(10 * count / both['classes'])]} in ten"
+
+    kept = both["equivariant"] + both["approximately"]
+    return (f"{in_ten(both['not']).capitalize()} exported classes break the gauge, "
+            f"{in_ten(kept)} keep it exactly or approximately, and "
+            f"{in_ten(both['could not run'])} gave no verdict")
+
+
+def verdict_values(records: Mapping[str, Sequence[Row]], rows: Sequence[Row]
+                   ) -> dict[str, Any]:
+    """The audit's settings (``eco_steps``, the thresholds ``eco_t64``/``eco_t32``, the band
+    ``eco_approx``, ``eco_timeout``) and the verdicts of the main audits ``rows``: the count
+    table and its sentence, the kept and failed tables, the names of the broken classes and the
+    smallest and median residual among them."""
+    counts = count_rows(rows)
+    values: dict[str, Any] = {
+        "eco_steps": eco.NUM_STEPS, "eco_t64": FLOAT64_THRESHOLD,
+        "eco_t32": FLOAT32_THRESHOLD, "eco_approx": eco.APPROXIMATE_BOUND,
+        "eco_timeout": records["heavyball"][0]["config"]["timeout_s"], "n_total": len(rows),
+        "count_table": table_html(counts, ["library", "classes", *eco.VERDICTS]),
+        "eco_counts_sentence": as_markdown(counts_sentence(counts[-1])),
+    }
+    for lib in eco.LIBRARIES:
+        values[f"kept_table_{lib}"] = table_html(kept_rows(rows, lib),
+                                                     ["class", "verdict", "residual", "why"])
+    values["failed_table"] = table_html(failed_rows(rows), ["library", "class", "why"],
+                                            headers={"why": "why it could not run"})
+    for lib in ("pytorch_optimizer", "heavyball"):
+        names = [r["optimizer"] for r in rows if r["library"] == lib and r["verdict"] == "not"]
+        values[f"not_{_TAG[lib]}"] = as_markdown(", ".join(f"`{name}`" for name in names))
+    broken = sorted(r["residual"] for r in rows if r["verdict"] == "not")
+    values["min_not_residual"] = broken[0]
+    values["median_not_residual"] = broken[len(broken) // 2]
+    return values
+
+
+def followup_values(rows: Sequence[Row], followups: Sequence[Row]) -> dict[str, Any]:
+    """The follow-ups' table and, per follow-up ``key``, ``inv_<key>`` (its residual, NaN
+    without one), ``inv_<key>_verdict`` and ``inv_<key>_reason``; then the residual and verdict
+    of each main audit of :data:`NAMED_MAIN` (``main_hb_sgd``, ``main_hb_sgd_verdict``, ...)."""
+    values: dict[str, Any] = {"followup_table": table_html(
+        investigation_rows(followups), ["class", "change", "verdict", "residual", "dtype"],
+        headers={"class": "class (library)", "change": "changed setting"})}
+    for r in followups:
+        key = r["key"]
+        values |= {f"inv_{key}": _residual(r), f"inv_{key}_verdict": r["verdict"],
+                   f"inv_{key}_reason": r["reason"] or r["note"] or ""}
+    main = {(r["library"], r["optimizer"]): r for r in rows}
+    for lib, names in NAMED_MAIN.items():
+        for name in names:
+            r = main[(lib, name)]
+            tag = f"main_{_TAG[lib]}_{name.lower()}"
+            values |= {tag: _residual(r), f"{tag}_verdict": r["verdict"]}
+    return values
+
+
+def live_residuals(followups: Sequence[Row], keys: Sequence[str], timeout_s: float = 60.0
+                   ) -> list[tuple[str, float | None, float]]:
+    """Run the follow-ups ``keys`` again, each isolated in its own process as the records were
+    made: ``(key, live residual, recorded residual)`` per key, or ``[]`` when either library
+    is not installed."""
+    if not all(eco.library_available(lib) for lib in eco.LIBRARIES):
+        return []
+    recorded = {r["key"]: r["residual"] for r in followups}
+    live = []
+    for key in keys:
+        inv = next(i for i in eco.INVESTIGATIONS if i.key == key)
+        lib = eco.LIBRARIES[inv.library]
+        iso = eco.run_isolated(
+            eco.audit_class,
+            (lib.module, inv.optimizer, inv.num_steps, inv.kwargs, inv.group, inv.call_train),
+            timeout_s, preload=(lib.module,))
+        now = (iso.value or {}).get("result") or {}
+        live.append((key, now.get("residual"), recorded[key]))
+    return live
+
+
+def live_text(live: Sequence[tuple[str, float | None, float]]) -> str:
+    """What the live re-run prints: a line per follow-up, or why nothing ran."""
+    if not live:
+        return ("pytorch-optimizer / heavyball not installed here: the page shows\n"
+                "the committed records only (the `ecosystem` extra runs it live).")
+    return "\n".join(f"{key}: live residual {now}, recorded {then}" for key, now, then in live)
+
+
+def live_note(live: Sequence[tuple[str, float, float]]) -> Any:
+    """The live re-run in a sentence (``live_note``), or that it did not run."""
+    checks = [f"`{k}` live {a:.1e} against recorded {b:.1e}" for k, a, b in live]
+    return as_markdown("; ".join(checks) or "not run in this build "
+                    "(the `ecosystem` extra is not installed)")
+
+
+#: The gaps δ of the collision audit: the first refresh sees the spectrum (1, (1+δ)², 4).
+COLLISION_GAPS: tuple[float, ...] = (0.0, 1e-14, 1e-12, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1e-1)
+
+
+def collision_residual(factory: Callable[[Any], Any], delta: float) -> float:
+    r"""The float64 20-step audit residual of ``factory`` on the linear loss
+    :math:`\langle I, UV^\top\rangle` with :math:`U_0` of shape 4 × 3 and :math:`V_0` of
+    orthogonal columns of norms :math:`1, 1 + \delta, 2` (fixed seeds 16 and 17, a Haar
+    :math:`Q`): the first refresh of the gauge side's statistic sees the spectrum
+    :math:`(1, (1 + \delta)^2, 4)`, a collision at ``delta = 0``."""
+    f64 = torch.float64
+    gen = torch.Generator().manual_seed(16)
+    U0 = 0.5 * torch.randn(4, 3, generator=gen, dtype=f64)
+    cols, _ = torch.linalg.qr(torch.randn(4, 3, generator=gen, dtype=f64))
+    Q = haar_orthogonal(3, generator=torch.Generator().manual_seed(17), dtype=f64)
+    eye = torch.eye(4, dtype=f64)
+    V0 = cols * torch.tensor([1.0, 1.0 + delta, 2.0], dtype=f64)
+    return audit_equivariance(factory, U=U0, V=V0, Q=Q, num_steps=20,
+                              loss=lambda U, V: (eye * (U @ V.T)).sum()).residual
+
+
+def eigen_audit_values(simple: Any, adam_residual: float,
+                       collision: Mapping[float, float]) -> dict[str, Any]:
+    """EigenAdam's audit on the sensing problem (``simple``, an audit result), Adam's residual
+    beside it, the registry's reason, and the collision residuals at δ = 0, 1e-8, 1e-4, 1e-1
+    (``collision``: residual by gap)."""
+    return {"eigen_simple": simple.residual, "eigen_simple_verdict": simple.verdict,
+            "adam_res": adam_residual, "eigen_reason": get_spec("eigen_adam").reason,
+            "coll_exact": collision[0.0], "coll_1e-8": collision[1e-8],
+            "coll_1e-4": collision[1e-4], "coll_1e-1": collision[1e-1]}
+
+
+def initial_q_gradients(scale: str = "paper") -> list[torch.Tensor]:
+    """The gradient of every layer's :math:`W_Q` at the start of training of the attention
+    experiment's first ``single`` family at ``scale`` (its data and init seed), in float64."""
+    family = att.get_config(scale).families("single")[0]
+    task = family.task
+    data = make_modadd_data(task["p"], task["train_frac"], task["split_seed"])
+    start = init_params(family.model, generator=torch.Generator().manual_seed(family.init_seed))
+    start = {k: v.double().unsqueeze(0).requires_grad_(True) for k, v in start.items()}
+    logits = forward(start, data.train_tokens, family.model)
+    cross_entropy(logits, data.train_targets).sum().backward()
+    layers = sorted(int(k.split(".")[1]) for k in start if k.endswith(".q"))
+    return [start[f"layers.{i}.q"].grad[0] for i in layers]
+
+
+# --------------------------------------------------------------------------------------------
+# EigenAdam beside the book's optimizers (records of three experiments)
+# --------------------------------------------------------------------------------------------
+
+#: The rows of the comparison: the method's name in the sensing zoo (or ``eigen_adam``) and its
+#: name in the attention experiment (Muon's twin runs are Muon + Adam).
+COMPARED: dict[str, str] = {"adam": "adam", "scalar_adam": "scalar_adam", "muon": "muon_adam",
+                            "eigen_adam": "eigen_adam", "eigen_adam_pooled": "eigen_adam_pooled"}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """EigenAdam beside Adam, shared-scale Adam and Muon, read from committed records.
+
+    ``rows``: one per method of :data:`COMPARED`, with ``method`` (its label), ``rec`` and
+    ``lr`` (the sensing zoo's oracle selection at the paper's Table 2 protocol; NaN where the
+    method was not run there) and the final mean relative drift of the heads' ``W_Qᵀ W_K`` of
+    its gauge twin (``gauge``, seed 777), noise twin (``noise``, 1e-7) and float64 gauge twin
+    (``gauge64``), each of the base model started from seed 42.
+    ``collected``: the eigenbasis experiment's records (for the page's records note);
+    ``sensing``: EigenAdam's sensing row (``None`` without records); ``zoo``: the zoo's rows by
+    method; ``float64``: the float64 twin rows.
+    """
+
+    rows: list[dict[str, Any]]
+    collected: Any
+    sensing: Mapping[str, Any] | None
+    zoo: Mapping[str, Mapping[str, Any]]
+    float64: list[Mapping[str, Any]]
+
+    def float64_twin(self, method: str) -> Mapping[str, Any] | None:
+        """The float64 gauge twin of ``method`` (attention name), or ``None``."""
+        return pick(self.float64, method, "gauge 777")
+
+
+def eigen_adam_comparison(scale: str = "paper") -> Comparison:
+    """The :class:`Comparison` of the committed records at ``scale`` (read only)."""
+    ebc = eb.collect(scale, mode="read")
+    zoo_records = ms.collect(scale, parts=["zoo"], mode="read").records["zoo"]
+    zoo = {r["method"]: r for r in ms.selection_rows(zoo_records, "oracle")}
+    base = att.collect(scale, parts=["single", "float64"], mode="read")
+
+    def runs(collected: Any, *parts: str) -> list[Row]:
+        return [row for part in parts for row in run_rows(collected.records[part])]
+
+    twins = runs(base, "single") + runs(ebc, "attention", "attention_pooled")
+    f64 = runs(base, "float64") + runs(ebc, "attention_float64", "attention_float64_pooled")
+    sensing = eb.sensing_row(ebc.records["sensing"]) if ebc.records["sensing"] else None
+
+    def drift(rows: Sequence[Row], method: str, twin: str) -> float:
+        row = pick(rows, method, twin)
+        return row["final_m_drift"] if row else math.nan
+
+    rows = []
+    for method, twin_method in COMPARED.items():
+        srow = sensing if method == "eigen_adam" else zoo.get(method)
+        label = (att.METHOD_LABELS[twin_method] if method == "eigen_adam_pooled"
+                 else get_spec(method).label)
+        rows.append({
+            "method": label,
+            "rec": srow["rec"] if srow else math.nan,
+            "lr": srow["lr"] if srow else math.nan,
+            "gauge": drift(twins, twin_method, "gauge 777"),
+            "noise": drift(twins, twin_method, "noise 1e-07"),
+            "gauge64": drift(f64, twin_method, "gauge 777"),
+        })
+    return Comparison(rows, ebc, sensing, zoo, f64)
+
+
+def comparison_values(comparison: Comparison) -> dict[str, Any]:
+    """What the page says of the :class:`Comparison`: its records note (``eb_note``), the
+    table, how EigenAdam's recovery error ranks, the float64 twins (EigenAdam's, the pooled
+    variant's against round-off, and both twins' logit drift after one step) and EigenAdam's
+    sensing selection (grid, edge, effective rank, steps; NaN without records)."""
+    compare, sensing = comparison.rows, comparison.sensing
+    eigen = get_spec("eigen_adam").label
+    eigen_row = next(r for r in compare if r["method"] == eigen)
+    beaten = [r["method"] for r in compare if r["rec"] < eigen_row["rec"]]
+    g1 = comparison.float64_twin("eigen_adam")
+    g1s = comparison.float64_twin("scalar_adam")
+    return {
+        "eb_note": tables.records_note(comparison.collected),
+        "compare_table": table_html(
+            compare, ["method", "rec", "lr", "gauge", "noise", "gauge64"],
+            headers={"rec": "rec, n = 40", "lr": "selected lr", "gauge": "gauge twin",
+                     "noise": "noise twin", "gauge64": "gauge twin, float64"},
+            formats={"rec": ".4g", "lr": "g", "gauge": ".2g", "noise": ".2g",
+                     "gauge64": ".1e"}),
+        "eigen_rec_sentence": as_markdown(f"larger than that of {join_words(beaten)}" if beaten
+                                       else "not larger than that of the other rules"),
+        "cmp_eigen_adam_gauge64": eigen_row["gauge64"],
+        "pooled_f64_sentence": as_markdown(
+            "down to round-off" if compare[-1]["gauge64"] <= FLOAT64_THRESHOLD
+            else "down, but not to round-off"),
+        "eigen_lr_edge": "yes" if sensing and sensing["at_grid_edge"] else "no",
+        "eigen_grid": ", ".join(f"{lr:g}" for lr in eb.SENSING_LR_GRID),
+        "eigen_eff_rank": sensing["effective_rank"] if sensing else math.nan,
+        "eigen_steps": sensing["steps"] if sensing else math.nan,
+        "zoo_eff_rank_muon": comparison.zoo["muon"]["effective_rank"],
+        "zoo_r": ms.get_config("paper").part("zoo").problem.r,
+        "eigen_f64_step1": g1["step1_logit_drift"] if g1 else math.nan,
+        "scalar_f64_step1": g1s["step1_logit_drift"] if g1s else math.nan,
+    }
+
+
+def gap_collision(
+    gaps: Sequence[float],
+    residuals: Sequence[float],
+    threshold: float,
+) -> Figure:
+    """EigenAdam's audit residual against the eigenvalue gap (``gaps[0] == 0`` is the exact
+    collision, drawn as a horizontal line), a ``1/δ`` guide through the point at ``δ = 10⁻⁸``
+    and the verdict threshold."""
+    fig, ax = plt.subplots(figsize=(WIDTH * 0.8, 3.4), layout="constrained")
+    color = method_color("eigen_adam")
+    pos = [g for g in gaps if g > 0]
+    values = [r for g, r in zip(gaps, residuals, strict=True) if g > 0]
+    at = values[pos.index(1e-8)]
+    ax.loglog(pos, values, "o-", color=color, label="EigenAdam, gap δ")
+    ax.axhline(residuals[gaps.index(0.0)], color="k", ls=":", label="δ = 0 (collision)")
+    ax.loglog(pos, [at * 1e-8 / g for g in pos], color="0.5", ls="--", lw=1, label="∝ 1/δ")
+    ax.axhline(threshold, color="0.6", lw=0.8, label="verdict threshold")
+    ax.set(xlabel="eigenvalue gap δ at the refresh", ylabel="audit residual")
+    legend_beside(ax)
+    return fig

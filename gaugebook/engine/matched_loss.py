@@ -1,0 +1,391 @@
+r"""The matched-loss protocol over run records: first crossings of training-loss levels,
+train-only learning-rate selection, and comparisons of methods at a common level.
+
+A matched-loss run (:mod:`gaugebook.engine.factor_trainer` with ``budget["record_at"]``)
+keeps in ``metrics["at_loss"]`` one entry per level ``ℓ`` its pre-update training loss fell
+below: ``{"threshold": ℓ, "step", "train_loss", "heldout_rmse", "effective_rank"}``. Levels are
+crossed in order, so a run has reached a prefix of the levels.
+
+Two readings of a record, the argument ``rule`` of every function here:
+
+``"ours"``   only a run that finished ``ok`` counts; a run that diverged counts for nothing;
+``"paper"``  the paper's (``experiments/nibi/collect.py`` of ``idevender/loss-basis-adam``):
+             every crossing counts, also those of a run whose loss later blew up (its script
+             keeps the levels recorded before the divergence).
+
+Selection (:func:`select_lr`), the paper's rule: for each learning rate, the levels that *every*
+selection seed reached; the rate with the most such levels wins, ties go to the fewest mean steps
+to the deepest of them, then to the smaller rate. Nothing of the held-out entries enters it.
+
+Comparison. :func:`matched_comparison` compares selected rates at the deepest level every run of
+the compared methods reached on every evaluation seed; the paper's headline
+(:func:`headline_gap`) takes that level over GD and Adam only and reports
+``gap = (mean_b − mean_a) / mean_b`` (``a`` below ``b`` when positive) and the number of seeds,
+paired in order, on which ``a`` is below ``b``. :func:`level_table` is the paper's Table 5 cell:
+per level, the mean over the seeds that reached it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "RULES",
+    "THRESHOLDS",
+    "LrSelection",
+    "Record",
+    "at_level",
+    "best_at_level",
+    "deepest_common_level",
+    "fixed_lr_gaps",
+    "gap",
+    "headline_gap",
+    "leak_effect",
+    "level_table",
+    "matched_comparison",
+    "runs_at",
+    "select_lr",
+    "summarize",
+]
+
+Record = Mapping[str, Any]
+#: The paper's matched-loss levels of the training MSE (descending).
+THRESHOLDS: tuple[float, ...] = (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)
+RULES: tuple[str, ...] = ("ours", "paper")
+
+
+def at_level(record: Record, threshold: float, rule: str = "ours") -> dict[str, Any] | None:
+    """The ``at_loss`` entry of ``record`` for ``threshold`` (``None``: not reached; under
+    ``rule="ours"`` also when the run did not finish ``ok``)."""
+    if rule not in RULES:
+        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
+    if rule == "ours" and record.get("status") != "ok":
+        return None
+    if record.get("status") == "error":
+        return None
+    for entry in (record.get("metrics") or {}).get("at_loss") or []:
+        if entry["threshold"] == threshold:
+            return dict(entry)
+    return None
+
+
+def _deepest(record: Record, thresholds: Sequence[float], rule: str) -> int:
+    """Index of the deepest threshold ``record`` reached (-1: none)."""
+    return max((i for i, t in enumerate(thresholds) if at_level(record, t, rule) is not None),
+               default=-1)
+
+
+def deepest_common_level(
+    groups: Sequence[Sequence[Record]], thresholds: Sequence[float] = THRESHOLDS,
+    rule: str = "ours",
+) -> float | None:
+    """The deepest threshold that every record of every group reached (``None``: none did, or
+    a group is empty)."""
+    records = [r for g in groups for r in g]
+    if not records or any(not g for g in groups):
+        return None
+    index = min(_deepest(r, thresholds, rule) for r in records)
+    return thresholds[index] if index >= 0 else None
+
+
+def _by_lr(records: Sequence[Record], method: str, seeds: Sequence[int]) -> dict[float, list]:
+    out: dict[float, list[Record]] = {}
+    for r in records:
+        c = r["config"]
+        if c["method"] == method and c["seed"] in seeds:
+            out.setdefault(float(c["hparams"]["lr"]), []).append(r)
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class LrSelection:
+    """A method's selected rate (train-only), the deepest level its selection seeds reached,
+    the mean steps to it, the grid and whether the choice sits at an edge of the grid."""
+
+    method: str
+    lr: float | None
+    level: float | None
+    steps: float
+    grid: tuple[float, ...]
+
+    @property
+    def at_top(self) -> bool:
+        return self.lr is not None and self.lr == max(self.grid)
+
+    @property
+    def at_bottom(self) -> bool:
+        return self.lr is not None and self.lr == min(self.grid)
+
+
+def select_lr(
+    records: Sequence[Record],
+    method: str,
+    seeds: Sequence[int] = (42, 123),
+    thresholds: Sequence[float] = THRESHOLDS,
+    *,
+    grid: Sequence[float] | None = None,
+    rule: str = "ours",
+) -> LrSelection:
+    """Train-only selection (module docstring) among the rates of ``grid`` (default: every
+    rate recorded): the rate whose runs on ``seeds`` (all present) reach the most levels; ties:
+    fewest mean steps to the deepest, then the smaller rate. Under ``rule="ours"`` a rate with
+    a run that did not finish ``ok`` is not a candidate.
+
+    Not :data:`gaugebook.engine.selection.TRAIN_SPEED` (fewest mean steps among the rates whose
+    every seed reached the tolerance): here the gate is graded, a rate that reaches more of the
+    matched-loss levels on every seed wins whatever its speed, and the steps are those to the
+    deepest such level, read from ``metrics["at_loss"]``."""
+    by_lr = _by_lr(records, method, seeds)
+    if grid is not None:
+        keep = {float(x) for x in grid}
+        by_lr = {lr: runs for lr, runs in by_lr.items() if lr in keep}
+    best: tuple[int, float, float] | None = None
+    for lr, runs in by_lr.items():
+        if len({r["config"]["seed"] for r in runs}) < len(set(seeds)):
+            continue
+        if rule == "ours" and any(r["status"] != "ok" for r in runs):
+            continue
+        level = min(_deepest(r, thresholds, rule) for r in runs)
+        if level < 0:
+            continue
+        steps = statistics.fmean(at_level(r, thresholds[level], rule)["step"] for r in runs)
+        key = (-level, steps, lr)
+        if best is None or key < best:
+            best = key
+    grid_used = tuple(by_lr)
+    if best is None:
+        return LrSelection(method, None, None, math.nan, grid_used)
+    return LrSelection(method, best[2], thresholds[-best[0]], best[1], grid_used)
+
+
+def gap(ours: Sequence[float], theirs: Sequence[float]) -> dict[str, Any]:
+    """How far ``ours`` is below ``theirs``: ``1 − mean(ours)/mean(theirs)``, the per-seed
+    ``1 − ours_s/theirs_s`` (paired by position) with their min, max and sample standard
+    deviation, and ``wins``, the number of pairs with ``ours_s < theirs_s``."""
+    if not ours or len(ours) != len(theirs):
+        return {"gap": math.nan, "seeds": [], "min": math.nan, "max": math.nan, "std": math.nan,
+                "wins": 0}
+    per_seed = [1.0 - a / b for a, b in zip(ours, theirs, strict=True)]
+    return {
+        "gap": 1.0 - statistics.fmean(ours) / statistics.fmean(theirs),
+        "seeds": per_seed, "min": min(per_seed), "max": max(per_seed),
+        "std": statistics.stdev(per_seed) if len(per_seed) > 1 else 0.0,
+        "wins": sum(a < b for a, b in zip(ours, theirs, strict=True)),
+    }
+
+
+def runs_at(records: Sequence[Record], method: str, lr: float | None,
+            seeds: Sequence[int]) -> list[Record]:
+    """The records of ``method`` at rate ``lr`` on ``seeds``, in the order of ``seeds``."""
+    if lr is None:
+        return []
+    runs = {r["config"]["seed"]: r for r in records
+            if r["config"]["method"] == method and float(r["config"]["hparams"]["lr"]) == lr
+            and r["config"]["seed"] in seeds}
+    return [runs[s] for s in seeds if s in runs]
+
+
+def _values(runs: Sequence[Record], level: float | None, metric: str,
+            rule: str = "ours") -> list[float]:
+    if level is None:
+        return []
+    out = []
+    for r in runs:
+        entry = at_level(r, level, rule)
+        if entry is None or entry.get(metric) is None:
+            return []
+        out.append(float(entry[metric]))
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else math.nan
+
+
+def matched_comparison(
+    records: Sequence[Record],
+    selections: Mapping[str, LrSelection],
+    seeds: Sequence[int] = (42, 123, 456, 789),
+    thresholds: Sequence[float] = THRESHOLDS,
+    *,
+    rule: str = "ours",
+) -> dict[str, Any]:
+    """The selected rates on ``seeds``, compared at the deepest threshold that every run of
+    every selected method reached on every seed: per method the held-out RMSE (mean and per
+    seed), effective rank and steps."""
+    runs = {m: runs_at(records, m, s.lr, seeds) for m, s in selections.items()}
+    complete = all(len(r) == len(seeds) for r in runs.values())
+    level = deepest_common_level(list(runs.values()), thresholds, rule) if complete else None
+    rows = {}
+    for m, s in selections.items():
+        rmse = _values(runs[m], level, "heldout_rmse", rule)
+        rows[m] = {
+            "method": m, "lr": s.lr, "at_top": s.at_top, "at_bottom": s.at_bottom,
+            "selected_level": s.level, "rmse": _mean(rmse), "rmse_seeds": rmse,
+            "effective_rank": _mean(_values(runs[m], level, "effective_rank", rule)),
+            "steps": _mean(_values(runs[m], level, "step", rule)),
+            "seeds": len(runs[m]),
+        }
+    return {"level": level, "complete": complete, "methods": rows}
+
+
+def headline_gap(
+    records: Sequence[Record],
+    selections: Mapping[str, LrSelection],
+    a: str = "gd",
+    b: str = "adam",
+    seeds: Sequence[int] = (42, 123, 456, 789),
+    thresholds: Sequence[float] = THRESHOLDS,
+    rule: str = "paper",
+) -> dict[str, Any]:
+    """The paper's headline: ``a`` against ``b`` at their selected rates, at the deepest level
+    every seed of both reached; :func:`gap` of the held-out RMSEs (``wins``: seeds on which
+    ``a`` is below ``b``), with the level and both means."""
+    comp = matched_comparison(records, {m: selections[m] for m in (a, b)}, seeds, thresholds,
+                              rule=rule)
+    ra, rb = comp["methods"][a], comp["methods"][b]
+    return {"level": comp["level"], a: ra["rmse"], b: rb["rmse"],
+            **gap(ra["rmse_seeds"], rb["rmse_seeds"])}
+
+
+def level_table(
+    records: Sequence[Record],
+    method: str,
+    lr: float | None,
+    seeds: Sequence[int] = (42, 123, 456, 789),
+    thresholds: Sequence[float] = THRESHOLDS,
+    rule: str = "paper",
+) -> list[dict[str, Any]]:
+    """The paper's Table 5 cells of one method at rate ``lr``: per level, the mean held-out
+    RMSE and effective rank over the seeds that reached it, and how many did (``n``)."""
+    runs = runs_at(records, method, lr, seeds)
+    out = []
+    for level in thresholds:
+        hits = [e for r in runs if (e := at_level(r, level, rule)) is not None]
+        out.append({
+            "level": level, "n": len(hits),
+            "rmse": _mean([float(e["heldout_rmse"]) for e in hits]),
+            "effective_rank": _mean([float(e["effective_rank"]) for e in hits]),
+            "steps": _mean([float(e["step"]) for e in hits]),
+        })
+    return out
+
+
+def fixed_lr_gaps(
+    records: Sequence[Record],
+    reference: str,
+    reference_lr: float | None,
+    other: str = "adam",
+    seeds: Sequence[int] = (42, 123, 456, 789),
+    thresholds: Sequence[float] = THRESHOLDS,
+    *,
+    rule: str = "ours",
+) -> list[dict[str, Any]]:
+    """For every rate of ``other``: ``reference`` (at its selected rate) against ``other`` at that
+    fixed rate, at the deepest threshold both reach on every seed (one row per rate)."""
+    ref = runs_at(records, reference, reference_lr, seeds)
+    rows = []
+    for lr in _by_lr(records, other, seeds):
+        runs = runs_at(records, other, lr, seeds)
+        ok = len(runs) == len(seeds) == len(ref)
+        level = deepest_common_level([ref, runs], thresholds, rule) if ok else None
+        a = _values(ref, level, "heldout_rmse", rule)
+        b = _values(runs, level, "heldout_rmse", rule)
+        rows.append({"lr": lr, "level": level, "reference_rmse": _mean(a),
+                     "other_rmse": _mean(b), **gap(a, b)})
+    return rows
+
+
+def best_at_level(
+    records: Sequence[Record], method: str, level: float | None,
+    seeds: Sequence[int] = (42, 123, 456, 789), *, rule: str = "ours",
+) -> dict[str, Any] | None:
+    """An oracle, for scale only: the rate of ``method`` with the lowest mean held-out RMSE at
+    ``level`` among the rates whose runs reach it on every seed (reads held-out entries)."""
+    best = None
+    grid = list(_by_lr(records, method, seeds))
+    for lr in grid:
+        runs = runs_at(records, method, lr, seeds)
+        vals = _values(runs, level, "heldout_rmse", rule) if len(runs) == len(seeds) else []
+        if vals and (best is None or statistics.fmean(vals) < best["rmse"]):
+            best = {"method": method, "lr": lr, "rmse": statistics.fmean(vals),
+                    "rmse_seeds": vals, "at_bottom": lr == min(grid), "at_top": lr == max(grid)}
+    return best
+
+
+def leak_effect(
+    observed: Sequence[Record],
+    leaky: Sequence[Record],
+    selections: Mapping[str, LrSelection],
+    seeds: Sequence[int] = (42, 123, 456, 789),
+    thresholds: Sequence[float] = THRESHOLDS,
+    *,
+    rule: str = "ours",
+) -> dict[str, Any]:
+    """The same runs (method, selected rate, seed) centred with observed entries and with all
+    entries, compared at the deepest threshold all of them reach: held-out RMSE of each and the
+    relative change ``leaky/observed − 1``; and GD's gap below Adam under each centring."""
+    methods = [m for m in selections if runs_at(leaky, m, selections[m].lr, seeds)]
+    obs = {m: runs_at(observed, m, selections[m].lr, seeds) for m in methods}
+    leak = {m: runs_at(leaky, m, selections[m].lr, seeds) for m in methods}
+    groups = [*obs.values(), *leak.values()]
+    complete = bool(methods) and all(len(g) == len(seeds) for g in groups)
+    level = deepest_common_level(groups, thresholds, rule) if complete else None
+    rows = {}
+    for m in methods:
+        a = _values(obs[m], level, "heldout_rmse", rule)
+        b = _values(leak[m], level, "heldout_rmse", rule)
+        rows[m] = {"method": m, "lr": selections[m].lr, "observed": _mean(a), "leaky": _mean(b),
+                   "change": _mean(b) / _mean(a) - 1.0 if a and b else math.nan}
+    out: dict[str, Any] = {"level": level, "methods": rows}
+    if "gd" in rows and "adam" in rows and level is not None:
+        for name, src in (("observed", obs), ("leaky", leak)):
+            out[f"gap_{name}"] = gap(_values(src["gd"], level, "heldout_rmse", rule),
+                                     _values(src["adam"], level, "heldout_rmse", rule))
+    return out
+
+
+def summarize(
+    records: Sequence[Record],
+    leak_records: Sequence[Record] = (),
+    *,
+    methods: Sequence[str] = ("gd", "adam", "scalar_adam", "muon"),
+    selection_seeds: Sequence[int] = (42, 123),
+    eval_seeds: Sequence[int] = (42, 123, 456, 789),
+    thresholds: Sequence[float] = THRESHOLDS,
+    grid: Mapping[str, Sequence[float]] | None = None,
+    rule: str = "ours",
+) -> dict[str, Any]:
+    """Everything a page shows for one scene and density: selections (within ``grid`` per
+    method, default every recorded rate), the matched comparison, GD's gap below Adam (at the
+    level of all methods, ``gap``, and the paper's headline at the level of GD and Adam only,
+    ``headline``), the gaps at every fixed Adam rate (and the best one), the leak, and the runs
+    that diverged or failed."""
+    sel = {m: select_lr(records, m, selection_seeds, thresholds,
+                        grid=None if grid is None else grid.get(m), rule=rule) for m in methods}
+    comp = matched_comparison(records, sel, eval_seeds, thresholds, rule=rule)
+    rows = comp["methods"]
+    out: dict[str, Any] = {"selections": sel, "comparison": comp}
+    if "gd" in rows and "adam" in rows:
+        out["gap"] = gap(rows["gd"]["rmse_seeds"], rows["adam"]["rmse_seeds"])
+        out["headline"] = headline_gap(records, sel, "gd", "adam", eval_seeds, thresholds, rule)
+        fixed = fixed_lr_gaps(records, "gd", sel["gd"].lr, "adam", eval_seeds, thresholds,
+                              rule=rule)
+        out["fixed_lr"] = fixed
+        finite = [r for r in fixed if math.isfinite(r["gap"])]
+        out["best_fixed"] = min(finite, key=lambda r: r["gap"]) if finite else None
+        level = comp["level"]
+        best = {m: best_at_level(records, m, level, eval_seeds, rule=rule)
+                for m in ("gd", "adam")}
+        out["oracle_best"] = best
+        if best["gd"] and best["adam"]:
+            out["oracle_gap"] = gap(best["gd"]["rmse_seeds"], best["adam"]["rmse_seeds"])
+    if leak_records:
+        out["leak"] = leak_effect(records, leak_records, sel, eval_seeds, thresholds, rule=rule)
+    out["diverged"] = sum(r["status"] == "diverged" for r in records)
+    out["errors"] = sum(r["status"] == "error" for r in records)
+    return out

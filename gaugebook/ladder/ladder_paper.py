@@ -1,0 +1,318 @@
+r"""The scaling chapter's ladder beside the paper's, pure functions of the ladder's
+configurations and records (:mod:`gaugebook.ladder.ladder_runs`): which parts the paper published
+and over how many seeds (:func:`published_rec`, :func:`published_seeds`), what it found there
+(:func:`published_expectation`), ours beside its values (:func:`comparison_rows`,
+:func:`record_comparison`), its claims tested at one size (:func:`claims`) and the README's row
+(:func:`headline`). The tables drawn from them are in :mod:`gaugebook.ladder.ladder_views`.
+
+Last, the chapter's two protocols at ``n = 40``: the matrix-sensing chapter's (the paper's
+Table 2) beside the ladder's (its Table 11), from the paper-scale configurations and records of
+both: the table that sets them side by side and the sentences the text says of it
+(:func:`n40_protocols`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gaugebook.engine import selection
+from gaugebook.ladder import ladder_runs as ladder
+from gaugebook.present.tables import as_markdown, join_words, label, table_html
+from gaugebook.present.verdicts import HeadlineRow, number_verdict
+from gaugebook.sensing import sensing_runs as ms
+from gaugebook.sensing.sensing_views import split_sides, split_text
+
+Records = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+def fmt_rec(x: float | None) -> str:
+    """Three decimals, or ``3.3e-6`` (no padded exponent, so narrow cells do not wrap); an em
+    dash for ``None`` or a non-finite value."""
+    if x is None or not math.isfinite(x):
+        return "—"
+    if x >= 1e-3:
+        return f"{x:.3f}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _rec4(x: float) -> str:
+    return f"{x:.4f}" if x >= 1e-3 else fmt_rec(x)
+
+
+def published_rec(part: ladder.LadderPart) -> dict[str, float] | None:
+    """The published mean rec per method of ``part`` when ``part`` is one of the paper's own
+    all-seed parts (a size: :data:`~gaugebook.ladder.ladder_runs.PUBLISHED_LADDER_REC`; a rank
+    or m/dof arm point: :data:`~gaugebook.ladder.ladder_runs.PUBLISHED_LADDER_RANK`,
+    :data:`~gaugebook.ladder.ladder_runs.PUBLISHED_LADDER_MDOF`), else ``None``."""
+    if part not in ladder.get_config("paper").parts:
+        return None
+    if part.arm == "size":
+        n = part.problem.n
+        values = {m: v[n] for m, v in ladder.PUBLISHED_LADDER_REC.items() if n in v}
+    elif part.arm == "rank":
+        values = dict(ladder.PUBLISHED_LADDER_RANK.get(int(part.value), {}))
+    else:
+        values = dict(ladder.PUBLISHED_LADDER_MDOF.get(float(part.value), {}))
+    return values or None
+
+
+def published_seeds(part: ladder.LadderPart) -> int | None:
+    """How many seeds the published value of ``part`` averages (``None`` when unpublished)."""
+    if published_rec(part) is None:
+        return None
+    return ladder.PUBLISHED_LADDER_SEEDS[part.problem.n] if part.arm == "size" else 5
+
+
+def published_expectation(part: ladder.LadderPart, claim: str) -> bool | None:
+    """What the paper found for ``claim`` (a key of
+    :data:`~gaugebook.ladder.ladder_runs.PUBLISHED_LADDER_CLAIMS`) at ``part``'s size: Muon exact
+    for n <= 256 and not at 384, signum exact for n >= 64 (n = 40 not stated), the clean split
+    never, Adam worst of the three always. ``None`` when ``part`` is not one of the paper's
+    sizes (or the paper says nothing there)."""
+    if claim not in ladder.PUBLISHED_LADDER_CLAIMS:
+        raise ValueError(
+            f"Invalid claim: {claim!r}; expected one of {list(ladder.PUBLISHED_LADDER_CLAIMS)}")
+    if part not in ladder.get_config("paper").parts or part.arm != "size":
+        return None
+    n = part.problem.n
+    return {
+        "muon_exact": n <= 256,
+        "signum_exact": True if n >= 64 else None,
+        "clean_split": False,
+        "adam_worst_of_three": True,
+    }[claim]
+
+
+def comparison_rows(config: ladder.LadderConfig, rows: Sequence[Mapping[str, Any]]
+                    ) -> list[dict[str, Any]]:
+    """Ours beside the published value, one row per (part, method) that has both a selection in
+    ``rows`` (:func:`~gaugebook.ladder.ladder_runs.size_rows` of one arm) and a published value
+    (:func:`published_rec`): ``ours``, ``seeds`` (ours), ``published``, ``published_seeds``, the
+    lr we chose and whether it sits at a grid edge."""
+    out = []
+    for row in rows:
+        part = config.part(row["part"])
+        pub = published_rec(part) or {}
+        for method, value in pub.items():
+            sel = row["rows"].get(method)
+            if sel is None:
+                continue
+            out.append({"part": row["part"], "arm": part.arm, "value": part.value,
+                        "method": method, "ours": sel["rec"], "seeds": len(row["seeds"]),
+                        "published": value, "published_seeds": published_seeds(part),
+                        "lr": sel["lr"], "at_grid_edge": sel["at_grid_edge"]})
+    return out
+
+
+def record_comparison(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Seed 42 at n = 96, ours against the paper's public record
+    (:data:`~gaugebook.ladder.ladder_runs.PAPER_RECORDS_N96_SEED42`), at the lr the paper's
+    selection chose: per method our run at the nearest lr of our grid (ours round to three
+    digits), its rec and schedule, the record's rec, and their relative difference. ``records``:
+    the runs of ``n96_s42``."""
+    out = []
+    for method, (lr, paper_rec) in ladder.PAPER_RECORDS_N96_SEED42.items():
+        r = next((r for r in records if r["config"]["method"] == method
+                  and r["config"]["seed"] == 42 and r.get("status") == "ok"
+                  and math.isclose(r["config"]["hparams"]["lr"], lr, rel_tol=3e-3)), None)
+        if r is None:
+            continue
+        ours = float(r["metrics"]["rec"])
+        out.append({"method": method, "lr": r["config"]["hparams"]["lr"], "paper_lr": lr,
+                    "schedule": r["config"]["schedule"],
+                    "paper_schedule": ("cosine" if method in ladder.PAPER_LADDER_COSINE
+                                       else "constant"),
+                    "ours": ours, "paper": paper_rec,
+                    "rel_diff": abs(ours - paper_rec) / paper_rec})
+    return out
+
+
+def _rec(row: Mapping[str, Any] | None) -> float:
+    if row is None or row.get("rec") is None:
+        return math.nan
+    return float(row["rec"])
+
+
+def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
+           methods: Sequence[str] = ladder.LADDER_METHODS) -> dict[str, Any]:
+    """The paper's ladder claims evaluated at one size, from its selection rows: Muon and signum
+    exact (mean rec < :data:`~gaugebook.ladder.ladder_runs.EXACT_REC`), the clean equivariant /
+    coordinate-wise split (:func:`~gaugebook.sensing.sensing_runs.split_summary`), and
+    "Adam worse than GD and shared-scale Adam". ``None`` where a method has no finite rec, and
+    for a clean split seen on fewer than all ``methods`` (a failed split is seen on any subset:
+    one equivariant method above one coordinate-wise one)."""
+    def exact(method: str) -> bool | None:
+        x = _rec(rows_by_method.get(method))
+        return None if not math.isfinite(x) else bool(x < ladder.EXACT_REC)
+
+    adam, gd, sa = (_rec(rows_by_method.get(m)) for m in ("adam", "gd", "scalar_adam"))
+    three = all(math.isfinite(x) for x in (adam, gd, sa))
+    split = ms.split_summary(list(rows_by_method.values())) if rows_by_method else None
+    clean = None if split is None or not math.isfinite(split["gap"]) else split["clean"]
+    if clean and not all(math.isfinite(_rec(rows_by_method.get(m))) for m in methods):
+        clean = None
+    return {
+        "muon_exact": exact("muon"),
+        "signum_exact": exact("signum"),
+        "clean_split": clean,
+        "split": split,
+        "adam_worst_of_three": bool(adam > gd and adam > sa) if three else None,
+    }
+
+
+def headline() -> list[HeadlineRow]:
+    """README row (:mod:`gaugebook.headline`): Muon's recovery at the largest size of
+    the ladder with a complete record at some seed, beside the paper's value for that size."""
+    config = ladder.get_config("paper")
+    got = ladder.collect("paper")
+    rows = [r for r in ladder.size_rows(config, got.records, protocol="oracle_loose")
+            if "muon" in r["rows"] and r["n"] in ladder.PUBLISHED_LADDER_REC["muon"]]
+    if not rows:
+        return []
+    top = max(rows, key=lambda r: r["n"])
+    n = top["n"]
+    ours, pub = float(top["rows"]["muon"]["rec"]), ladder.PUBLISHED_LADDER_REC["muon"][n]
+    return [HeadlineRow(
+        ladder.NAME, f"ladder: Muon recovers exactly at the largest size run here (n = {n}, "
+        f"{len(top['seeds'])} of {ladder.PUBLISHED_LADDER_SEEDS.get(n, 10)} seeds)",
+        f"{ours:.1e}", f"{pub:.4f}", "10", number_verdict(ours, pub))]
+
+
+# --------------------------------------------------------------------------------------------
+# the two protocols at n = 40
+# --------------------------------------------------------------------------------------------
+
+def _selection_at_40(rows: Mapping[str, Mapping[str, Any]], method: str) -> str:
+    sel = rows.get(method)
+    return "—" if sel is None else f"{_rec4(sel['rec'])} (lr {sel['lr']:g})"
+
+
+def _split(rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool | None, str, str]:
+    """The equivariant / coordinate-wise split of ``rows`` (a selection per method): whether it
+    is clean (``None`` when it cannot be judged), the table's cell (:func:`split_text`) and the
+    text's words (``"Muon 0.0012 below Adam 0.4100"``, the lower side first)."""
+    split = ms.split_summary(list(rows.values()))
+    if not math.isfinite(split["gap"]):
+        return None, "—", ""
+    eq, cw = split_sides(split, _rec4)
+    cell = split_text(split, "holds" if split["clean"] else "fails", _rec4)
+    return split["clean"], cell, f"{eq} below {cw}" if split["clean"] else f"{cw} below {eq}"
+
+
+def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
+                  ) -> tuple[str, dict[str, str]]:
+    """The two protocols that give a row at ``n = 40``, from their paper-scale configurations
+    and records: chapter 4's (Table 2: the zoo part of :mod:`~gaugebook.experiments.
+    matrix_sensing`, Table 2's gate) and this chapter's (the ladder's ``n40``, the paper
+    ladder's gate). ``table2``: the records of the zoo part; ``ladder_records``: the ladder's
+    records with part ``n40``. Returns the table (budget, precision, gate, schedules,
+    optimizers, GD's and signum's grids; GD and signum at ``n = 40``, ours and published; the
+    equivariant / coordinate-wise split) and the sentences the text says of it, each computed
+    from the configs and selections (``differ``: what differs; ``gd``: GD's selected rates and
+    the smallest rate of Table 2's grid; ``signum``; ``split``)."""
+    zoo = ms.get_config("paper").part("zoo")
+    config = ladder.get_config("paper")
+    part = config.part("n40")
+    gate = ladder.PAPER_LADDER_PROTOCOL["protocol"]
+    ch4 = {r["method"]: r for r in ms.selection_rows(table2, "oracle")}
+    info = {p: ladder.size_rows(config, ladder_records, "size", p)[0]["rows"]
+            for p in (gate, "oracle")}
+    ch9 = info[gate]
+    nine = {m: r for m, r in ch9.items() if m in ms.TABLE2_METHODS}
+    cos4 = sorted(m for m in zoo.methods if zoo.schedules.get(m, "constant") == "cosine")
+    cos9 = sorted(m for m in part.methods if part.schedule(m) == "cosine")
+
+    def grid(values: Sequence[float]) -> str:
+        return ", ".join(f"{v:g}" for v in values)
+
+    pub2, pub11 = ms.PUBLISHED_TABLE2, ladder.PUBLISHED_LADDER_REC
+    added = [label(m) for m in part.methods if m not in zoo.methods]
+    rows = [
+        {"item": "optimizers", "ch4": f"the {len(zoo.methods)} of Table 2",
+         "ch9": f"the same {len(zoo.methods)} and " + ", ".join(added)},
+        {"item": "budget (steps)", "ch4": f"{zoo.budget.num_steps:,}",
+         "ch9": f"{part.budget.num_steps:,}"},
+        {"item": "precision", "ch4": zoo.dtype, "ch9": part.dtype},
+        {"item": "selection gate", "ch4": selection.PROTOCOLS["oracle"].gate_text,
+         "ch9": selection.PROTOCOLS[gate].gate_text},
+        {"item": "cosine decay (over the budget)", "ch4": ", ".join(map(label, cos4)),
+         "ch9": ", ".join(map(label, cos9))},
+        {"item": "lr grid, GD", "ch4": grid(zoo.lr_grids["gd"]), "ch9": grid(part.lr_grid("gd"))},
+        {"item": "lr grid, signum", "ch4": grid(zoo.lr_grids["signum"]),
+         "ch9": grid(part.lr_grid("signum"))},
+        {"item": "GD: rec (selected lr)", "ch4": _selection_at_40(ch4, "gd"),
+         "ch9": _selection_at_40(ch9, "gd")},
+        {"item": "GD under Table 2's gate", "ch4": _selection_at_40(ch4, "gd"),
+         "ch9": _selection_at_40(info["oracle"], "gd")},
+        {"item": "GD, published", "ch4": f"{pub2['gd'][0]:.4f} (Table 2)",
+         "ch9": f"{pub11['gd'][40]:.4f} (Table 11)"},
+        {"item": "signum: rec (selected lr)", "ch4": _selection_at_40(ch4, "signum"),
+         "ch9": _selection_at_40(ch9, "signum")},
+        {"item": "signum, published", "ch4": f"{pub2['signum'][0]:.4f} (Table 2)",
+         "ch9": f"{pub11['signum'][40]:.4f} (Table 11)"},
+        {"item": "the split, all optimizers", "ch4": _split(ch4)[1], "ch9": _split(ch9)[1]},
+        {"item": "the split, Table 2's nine", "ch4": _split(ch4)[1], "ch9": _split(nine)[1]},
+    ]
+    html = table_html(rows, ["item", "ch4", "ch9"],
+                      headers={"ch4": "Table 2's protocol (matrix sensing)",
+                               "ch9": "the ladder's (this chapter)"})
+    items = {
+        "the budget": (zoo.budget.num_steps, part.budget.num_steps),
+        "the precision": (zoo.dtype, part.dtype),
+        "the selection gate": ("oracle", gate),
+        "GD's learning-rate grid": (tuple(zoo.lr_grids["gd"]), tuple(part.lr_grid("gd"))),
+        "the optimizers": (tuple(zoo.methods), tuple(part.methods)),
+        "the schedules (which rules decay with a cosine)": (cos4, cos9),
+    }
+    differ = [k for k, (x, y) in items.items() if x != y]
+    same = [k for k, (x, y) in items.items() if x == y]
+    text = {"differ": (join_words(differ) + " differ" if differ else "nothing differs")
+            + (f"; {join_words(same)} do not" if same else "")}
+    lo = min(zoo.lr_grids["gd"])
+    lrs = {p: (info[p].get("gd") or {}).get("lr") for p in (gate, "oracle")}
+    lr4 = (ch4.get("gd") or {}).get("lr")
+    if None in (*lrs.values(), lr4):
+        text["gd"] = "GD has no selection under one of the protocols"
+    else:
+        where = (f"both below {lo:g}, the smallest rate of Table 2's grid"
+                 if all(v < lo for v in lrs.values()) else "on the ladder's grid")
+        text["gd"] = (f"On the ladder's grid GD selects {lrs[gate]:g} under the ladder's gate "
+                      f"and {lrs['oracle']:g} under Table 2's, {where}; the matrix-sensing "
+                      f"chapter selects {lr4:g}")
+    s4, s9 = ch4.get("signum"), ch9.get("signum")
+    if s4 is None or s9 is None:
+        text["signum"] = "signum has no selection under one of the protocols"
+    else:
+        same_signum = {
+            "grid": tuple(zoo.lr_grids["signum"]) == tuple(part.lr_grid("signum")),
+            "selected rate": s4["lr"] == s9["lr"],
+            "schedule": zoo.schedules.get("signum") == part.schedule("signum"),
+        }
+        if all(same_signum.values()):
+            text["signum"] = (
+                f"For signum the grid, the selected rate ({s9['lr']:g}) and the schedule "
+                f"({part.schedule('signum')}) are the same, so its gap ({_rec4(s4['rec'])} "
+                f"against {_rec4(s9['rec'])}) comes from the budget (the cosine runs over "
+                "the longer one) or the precision; our records cannot tell which")
+        else:
+            text["signum"] = ("For signum the " + join_words([k for k, v in same_signum.items()
+                                                          if not v]) + " differ too")
+
+    (c4, _, t4), (c9, _, t9), (c9n, _, t9n) = _split(ch4), _split(ch9), _split(nine)
+    word = {True: "holds", False: "fails", None: "cannot be judged"}
+    text["split"] = (f"the split between the two classes {word[c4]} under Table 2's protocol "
+                     f"({t4}) and {word[c9]} under the ladder's ({t9})")
+    if c9 is False and c9n is not None:
+        text["split"] += (f", and {word[c9n]} among Table 2's nine alone" if t9n == t9 else
+                          f"; among Table 2's nine alone it {word[c9n]} ({t9n})")
+    return html, text
+
+
+def n40_values(table2: Sequence[Mapping[str, Any]], ladder_records: Records) -> dict[str, Any]:
+    """The page's values of :func:`n40_protocols`: the table (``tab_ladder_n40``) and its
+    sentences as ``n40_<key>`` (Markdown, pasted as ordinary text)."""
+    html, text = n40_protocols(table2, ladder_records)
+    return {"tab_ladder_n40": html} | {f"n40_{k}": as_markdown(v) for k, v in text.items()}

@@ -1,0 +1,396 @@
+r"""What the scaling chapter shows, computed from the ladder's records
+(:func:`gaugebook.ladder.ladder_runs.collect`): tables, sentences computed from the records,
+figures, and the values the page glues (``*_values``). Our numbers come from the selections of
+:func:`~gaugebook.ladder.ladder_runs.size_rows`, the published ones from the constants of
+:mod:`gaugebook.ladder.ladder_runs` (set beside ours by :mod:`gaugebook.ladder.ladder_paper`,
+as is the matrix-sensing zoo's protocol at ``n = 40``), each in its own column or panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from gaugebook.engine import selection
+from gaugebook.engine.collection import run_command
+from gaugebook.ladder import ladder_paper
+from gaugebook.ladder import ladder_runs as ladder
+from gaugebook.ladder.ladder_paper import Records, _rec4, fmt_rec
+from gaugebook.present import viz
+from gaugebook.present.tables import as_markdown as md
+from gaugebook.present.tables import gauge_class, label, yes_no
+from gaugebook.sensing.sensing_views import split_sides
+from gaugekit.optim.registry import get_spec
+
+Info = Sequence[Mapping[str, Any]]
+
+#: The paper's ladder claims (:func:`gaugebook.ladder.ladder_paper.claims`) in words.
+CLAIM_TEXT: dict[str, str] = {
+    "muon_exact": f"Muon recovers exactly (mean rec < {ladder.EXACT_REC:g})",
+    "signum_exact": "signum (cosine-annealed) recovers exactly",
+    "clean_split": "every equivariant optimizer below every coordinate-wise one",
+    "adam_worst_of_three": "Adam worse than GD and shared-scale Adam",
+}
+_POINT = {"size": "n = {:g}", "rank": "r = {:g}", "mdof": "m/dof = {:g}"}
+
+
+def _note_table(text: str) -> str:
+    """A one-cell table saying why a table of the chapter is empty at this scale (a figure of
+    the page keeps a table in it)."""
+    return viz.table_html([{"at this scale": text}], ["at this scale"])
+
+
+def _seeds(k: int) -> str:
+    return f"{k} seed{'s' * (k != 1)}"
+
+
+# --------------------------------------------------------------------------------------------
+# recovery: tables and the figure
+# --------------------------------------------------------------------------------------------
+
+
+def rec_table(info: Info, arm: str) -> str:
+    """Mean rec at the selected lr, one row per optimizer and one column per recorded point of
+    the arm (its seeds in the header); ``*`` marks a selection at a grid edge, ``incomplete``
+    an optimizer with only part of its grid recorded there."""
+    points = [row for row in info if row["runs"]]
+    rows = []
+    for m in ladder.LADDER_METHODS:
+        out = {"optimizer": label(m), "class": gauge_class(get_spec(m).equivariant)}
+        for row in points:
+            sel = row["rows"].get(m)
+            out[row["part"]] = ("incomplete" if m in row["incomplete"] else "—" if sel is None
+                                else fmt_rec(sel["rec"]) + "*" * bool(sel["at_grid_edge"]))
+        rows.append(out)
+    headers = {row["part"]: _POINT[arm].format(row["value"]) + f" ({_seeds(len(row['seeds']))})"
+               for row in points}
+    return viz.table_html(rows, ["optimizer", "class", *headers], headers=headers)
+
+
+def recovery_figure(sizes: Info) -> Figure:
+    """Recovery error against ``n``, ours (left: the sizes with records, values below 1e-7
+    drawn at 1e-7) beside the paper's Table 11 (right: its sizes; a printed 0.0000, a mean
+    below 5e-5, drawn at 5e-5), the same colour and marker per optimizer in both panels and
+    one legend under them. ``sizes``: :func:`~gaugebook.ladder.ladder_runs.size_rows` of the
+    size arm."""
+    ran = [row for row in sizes if row["runs"]]
+    fig, (ours, paper) = plt.subplots(1, 2, figsize=(7.0, 4.0), sharey=True,
+                                      layout="constrained")
+    x = [row["n"] for row in ran]
+    methods = ladder.LADDER_METHODS
+    values = {m: [(row["rows"].get(m) or {}).get("rec") for row in ran] for m in methods}
+    viz.value_curves(x, values, ax=ours, legend=False, floor=1e-7)
+    pub = ladder.PUBLISHED_LADDER_REC
+    px = sorted({n for v in pub.values() for n in v})
+    pvalues = {m: [pub.get(m, {}).get(n) for n in px] for m in methods}
+    viz.value_curves(px, pvalues, ax=paper, legend=False, floor=5e-5, ylabel="")
+    ours.set_title("ours (mean over the recorded seeds)")
+    paper.set_title("published (Table 11)")
+    paper.axhline(5e-5, color="0.6", lw=0.8, ls=":")
+    paper.text(0.98, 5e-5 * 1.5, "printed 0.0000", ha="right", va="bottom", fontsize=8,
+               color="0.4", transform=paper.get_yaxis_transform())
+    viz.legend_below(fig, ours, paper, ncol=5)
+    return fig
+
+
+def published_table(compared: Sequence[Mapping[str, Any]]) -> str:
+    """Ours beside the paper's Table 11, one row per optimizer and one column per point
+    (:func:`~gaugebook.ladder.ladder_paper.comparison_rows`, one arm or several): each cell is
+    ``ours / published``, the header names the point and the seeds behind the two means."""
+    points: dict[tuple[str, float], str] = {}
+    cells: dict[str, dict[tuple[str, float], str]] = {}
+    for c in compared:
+        key = (c["arm"], c["value"])
+        points.setdefault(key, _POINT[c["arm"]].format(c["value"])
+                          + f", seeds {c['seeds']} / {c['published_seeds']}")
+        cells.setdefault(c["method"], {})[key] = f"{_rec4(c['ours'])} / {c['published']:.4f}"
+    if not cells:
+        return _note_table("none of the points with records here is one of the paper's, so "
+                           "nothing is set beside Table 11")
+    order = [m for m in ladder.LADDER_METHODS if m in cells]
+    rows = [{"optimizer": label(m), **{points[k]: v for k, v in cells[m].items()}}
+            for m in order]
+    return viz.table_html(rows, ["optimizer", *points.values()])
+
+
+def agreement_text(compared: Sequence[Mapping[str, Any]]) -> str:
+    """Where our seeds are the paper's: how many of our means equal the published one to its
+    printed digits, and which do not (ours against published)."""
+    same = [c for c in compared if c["seeds"] == c["published_seeds"]]
+    if not same:
+        return "no point of the ladder has our seeds equal to the paper's"
+    digits = ladder.PUBLISHED_LADDER_DIGITS
+    off = [c for c in same if round(c["ours"], digits) != round(c["published"], digits)]
+    where = ", ".join(dict.fromkeys(_POINT[c["arm"]].format(c["value"]) for c in same))
+    text = (f"where our seeds are the paper's ({where}), {len(same) - len(off)} of the "
+            f"{len(same)} means equal the published ones to the {digits} printed decimals")
+    if off:
+        text += "; not " + "; ".join(f"{label(c['method'])} ({_rec4(c['ours'])} against "
+                                     f"{c['published']:.4f})" for c in off)
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# protocols
+# --------------------------------------------------------------------------------------------
+
+
+def protocol_table(config: ladder.LadderConfig, records: Records, ran: Info,
+                   gate: str) -> str:
+    """The paper's ladder protocol (:data:`~gaugebook.ladder.ladder_runs.PAPER_LADDER_PROTOCOL`)
+    beside ours: seeds, selection, gate, schedules, grid rounding, budget, precision and
+    device."""
+    p = ladder.PAPER_LADDER_PROTOCOL
+    part0 = config.arm("size")[0]
+    cosine = sorted(m for m in ladder.LADDER_METHODS if part0.schedule(m) == "cosine")
+    devices = sorted({r["device"] for part in records.values() for r in part})
+    steps = sorted({f"{q.budget.num_steps:,}" for q in config.arm("size")})
+    rows = [
+        {"item": "seeds per size", "paper": p["seeds"],
+         "ours": ", ".join(f"{len(row['seeds'])} at n = {row['n']}" for row in ran) or "none"},
+        {"item": "selection seeds", "paper": ", ".join(map(str, p["selection_seeds"])),
+         "ours": "the recorded seeds (a subset of 42, 123, 456)"},
+        {"item": "selection gate", "paper": selection.PROTOCOLS[p["protocol"]].gate_text,
+         "ours": selection.PROTOCOLS[gate].gate_text},
+        {"item": "cosine decay for", "paper": ", ".join(label(m) for m in sorted(p["cosine"])),
+         "ours": ", ".join(label(m) for m in cosine)},
+        {"item": "scaled lr grid rounded to", "paper": p["lr_rounding"],
+         "ours": "3 significant digits"},
+        {"item": "budget (steps)", "paper": f"{p['num_steps']:,}", "ours": ", ".join(steps)},
+        {"item": "precision, device", "paper": f"{p['dtype']}, {p['device']}",
+         "ours": f"{part0.dtype}, " + (", ".join(devices) or "—")},
+    ]
+    return viz.table_html(rows, ["item", "paper", "ours"])
+
+
+def record_table(rec96: Sequence[Mapping[str, Any]]) -> str:
+    """Seed 42 at n = 96 run for run (:func:`~gaugebook.ladder.ladder_paper.record_comparison`):
+    our lr, schedule and rec beside the paper's record's, and their relative difference."""
+    rows = [{**r, "label": label(r["method"])} for r in rec96]
+    if not rows:
+        return _note_table("no record of seed 42 at n = 96: the part is the paper scale's")
+    return viz.table_html(
+        rows, ["label", "lr", "schedule", "ours", "paper_lr", "paper_schedule", "paper",
+               "rel_diff"],
+        headers={"label": "optimizer", "lr": "lr (ours)", "schedule": "schedule (ours)",
+                 "ours": "rec, seed 42 (ours)", "paper_lr": "lr (paper's record)",
+                 "paper_schedule": "schedule (paper)", "paper": "rec, seed 42 (paper's record)",
+                 "rel_diff": "relative difference"},
+        formats={"lr": "g", "paper_lr": ".6g", "ours": fmt_rec, "paper": fmt_rec,
+                 "rel_diff": ".1e"})
+
+
+def record_text(rec96: Sequence[Mapping[str, Any]], ours_seeds: int) -> str:
+    """What :func:`record_table` shows, in words: how close the runs with the paper's schedule
+    end to the paper's record of seed 42 at n = 96, and why GD's published mean differs (the
+    seeds behind it)."""
+    if not rec96:
+        return ("At this scale there is no record of seed 42 at n = 96 to set beside the "
+                "paper's record of it.")
+    same = [r for r in rec96 if r["schedule"] == r["paper_schedule"]]
+    worst = max((r["rel_diff"] for r in same if r["paper"] > 1e-3), default=None)
+    text = (f"Seed for seed the two implementations agree: at n = 96, seed 42, the {len(same)} "
+            f"of {len(rec96)} optimizers with the same schedule end within a relative "
+            + ("—" if worst is None else f"{worst:.1e}")
+            + " of the paper's record wherever the error is not exact recovery.")
+    gd = next((r for r in rec96 if r["method"] == "gd"), None)
+    if gd is not None:
+        pub, seeds = ladder.PUBLISHED_LADDER_REC["gd"][96], ladder.PUBLISHED_LADDER_SEEDS[96]
+        text += (f" Gradient descent ends at {gd['ours']:.4f} and the paper's seed 42 at "
+                 f"{gd['paper']:.4f}; the published {pub:.4f} is the mean of {seeds} seeds, "
+                 f"ours of {ours_seeds}. So the gap at n = 96 is the seed sample, not the "
+                 f"method: {_seeds(ours_seeds)} {'does' if ours_seeds == 1 else 'do'} not "
+                 f"estimate a {seeds}-seed mean.")
+    return text
+
+
+# --------------------------------------------------------------------------------------------
+# the paper's claims
+# --------------------------------------------------------------------------------------------
+
+
+def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
+    """Where a claim of the paper agrees with ours, in words: at every size compared, at none,
+    or at which and not at which."""
+    if not agree and not disagree:
+        return "not compared (no size of the paper's own setting has records)"
+    if not disagree:
+        return "agrees at every size compared"
+    if not agree:
+        return "disagrees at every size compared"
+    return (f"agrees at n = {', '.join(map(str, agree))}; disagrees at "
+            f"n = {', '.join(map(str, disagree))}")
+
+
+# --------------------------------------------------------------------------------------------
+# the page's values (glued by the chapter through gaugebook.present.viz.glue_page)
+# --------------------------------------------------------------------------------------------
+
+
+def published_values(config: ladder.LadderConfig, gate: str) -> dict[str, Any]:
+    """The largest size and its free fraction ``(n² − m)/n²``, the paper's Table 11 means
+    (``pub_<method>_<n>``), the gate and the claims in words, the paper's seeds and printed
+    digits."""
+    big = config.arm("size")[-1].problem
+    values: dict[str, Any] = {"ladder_big_n": big.n,
+                              "ladder_big_free": (big.n ** 2 - big.m) / big.n ** 2}
+    for m, points in ladder.PUBLISHED_LADDER_REC.items():
+        values |= {f"pub_{m}_{n}": value for n, value in points.items()}
+    values["gate_text"] = md(selection.PROTOCOLS[gate].gate_text)
+    values |= {f"claim_{c}": md(t) for c, t in ladder.PUBLISHED_LADDER_CLAIMS.items()}
+    return values | {"pub_seeds_text": md(ladder.PAPER_LADDER_PROTOCOL["seeds"]),
+                     "pub_digits": ladder.PUBLISHED_LADDER_DIGITS}
+
+
+def settings_values(config: ladder.LadderConfig, records: Records, info: Info
+                    ) -> dict[str, Any]:
+    """The settings table (``tab_ladder_settings``): one row per part of ``info``
+    (:func:`~gaugebook.ladder.ladder_runs.size_rows` of the arms, concatenated), its sizes and
+    budget, the seeds and runs recorded, the device and the sum of the runs' shares of their
+    batch time; the parts recorded with every seed, with some and with none, and the runs
+    planned."""
+    rows = []
+    for row in info:
+        recs = records.get(row["part"], [])
+        left_out = "".join(f" ({s} in part, left out)" for s in row["partial_seeds"])
+        rows.append({
+            **row, "seeds_text": (", ".join(map(str, row["seeds"])) or "none") + left_out,
+            "runs_text": f"{row['runs']} / {row['planned']}",
+            "device": ", ".join(sorted({r["device"] for r in recs})) or "—",
+            "batch_s": sum(r.get("wall_time_s") or 0.0 for r in recs) or None,
+        })
+    parts = {"done": [r["part"] for r in rows if r["complete"]],
+             "partial": [f"{r['part']} (seeds {r['seeds_text']})" for r in rows
+                         if r["runs"] and not r["complete"]],
+             "missing": [r["part"] for r in rows if not r["runs"]]}
+    seeds = len(config.parts[0].seeds)
+    return {
+        "tab_ladder_settings": viz.table_html(
+            rows, ["part", "n", "r", "m", "steps", "dtype", "seeds_text", "runs_text", "device",
+                   "batch_s"],
+            headers={"seeds_text": "seeds recorded", "runs_text": "runs recorded / planned",
+                     "batch_s": "batch time (s)"},
+            formats={"batch_s": ".0f"}),
+        **{f"ladder_parts_{k}": md(", ".join(v) or "none") for k, v in parts.items()},
+        "ladder_methods": len(ladder.LADDER_METHODS),
+        "ladder_runs_per_seed": len(config.part(info[0]["part"]).specs()) // seeds,
+        "ladder_seeds_planned": seeds,
+    }
+
+
+def recovery_values(config: ladder.LadderConfig, sizes: Info, arms: Mapping[str, Info]
+                    ) -> dict[str, Any]:
+    """The recovery table of the sizes, Table 11 beside ours (sizes; the two arms), how many
+    published values have a record here of how many, and where they agree."""
+    compared = {arm: ladder_paper.comparison_rows(config, info)
+                for arm, info in (("size", sizes), *arms.items())}
+    everything = [c for rows in compared.values() for c in rows]
+    tables = (ladder.PUBLISHED_LADDER_REC, ladder.PUBLISHED_LADDER_RANK,
+              ladder.PUBLISHED_LADDER_MDOF)
+    return {
+        "tab_ladder_rec": rec_table(sizes, "size"),
+        "tab_ladder_published": published_table(compared["size"]),
+        "tab_ladder_published_arms": published_table([*compared["rank"], *compared["mdof"]]),
+        "ladder_pub_compared": len(everything),
+        "ladder_pub_total": sum(len(v) for table in tables for v in table.values()),
+        "ladder_agreement": md(agreement_text(everything)),
+    }
+
+
+def gate_changes(config: ladder.LadderConfig, records: Records, ran: Info) -> list[str]:
+    """Every selection of ``ran`` (the ladder's gate) that Table 2's stricter gate changes:
+    ``"GD at n = 40: lr 0.1 → 0.05, rec 0.123 → 0.456"``."""
+    strict = {row["n"]: row["rows"]
+              for row in ladder.size_rows(config, records, "size", "oracle")}
+    changed = []
+    for row in ran:
+        for m, sel in row["rows"].items():
+            old = strict[row["n"]].get(m)
+            if old is not None and old["lr"] != sel["lr"]:
+                changed.append(f"{label(m)} at n = {row['n']}: lr {old['lr']:g} → "
+                               f"{sel['lr']:g}, rec {fmt_rec(old['rec'])} → "
+                               f"{fmt_rec(sel['rec'])}")
+    return changed
+
+
+def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, gate: str
+                    ) -> dict[str, Any]:
+    """The protocols table, the selections Table 2's gate would change, and seed 42 at
+    ``n = 96`` run for run (the table, its sentence, RMSProp's decayed against constant)."""
+    changed = gate_changes(config, records, ran)
+    k = len(changed)
+    rec96 = ladder_paper.record_comparison(records.get("n96", []))
+    rms96 = next((r for r in rec96 if r["method"] == "rmsprop"), None)
+    seeds96 = next((len(row["seeds"]) for row in ran if row["n"] == 96), 0)
+    return {
+        "tab_ladder_protocols": protocol_table(config, records, ran, gate),
+        "gate_changed": md("; ".join(changed) or "none"),
+        "gate_changed_n": md(f"{k} selection{'s' * (k != 1)} change{'s' * (k == 1)}"),
+        "tab_ladder_record": record_table(rec96),
+        "rec96_text": md(record_text(rec96, seeds96)),
+        "rms96_text": md(f"{fmt_rec(rms96['ours'])} decayed against "
+                         f"{fmt_rec(rms96['paper'])} at a constant step" if rms96
+                         else "not recorded"),
+    }
+
+
+def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
+    """The claims table: the paper's ladder claims (its words) and the same statements on our
+    records at each size with records; where each claim survives (``surv_<claim>``: the sizes
+    where ours agrees and disagrees with the paper's statement, only the paper's own sizes and
+    setting counting); the sizes with records and their seeds; the note on what is counted."""
+    rows, survival = [], {}
+    for claim, text in CLAIM_TEXT.items():
+        out = {"claim": text, "published": ladder.PUBLISHED_LADDER_CLAIMS[claim]}
+        agree, disagree = [], []
+        for row in ran:
+            c = ladder_paper.claims(row["rows"])
+            value = c[claim]
+            detail = ""
+            if claim in ("muon_exact", "signum_exact"):
+                detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
+            elif claim == "clean_split" and c["split"] is not None:
+                eq, cw = split_sides(c["split"], fmt_rec)
+                detail = f"worst eq. {eq}, best c.-w. {cw}"
+            out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
+                                   else yes_no(value))
+            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
+            if expected is not None and value is not None:
+                (agree if value == expected else disagree).append(row["n"])
+        survival[claim] = (agree, disagree)
+        rows.append(out)
+    values: dict[str, Any] = {"tab_ladder_claims": viz.table_html(
+        rows, ["claim", "published", *[f"n{row['n']}" for row in ran]],
+        headers={"published": "published (n = 40 … 384)",
+                 **{f"n{row['n']}": f"ours, n = {row['n']}" for row in ran}})}
+    values |= {f"surv_{claim}": md(survival_text(agree, disagree))
+               for claim, (agree, disagree) in survival.items()}
+    values["ladder_sizes_ran"] = md(  # n = 40 (3 seeds), n = 96 (1 seed)
+        ", ".join(f"n = {row['n']} ({_seeds(len(row['seeds']))})" for row in ran) or "none")
+    counted = {n for pair in survival.values() for ns in pair for n in ns}
+    values["surv_note"] = md(
+        "Sizes outside the paper's setting are not counted." if counted
+        else "None of the sizes on this page is one of the paper's own in "
+        "the paper's setting, so nothing below is compared.")
+    return values
+
+
+def arm_table(config: ladder.LadderConfig, info: Info, arm: str) -> str:
+    """The arm's recovery table, or, while none of its parts has records, the command that
+    makes each."""
+    if any(row["runs"] for row in info):
+        return rec_table(info, arm)
+    missing = [{"part": p.name, "value": p.value, "records": "none yet",
+                "command": run_command("ladder", config.scale, [p.name])}
+               for p in config.arm(arm)]
+    return viz.table_html(missing, ["part", "value", "records", "command"],
+                          formats={"value": "g"})
+
+
+def arm_values(config: ladder.LadderConfig, arms: Mapping[str, Info]) -> dict[str, Any]:
+    """The two arms' tables (``tab_ladder_rank``, ``tab_ladder_mdof``) and their size."""
+    return {**{f"tab_ladder_{arm}": arm_table(config, arms[arm], arm) for arm in ("rank", "mdof")},
+            "arm_n": config.arm("rank")[0].problem.n}

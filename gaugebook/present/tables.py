@@ -1,0 +1,196 @@
+"""Tables, numbers and words of a page, and the glue that puts them there; no figures.
+
+What every chapter module writes the same way lives here once, from the em dash of a missing
+number (:func:`fmt`) to :func:`table_html`, :func:`records_note` and :func:`glue_page`. It
+imports no plotting library, so that modules of numbers can use it without matplotlib;
+:mod:`gaugebook.present.viz` shows the same names beside the figures.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+#: A run record (:mod:`gaugebook.engine.records`) and a row of a table, as the modules read them.
+Record = Mapping[str, Any]
+Row = Mapping[str, Any]
+#: Joins the words of a table cell that should not wrap (:func:`table_html`).
+NBSP = "\u00a0"
+
+
+def label(method: str) -> str:
+    """The display name of optimizer ``method`` (the registry's; the name itself if unknown)."""
+    from gaugekit.optim.registry import get_spec
+
+    try:
+        return get_spec(method).label
+    except ValueError:
+        return method
+
+
+def gauge_class(equivariant: bool) -> str:
+    """``'equivariant'`` or ``'coordinate-wise'``: an optimizer's gauge class in a table."""
+    return "equivariant" if equivariant else "coordinate-wise"
+
+
+def _missing(x: Any) -> bool:
+    """Whether ``x`` is a value a page shows as an em dash: ``None`` or a non-finite float."""
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+def finite(x: Any) -> bool:
+    """Whether ``x`` is a number a figure can draw (not ``None``, finite)."""
+    return x is not None and math.isfinite(float(x))
+
+
+def fmt(x: Any, spec: str = ".2e") -> str:
+    """``x`` formatted with ``spec``; an em dash for ``None`` or a non-finite number."""
+    return "—" if _missing(x) else format(x, spec)
+
+
+def yes_no(flag: Any) -> str:
+    """``'yes'`` / ``'no'`` for a flag in a table or a sentence (a dash for ``None``)."""
+    return "—" if flag is None else ("yes" if flag else "no")
+
+
+def rec_lr(rec: float | None, lr: float | None, mark: str = "") -> str | None:
+    """A selection in one table cell, ``"0.1234*\u00a0(0.01)"``: its mean rec (``.4f``), a
+    ``mark`` and its learning rate; ``None`` (the table's dash) without a rec."""
+    return None if _missing(rec) else f"{rec:.4f}{mark}{NBSP}({lr:g})"
+
+
+def value_text(value: Any) -> str:
+    """A setting as a reader writes it: ``yes`` / ``no``, ``0.9 / 0.999`` for a tuple, ``1e-08``
+    for a float, ``none``; anything else as ``str``."""
+    if isinstance(value, bool):
+        return yes_no(value)
+    if isinstance(value, tuple):
+        return " / ".join(f"{x:g}" for x in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "none" if value is None else str(value)
+
+
+def join_words(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(items)
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
+
+
+def wrapped(text: str, width: int = 77) -> str:
+    """``text`` with its lines longer than ``width`` wrapped (continuations indented), for a
+    page that prints it."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="    ")
+                      if len(line) > width else line for line in text.splitlines())
+
+
+def table_html(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    *,
+    headers: Mapping[str, str] | None = None,
+    formats: Mapping[str, str | Callable[[Any], str]] | None = None,
+) -> str:
+    """An HTML table of ``rows`` (``columns`` in order); ``formats[col]`` is a format spec or a
+    function; ``None`` and non-finite numbers show as an em dash. The table is set a little
+    smaller than the text, in a box that scrolls sideways when it is still wider than the text
+    column, instead of running over the page's margin. A cell with no space in it is one word and
+    is never broken (a browser would otherwise break ``5.3e-6`` at its hyphen); a no-break space
+    (:data:`NBSP`) joins words into one such cell (``"Lion\u00a05.3e-6"``)."""
+    headers = headers or {}
+    formats = formats or {}
+
+    def cell(col: str, value: Any) -> str:
+        spec = formats.get(col)
+        if _missing(value):
+            return "—"
+        if callable(spec):
+            return html.escape(spec(value))
+        return html.escape(str(value) if spec is None else format(value, spec))
+
+    pad = 'style="padding: 2px 6px"'
+    one_word = 'style="padding: 2px 6px; white-space: nowrap"'
+
+    def td(text: str) -> str:
+        breaks = any(ch.isspace() and ch != NBSP for ch in text)
+        return f"<td {pad if breaks else one_word}>{text}</td>"
+
+    head = "".join(f"<th {pad}>{html.escape(headers.get(c, c))}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(td(cell(c, r.get(c))) for c in columns) + "</tr>" for r in rows
+    )
+    return (f'<div style="overflow-x: auto"><table style="font-size: 0.85em"><thead><tr>{head}'
+            f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+def records_note(source: Any) -> Any:
+    """Which records a page shows and the command that made them, as Markdown for the page.
+
+    ``source`` is what a chapter's ``collect()`` returned (anything with ``note_markdown()``,
+    such as :class:`gaugebook.engine.collection.Collected`) or a Markdown string. The result is
+    an :class:`IPython.display.Markdown`: glue it (``glue("note", records_note(c),
+    display=False)``) and paste it with the ``glue:md`` directive and ``:format: myst``, so
+    the command shows as a code block, its ``--`` intact, instead of text between backticks.
+    """
+    from IPython.display import Markdown
+
+    text = source.note_markdown() if hasattr(source, "note_markdown") else source
+    if not isinstance(text, str):
+        raise ValueError(
+            f"Invalid source: {type(source).__name__}; expected a collected result with "
+            f"note_markdown() or a Markdown string"
+        )
+    return Markdown(_wrap_commands(text))
+
+
+def as_markdown(text: str) -> Any:
+    """``text`` as an :class:`IPython.display.Markdown`, for ``{glue:md}``: words that a page
+    pastes as ordinary text (IPython is imported only when called)."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
+def _wrap_commands(text: str, width: int = 72) -> str:
+    """Every line of a ```` ```bash ```` block of ``text`` longer than ``width`` broken before
+    an option (`` --``) with a shell continuation, so that a page shows it without a sideways
+    scroll and it still pastes as one command."""
+    out, in_bash = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):  # a fence opens or closes a block; it is never broken
+            in_bash = line.strip() == "```bash"
+        if not in_bash or len(line) <= width or " --" not in line:
+            out.append(line)
+            continue
+        current, *options = line.split(" --")
+        for option in options:
+            if len(current) + 3 + len(option) > width - 2:
+                out.append(current + " \\")
+                current = "    --" + option
+            else:
+                current += " --" + option
+        out.append(current)
+    return "\n".join(out)
+
+
+def glue_page(values: Mapping[str, Any], prefix: str = "") -> None:
+    """Glue every ``name → value`` of a page (as ``prefix + name``) for ``{glue:text}``,
+    ``{glue:md}`` and ``glue:figure``, without showing it (``display=False``).
+
+    A string holding an HTML table (from :func:`table_html`) is glued as HTML, any other string
+    as text; a matplotlib figure as the figure (then closed); a number as the number, for the
+    page to format (``{glue:text}`name:.3f```); an IPython display object as it is. This is the
+    one glue helper of the book's chapters."""
+    import matplotlib.pyplot as plt
+    from IPython.display import HTML
+    from matplotlib.figure import Figure
+    from myst_nb import glue
+
+    for name, value in values.items():
+        table = isinstance(value, str) and "<table" in value
+        glue(prefix + name, HTML(value) if table else value, display=False)
+        if isinstance(value, Figure):
+            plt.close(value)

@@ -1,0 +1,201 @@
+r"""The matrix-sensing chapter's checks of its claim: the controls (the split of Table 2 under
+cosine decay for every optimizer, a larger initial scale and a second size), which claims
+survive other grids and selection protocols (:data:`SURVIVAL_SETTINGS`) and the weight-decay
+section (the paper's Adam ceiling, its Adam + L2 at the selected cell, beside our joint
+(lr, wd) selections; the published values from ``PUBLISHED_DECAY_CEILING``, each in its own
+column), from the records of :func:`gaugebook.sensing.sensing_runs.collect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gaugebook.present.tables import NBSP, Record, label, rec_lr, table_html, yes_no
+from gaugebook.sensing import sensing_runs as ms
+from gaugebook.sensing.sensing_views import split_numbers, split_sides
+
+# --------------------------------------------------------------------------------------------
+# the controls
+# --------------------------------------------------------------------------------------------
+
+def controls(records: Mapping[str, Sequence[Record]],
+             config: ms.ScaleConfig) -> tuple[str, dict[str, Any]]:
+    """The controls table (mean rec, and the selected lr beneath it, per optimizer and
+    sweep, Table 2's gate) and the numbers the text quotes: the verdict, gap, worst
+    equivariant and best coordinate-wise optimizer per sweep, how often the paper's gate
+    (mean over seeds below the tolerance) selects the same lr, Muon's rec and the convex
+    program's largest rec at the second size."""
+    second = config.part("second_size").problem
+    titles = {"zoo": "main sweep", "cosine_all": "cosine decay for every optimizer",
+              "init_1e-2": f"initial scale {config.part('init_1e-2').problem.init_scale:g}",
+              "second_size": f"second size: n = {second.n}, r = {second.r}, m = {second.m}"}
+    rows = {part: ms.selection_rows(records[part]) for part in titles}
+    mean_gate = {part: {r["method"]: r["lr"]
+                        for r in ms.selection_rows(records[part], "oracle_mean")}
+                 for part in titles}
+    by_method = {part: {r["method"]: r for r in rows_} for part, rows_ in rows.items()}
+    table = [{"label": label(m), **{part: rec_lr(sel[m]["rec"], sel[m]["lr"]) if m in sel
+                                    else None for part, sel in by_method.items()}}
+             for m in ms.TABLE2_METHODS]
+    html = table_html(table, ["label", *titles],
+                       headers={"label": "optimizer", **titles})
+    out: dict[str, Any] = {
+        "controls_same_gate": sum(r["lr"] == mean_gate[part][r["method"]]
+                                  for part, rows_ in rows.items() for r in rows_),
+        "controls_cells": sum(len(rows_) for rows_ in rows.values()),
+    }
+    for part, rows_ in rows.items():
+        numbers = split_numbers(ms.split_summary(rows_))
+        key = part.replace("-", "_")
+        out |= {f"{k}_{key}": numbers[k] for k in ("split", "gap", "worst_eq", "best_cw")}
+    out["convex2_max"] = max(r["metrics"]["rec"] for r in records["convex_second_size"])
+    out["rec2_muon"] = next(r["rec"] for r in rows["second_size"] if r["method"] == "muon")
+    return html, out
+
+
+# --------------------------------------------------------------------------------------------
+# which claims survive (selection protocols)
+# --------------------------------------------------------------------------------------------
+
+SURVIVAL_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("zoo", "oracle", "paper's grids, oracle (Table 2)"),
+    ("zoo", "validation", "paper's grids, validation"),
+    ("zoo", "train_speed", "paper's grids, train speed"),
+    ("wide", "oracle", "our wide grids, oracle"),
+    ("wide", "validation", "our wide grids, validation"),
+    ("wide", "train_speed", "our wide grids, train speed"),
+    ("cosine_all", "oracle", "cosine for all (the paper's control), oracle"),
+    ("init_1e-2", "oracle", "larger init (ours, nine optimizers), oracle"),
+    ("second_size", "oracle", "second size (ours, nine optimizers), oracle"),
+)
+
+
+def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[str, Any]]:
+    """Which claims survive: the table (one row per sweep and protocol of
+    :data:`SURVIVAL_SETTINGS`), the selection rows of each protocol on the wide grids (for
+    the figure), and the counts the text quotes."""
+    summary, protocol_rows = [], {}
+    for part, protocol, title in SURVIVAL_SETTINGS:
+        sel = ms.selection_rows(records[part], protocol)
+        if part == "wide":
+            protocol_rows[protocol.replace("_", " ")] = sel
+        s = ms.split_summary(sel)
+        worst_eq, best_cw = split_sides(s, lambda x: f"{x:.3g}", NBSP)
+        summary.append({
+            "setting": title, "worst_eq": worst_eq, "best_cw": best_cw,
+            "gap": s["gap"], "clean": yes_no(s["clean"]),
+            "edges": f"{s['at_grid_edge']}/{s['methods']}",
+            "not_interp": s["not_interpolated"],
+        })
+    html = table_html(
+        summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "edges", "not_interp"],
+        headers={"worst_eq": "worst equivariant (rec)",
+                 "best_cw": "best coordinate-wise (rec)", "gap": "gap",
+                 "clean": "clean split", "edges": "lr at grid edge",
+                 "not_interp": "selected without interpolating"},
+        formats={"gap": "+.4f"})
+    honest = [r for r in summary if "oracle" not in r["setting"]]
+    zoo = ms.selection_rows(records["zoo"], "oracle")
+    val = ms.selection_rows(records["zoo"], "validation")
+    counts = {
+        "n_clean": sum(r["clean"] == "yes" for r in summary),
+        "n_settings": len(summary),
+        "n_clean_honest": sum(r["clean"] == "yes" for r in honest),
+        "n_honest": len(honest),
+        "same_choice": sum(a["lr"] == b["lr"] for a, b in zip(zoo, val, strict=True)),
+    }
+    return html, protocol_rows, counts
+
+
+# --------------------------------------------------------------------------------------------
+# weight decay
+# --------------------------------------------------------------------------------------------
+
+#: The two gates of the weight-decay table, in two words each (the caption says them in full).
+GATE_WORDS: dict[str, str] = {"oracle_mean": "paper's", "oracle_loose": "loose"}
+
+
+def _decay_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
+    pub = ms.PUBLISHED_DECAY_CEILING
+    rows = []
+    for gate in GATE_WORDS:
+        for r in ms.decay_rows(decay, gate):
+            rows.append({**r, "gate": gate, "gate_word": GATE_WORDS[gate],
+                         "pub": pub["rec"] if r["arm"] == pub["arm"]
+                         and gate == "oracle_mean" else None,
+                         "cell": f"{r['lr']:g}{NBSP}·{NBSP}{r['wd']:g}" if r["lr"] else None})
+    return rows
+
+
+def decay_html(decay: Sequence[Record]) -> str:
+    """The weight-decay selections: per gate (in two words, :data:`GATE_WORDS`) and arm, the
+    chosen (lr, wd), the mean rec beside the published ceiling, effective rank, steps."""
+    return table_html(
+        _decay_rows(decay), ["gate_word", "label", "cell", "rec", "pub", "effective_rank",
+                             "steps"],
+        headers={"gate_word": "gate", "label": "rule and decay", "cell": "lr · wd",
+                 "rec": "rec", "pub": "rec, paper", "effective_rank": "erank",
+                 "steps": "steps"},
+        formats={"rec": ".3g", "pub": ".4f", "effective_rank": ".1f", "steps": ".0f"})
+
+
+def _seed_rows(decay: Sequence[Record]) -> list[dict[str, Any]]:
+    pub = ms.PUBLISHED_DECAY_CEILING
+    return [{"seed": r["config"]["seed"], "rec": r["metrics"]["rec"],
+             "pub": pub["seeds"].get(r["config"]["seed"]),
+             "train": r["metrics"]["train_loss"], "steps": r["metrics"]["steps"]}
+            for r in ms.decay_runs(decay, pub["arm"], pub["lr"], pub["wd"])]
+
+
+def decay_texts(decay: Sequence[Record], zoo_records: Sequence[Record],
+                tol: float) -> dict[str, str]:
+    """The sentences of the weight-decay section (glue names without their ``decay_``
+    prefix): the published ceiling, its budget, the seeds at the paper's cell, the strongest
+    decay's recovery and training loss, the selections under the paper's gate, and how many
+    selections sit at an edge of a grid."""
+    pub = ms.PUBLISHED_DECAY_CEILING
+    rows = _decay_rows(decay)
+    seed_rows = _seed_rows(decay)
+    out = {"pub_text": (f"rec = {pub['rec']:.4f} at lr {pub['lr']:g}, wd {pub['wd']:g} "
+                        "(seeds " + ", ".join(f"{v:.3f}" for v in pub["seeds"].values())
+                        + ")"),
+           "steps": f"{pub['num_steps']:,}"}
+    miss = [r for r in seed_rows if r["train"] >= tol]
+    out["seed_text"] = "; ".join(
+        f"seed {r['seed']}: {r['rec']:.3f} against {r['pub']:.3f}" for r in seed_rows) + (
+        ", and seed " + ", ".join(str(r["seed"]) for r in miss) + " ends above the bar "
+        "(final loss " + ", ".join(f"{r['train']:.1e}" for r in miss) + "), so the "
+        "paper's gate leaves this cell out of our selection" if miss else "")
+    strong = [r for r in decay if r["config"].get("wd") == max(ms.DECAY_WDS)
+              and r["config"]["arm"] in ("adam_l2", "gd_l2") and r["status"] == "ok"]
+    out["strong_text"] = ", ".join(
+        f"{r['metrics']['rec']:.3f}" for r in sorted(
+            strong, key=lambda r: r["metrics"]["rec"])[:6]) or "—"
+    out["strong_train"] = (
+        f"{min((r['metrics']['train_loss'] for r in strong), default=0):.0e}")
+    strict = [r for r in rows if r["gate"] == rows[0]["gate"] and r["lr"]] if rows else []
+    table2 = {r["method"]: r["rec"] for r in ms.selection_rows(zoo_records, "oracle")}
+    eq = [r for r in strict if r["equivariant"]]
+    cw = [r for r in strict if not r["equivariant"]]
+    separated = eq and cw and max(r["rec"] for r in eq) < min(r["rec"] for r in cw)
+    out["strict_text"] = "; ".join(
+        f"{r['label']} {r['rec']:.3f} (without decay, Table 2: "
+        f"{table2.get(r['method'], float('nan')):.3f})" for r in strict) + (
+        ". Every equivariant rule with decay stays below every coordinate-wise one"
+        if separated else ". The gauge classes overlap")
+    out["edges"] = f"{sum(r['at_grid_edge'] for r in rows)} of {len(rows)}"
+    return out
+
+
+def decay_values(decay: Sequence[Record], zoo_records: Sequence[Record], tol: float
+                 ) -> dict[str, Any]:
+    """The section's tables (``tab_decay``; ``tab_decay_seeds``: Adam + L2 at the paper's
+    selected cell, seed by seed, beside the published values) and its sentences
+    (:func:`decay_texts`, as ``decay_<name>``)."""
+    seeds = table_html(
+        _seed_rows(decay), ["seed", "rec", "pub", "train", "steps"],
+        headers={"rec": "rec", "pub": "rec, paper", "train": "final training loss"},
+        formats={"rec": ".3f", "pub": ".3f", "train": ".1e"})
+    return {"tab_decay": decay_html(decay), "tab_decay_seeds": seeds,
+            **{f"decay_{k}": v for k, v in decay_texts(decay, zoo_records, tol).items()}}

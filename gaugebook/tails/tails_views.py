@@ -1,0 +1,455 @@
+r"""What the spectral-tails chapter shows, computed from the records of
+:func:`gaugebook.tails.tails_runs.collect` and from the closed forms of
+:mod:`gaugebook.tails.tail_theory`: tables, the numbers and sentences of its text (glue names as keys)
+and its figures, and the README's row (:func:`headline`). The published values are the
+constants of :mod:`gaugebook.tails.tails_runs` (``PUBLISHED_TAU_STAR``,
+``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``) and
+:mod:`gaugebook.sensing.sensing_runs` (``PUBLISHED_TABLE2``). The crossing τ* is
+:mod:`gaugebook.tails.tails_crossing`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from itertools import groupby
+from typing import Any
+
+import torch
+
+from gaugebook.engine import selection
+from gaugebook.present.tables import NBSP, Record, Row, fmt, label, rec_lr, table_html, yes_no
+from gaugebook.present.verdicts import HeadlineRow, number_verdict
+from gaugebook.sensing import sensing_runs as ms
+from gaugebook.sensing.measurements import make_instance
+from gaugebook.tails import tail_theory as tt
+from gaugebook.tails import tails_runs as st
+from gaugebook.tails.tail_problem import make_tail_instance
+
+# --------------------------------------------------------------------------------------------
+# the tail problem
+# --------------------------------------------------------------------------------------------
+
+def problem_numbers(config: st.ScaleConfig) -> dict[str, Any]:
+    """The phase diagram's problem and protocol for the text (``tails_…`` glue names)."""
+    phase, p = config.phase, config.phase.problem
+    return {"tails_n": p.n, "tails_r": p.r, "tails_k": p.k, "tails_m": p.m,
+            "tails_steps": phase.budget.num_steps, "tails_tol": phase.budget.tol,
+            "tails_seeds": len(phase.seeds),
+            "tails_taus": ", ".join(f"{t:g}" for t in phase.taus),
+            "tails_runs": len(phase.specs()), "tails_init": p.init_scale}
+
+
+def instance_rows(config: st.ScaleConfig,
+                  taus: Sequence[float] = (0.0, 0.2, 0.5)) -> list[dict[str, Any]]:
+    """Checks of the tail construction per seed and ``τ`` in float64: the tail's overlap with
+    the head's column and row spaces, ``‖τE⊥‖/‖X₃‖``, ``‖X‖/‖X₃‖``, the head against the zoo's
+    planted matrix, and whether the measurements are the zoo's (``'yes'``/``'no'``)."""
+    p = config.phase.problem
+    rows = []
+    for seed in config.phase.seeds:
+        zoo = make_instance(seed, p.n, p.r, p.m)
+        for tau in taus:
+            inst = make_tail_instance(seed, tau, p.n, p.r, p.m, dtype=torch.float64)
+            E, head = inst.E_perp, inst.head
+            nE, nH = torch.linalg.matrix_norm(E).item(), torch.linalg.matrix_norm(head).item()
+            same = bool(torch.equal(inst.A.float(), zoo.A))
+            rows.append({
+                "seed": seed, "tau": tau,
+                "left": torch.linalg.matrix_norm(inst.Q_U.mT @ E).item() / nE,
+                "right": torch.linalg.matrix_norm(E @ inst.Q_V).item() / nE,
+                "tail_norm": (tau * nE) / nH,
+                "norm_ratio": torch.linalg.matrix_norm(inst.X_star).item() / nH,
+                "head_vs_zoo": (head.float() - zoo.X_star).abs().max().item(),
+                "same_A": same, "same_A_word": yes_no(same),
+            })
+    return rows
+
+
+def instance_numbers(rows: Sequence[Row]) -> dict[str, Any]:
+    """What the text says of :func:`instance_rows`: the largest departure from orthogonality
+    of either factor (``tails_orth_max``) and on how many rows the sensing operator is the
+    paper's (``tails_same_A``)."""
+    return {"tails_orth_max": max(max(r["left"], r["right"]) for r in rows),
+            "tails_same_A": sum(r["same_A"] for r in rows)}
+
+
+def instances_html(rows: Sequence[Row]) -> str:
+    """The table of :func:`instance_rows`."""
+    return table_html(
+        rows, ["seed", "tau", "left", "right", "tail_norm", "norm_ratio", "head_vs_zoo",
+               "same_A_word"],
+        headers={"tau": "τ", "left": "‖Q_Uᵀ E⊥‖/‖E⊥‖", "right": "‖E⊥ Q_V‖/‖E⊥‖",
+                 "tail_norm": "‖τE⊥‖/‖X₃‖", "norm_ratio": "‖X‖/‖X₃‖",
+                 "head_vs_zoo": "max |X₃ − zoo X⋆|", "same_A_word": "A = zoo's A"},
+        formats={"tau": "g", "left": ".1e", "right": ".1e", "tail_norm": ".6f",
+                 "norm_ratio": ".12f", "head_vs_zoo": ".1e"})
+
+
+def spectrum_figure(config: st.ScaleConfig) -> Any:
+    """Singular values of the target for the first seed at each ``τ`` of the phase diagram."""
+    import matplotlib.pyplot as plt
+
+    from gaugebook.present.viz import legend_beside
+
+    phase, p = config.phase, config.phase.problem
+    fig, ax = plt.subplots(figsize=(7.0, 3.3), layout="constrained")
+    shades = plt.get_cmap("viridis")
+    for i, tau in enumerate(phase.taus):
+        inst = make_tail_instance(phase.seeds[0], tau, p.n, p.r, p.m, dtype=torch.float64)
+        sv = torch.linalg.svdvals(inst.X_star)
+        sv = sv[sv > 1e-12 * sv[0]]
+        ax.semilogy(range(1, len(sv) + 1), sv, marker=".",
+                    color=shades(i / max(len(phase.taus) - 1, 1) * 0.9), label=f"τ = {tau:g}")
+    ax.set_xlabel("index")
+    ax.set_ylabel("singular value of X")
+    legend_beside(ax)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Prop. 8.1: greedy and equal-rate modes
+# --------------------------------------------------------------------------------------------
+
+#: the spectrum of the tail-fraction panel: three head modes, three tail modes
+MODE_SPECTRUM: tuple[tuple[float, ...], tuple[bool, ...]] = (
+    (1.0, 0.8, 0.6, 0.05, 0.05, 0.05), (False,) * 3 + (True,) * 3)
+
+
+def modes_figure() -> tuple[Any, dict[str, Any]]:
+    """The per-mode dynamics, closed forms against integration, and the tail fitted at a
+    fixed horizon, with the numbers the text quotes (``tails_…`` glue names).
+
+    Top: the fitted fraction ``w(t)/s`` of a head mode (``s = 1``, solid) and a tail mode
+    (``s = 0.05``, dashed) from ``w₀ = 1e-4`` (dark) and ``1e-8`` (light), greedy (left) and
+    equal-rate (right), closed forms as lines and :func:`gaugebook.tails.tail_theory.integrate_mode`
+    as dots, ``η = 1``. Bottom: the share of the tail of :data:`MODE_SPECTRUM` fitted at the
+    time the greedy flow fits 99% of the head from ``w₀ = 1e-4``, against ``w₀``.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from gaugebook.present.viz import legend_beside
+
+    times = torch.logspace(-3, 3.2, 120, dtype=torch.float64)
+    modes, inits = (1.0, 0.05), (1e-4, 1e-8)
+    errors = {}
+    fig, axes = plt.subplot_mosaic([["greedy", "equal_rate"], ["tail", "tail"]],
+                                   figsize=(7.0, 5.6), layout="constrained")
+    titles = {"greedy": "greedy (gradient flow)", "equal_rate": "equal-rate (Muon-like)"}
+    for dynamics in tt.DYNAMICS:
+        ax = axes[dynamics]
+        for s, ls in zip(modes, ("-", "--"), strict=True):
+            for w0, shade in zip(inits, ("0.1", "0.6"), strict=True):
+                exact = tt.closed_form(dynamics, times, s, w0, 1.0)
+                numeric = tt.integrate_mode(dynamics, times, s, w0, 1.0)
+                errors[(dynamics, s, w0)] = (exact - numeric).abs().max().item()
+                ax.plot(times, exact / s, ls=ls, color=shade)
+                ax.plot(times[::6], numeric[::6] / s, ".", ms=4,
+                        color="C3" if s == 1 else "C0")
+        ax.set_xscale("log")
+        ax.set_xlabel("t")
+        ax.set_title(titles[dynamics])
+    axes["greedy"].set_ylabel("w(t) / s")
+    legend_beside(axes["equal_rate"], handles=[
+        Line2D([], [], color="0.3", ls="-", label="head, s = 1"),
+        Line2D([], [], color="0.3", ls="--", label="tail, s = 0.05"),
+        Line2D([], [], color="0.1", label="w₀ = 1e-4"),
+        Line2D([], [], color="0.6", label="w₀ = 1e-8"),
+        Line2D([], [], color="C3", marker=".", ls="", label="integrated, head"),
+        Line2D([], [], color="C0", marker=".", ls="", label="integrated, tail")])
+    horizon = tt.fit_time("greedy", 1.0, 1e-4, 1.0, 0.99)
+    w0s = torch.logspace(-12, -2, 11, dtype=torch.float64).tolist()
+    spectrum, tail = MODE_SPECTRUM
+    frac = {d: [tt.tail_fraction(d, spectrum, tail, horizon, w0, 1.0) for w0 in w0s]
+            for d in tt.DYNAMICS}
+    ax = axes["tail"]
+    ax.semilogx(w0s, frac["greedy"], "o-", color="0.2", label="greedy")
+    ax.semilogx(w0s, frac["equal_rate"], "s-", color="0.6", label="equal-rate")
+    ax.set_xlabel("initial product $w_0$")
+    ax.set_ylabel("tail fitted at the horizon")
+    legend_beside(ax)
+    numbers = {
+        "tails_ode_err": max(errors.values()), "tails_T_head": horizon,
+        "tails_frac_greedy_hi": frac["greedy"][-1], "tails_frac_greedy_lo": frac["greedy"][0],
+        "tails_frac_eq_lo": min(frac["equal_rate"]), "tails_frac_w0_hi": w0s[-1],
+        "tails_frac_w0_lo": w0s[0],
+        "tails_tfit_head": tt.fit_time("greedy", 1.0, 1e-8, 1.0),
+        "tails_tfit_tail": tt.fit_time("greedy", 0.05, 1e-8, 1.0),
+        "tails_tfit_eq_head": tt.fit_time("equal_rate", 1.0, 1e-8, 1.0),
+        "tails_tfit_eq_tail": tt.fit_time("equal_rate", 0.05, 1e-8, 1.0),
+    }
+    return fig, numbers
+
+
+# --------------------------------------------------------------------------------------------
+# the phase diagram
+# --------------------------------------------------------------------------------------------
+
+def phase_figure(rows: Sequence[Row], taus: Sequence[float]) -> Any:
+    """Left: rec of the full target against ``τ`` per optimizer (mean, band from the smallest
+    to the largest seed) with the scaled head alone (``rec = τ``); right: the error on the
+    head's spaces (log scale). One legend below both panels."""
+    import matplotlib.pyplot as plt
+
+    from gaugebook.present.viz import legend_below, method_color
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.0, 3.9), layout="constrained")
+    for method in st.PHASE_METHODS:
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["tau"])
+        xs = [r["tau"] for r in mine]
+        lo = [min(r["rec_seeds"], default=math.nan) for r in mine]
+        hi = [max(r["rec_seeds"], default=math.nan) for r in mine]
+        color = method_color(method)
+        ax1.plot(xs, [r["rec"] for r in mine], "o-", color=color, label=label(method))
+        ax1.fill_between(xs, lo, hi, color=color, alpha=0.2)
+        ax2.plot(xs, [r["head_rec"] for r in mine], "o-", color=color)
+    ax1.plot(taus, taus, ":", color="0.3", label="head only (rec = τ)")
+    ax1.set_xlabel("τ")
+    ax1.set_ylabel("rec (full target)")
+    ax2.set_xlabel("τ")
+    ax2.set_ylabel("head error")
+    ax2.set_yscale("log")
+    legend_below(fig, ax1, ncol=3)
+    return fig
+
+
+def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
+    """Mean rec and, in brackets, the selected lr per ``τ`` and optimizer; a star where the
+    selection's seeds did not all interpolate."""
+    table = []
+    for tau in taus:
+        entry: dict[str, Any] = {"tau": tau}
+        for r in rows:
+            if r["tau"] == tau:
+                entry[r["method"]] = rec_lr(r["rec"], r["lr"], "" if r["interpolated"] else "*")
+        table.append(entry)
+    return table_html(
+        table, ["tau", *st.PHASE_METHODS],
+        headers={"tau": "τ", **{m: label(m) for m in st.PHASE_METHODS}}, formats={"tau": "g"})
+
+
+def _best_text(best_at: Mapping[float, Row]) -> str:
+    """The best optimizer per ``τ``, runs of the same one joined (``"Muon for τ ≤ 0.2; GD at
+    τ = 0.35"``)."""
+    parts = []
+    for i, (name, run) in enumerate(groupby(best_at, key=lambda t: label(best_at[t]["method"]))):
+        taus = list(run)
+        if len(taus) == 1:
+            parts.append(f"{name} at τ = {taus[0]:g}")
+        elif i == 0:
+            parts.append(f"{name} for τ ≤ {taus[-1]:g}")
+        else:
+            parts.append(f"{name} for τ from {taus[0]:g} to {taus[-1]:g}")
+    return "; ".join(parts)
+
+
+def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
+                  config: st.ScaleConfig, published: bool) -> dict[str, Any]:
+    """The phase diagram's numbers for the text (glue names as keys): selections that did not
+    interpolate or sit at a grid edge, and what that means for the grids; the mean rec of
+    every optimizer at every ``τ`` (``tails_rec_<method>_<i>``); the best optimizer per
+    ``τ``; the comparison of ``τ = 0`` with the published Table 2; the phase script's own
+    rule (its grids, the lrs without records, how often it agrees with ours) and our means
+    against its log."""
+    phase = config.phase
+    n_edge = sum(bool(r["at_grid_edge"]) for r in rows)
+    out: dict[str, Any] = {
+        "tails_phase_not_interp": sum(not r["interpolated"] for r in rows),
+        "tails_phase_edges": n_edge, "tails_phase_cells": len(rows),
+        "tails_phase_edge_text": (
+            "Table 2's grids do not bracket the best learning rate of most optimizers here, "
+            "and a wider grid could move the curves" if n_edge > len(rows) / 2 else
+            "for those a wider grid could move the curves" if n_edge else
+            "every selection is inside its grid"),
+    }
+    rec_at = {(r["method"], r["tau"]): r["rec"] for r in rows}
+    out.update({f"tails_rec_{m}_{i}": rec_at.get((m, t), math.nan)
+                for m in st.PHASE_METHODS for i, t in enumerate(phase.taus)})
+    best_at = {t: min((r for r in rows if r["tau"] == t), key=lambda r: r["rec"])
+               for t in phase.taus}
+    out["tails_best_text"] = _best_text(best_at)
+    table2 = ms.published_table2(ms.get_config("paper").part("zoo")) if published else None
+    if table2:
+        gaps = {r["method"]: abs(r["rec"] - table2[r["method"]][0]) for r in rows
+                if r["tau"] == phase.taus[0]}
+        worst = max(gaps, key=gaps.get)
+        out["tails_table2_text"] = (
+            f"At τ = 0 the target is the zoo's planted matrix measured by other matrices A; "
+            f"the five selected errors are within {gaps[worst]:.4f} of the published Table 2 "
+            f"({label(worst)} furthest).")
+    else:
+        out["tails_table2_text"] = ("The published Table 2 describes only the paper's "
+                                    "setting (shown at paper scale).")
+    paper_rows = st.phase_rows(records["phase"], "oracle_loose", st.PAPER_PHASE_LR_GRIDS)
+    ours_lr = {(r["method"], r["tau"]): r["lr"] for r in rows}
+    comparable = [r for r in paper_rows if r["method"] in st.PAPER_PHASE_LR_GRIDS
+                  and not r["missing_lrs"]]
+    out.update({
+        "tails_paper_grids": "; ".join(f"{label(m)} {', '.join(f'{lr:g}' for lr in lrs)}"
+                                       for m, lrs in st.PAPER_PHASE_LR_GRIDS.items()),
+        "tails_paper_missing": ", ".join(sorted({f"{lr:g}" for r in paper_rows
+                                                 for lr in r["missing_lrs"]})) or "none",
+        "tails_paper_same_lr": sum(r["lr"] == ours_lr[(r["method"], r["tau"])]
+                                   for r in comparable),
+        "tails_paper_cells": len(comparable),
+        "tails_paper_methods": ", ".join(dict.fromkeys(label(r["method"]) for r in comparable)),
+        "tails_loose_bar": selection.LOOSE_BAR,
+    })
+    log_rows = st.log_comparison(records["phase"]) if published else []
+    worst_log: dict[str, float] = {}
+    for r in log_rows:
+        worst_log[r["method"]] = max(worst_log.get(r["method"], 0.0), abs(r["diff"]))
+    out["tails_log_text"] = "; ".join(
+        f"{label(m)} {d:.4f}" + (" (its lr 3e-3 has no run here)" if m == "adam" else "")
+        for m, d in worst_log.items()) if log_rows else "(paper scale only)"
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the signum audit
+# --------------------------------------------------------------------------------------------
+
+def signum_figure(hz: Sequence[Row], config: st.ScaleConfig, published: bool) -> Any:
+    """Signum's rec against the budget ``T`` per schedule (line: mean; dots: seeds; log
+    scale), our exact-recovery threshold dotted, the published Table 2 value as a diamond
+    (paper's setting only); the legend beside the axes."""
+    import matplotlib.pyplot as plt
+
+    from gaugebook.present.viz import legend_beside
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.4), layout="constrained")
+    for schedule, color in zip(config.horizon.schedules, ("C0", "C1"), strict=True):
+        mine = [r for r in hz if r["schedule"] == schedule]
+        ax.plot([r["T"] for r in mine], [r["rec"] for r in mine], "o-", color=color,
+                label=schedule)
+        for r in mine:
+            ax.plot([r["T"]] * len(r["rec_seeds"]), r["rec_seeds"], ".", color=color,
+                    alpha=0.5)
+    ax.axhline(st.EXACT_REC, ls=":", color="0.3", label="exact-recovery\nthreshold")
+    if published:
+        ax.plot([20_000], [st.PUBLISHED_SIGNUM["table2_rec_at_2e4"]], "D", color="k",
+                mfc="w", label="published\nTable 2")
+    ax.set_xlabel("budget T (steps)")
+    ax.set_ylabel("rec")
+    ax.set_yscale("log")
+    legend_beside(ax)
+    return fig
+
+
+def signum_html(hz: Sequence[Row], records: Sequence[Record], published: bool) -> str:
+    """The signum horizon × schedule grid (rows of
+    :func:`~gaugebook.tails.tails_runs.horizon_rows`, seeds read from their
+    ``records``): mean rec (a star when some seed did not reach the training tolerance), the
+    rec of each seed, the seeds below the exact-recovery threshold, mean steps, and exact
+    recovery by our threshold and by the paper's verdict (paper's setting only)."""
+    per_seed = {(r["config"]["budget"]["num_steps"], r["config"]["schedule"],
+                 r["config"]["seed"]): r["metrics"]["rec"]
+                for r in records if r["status"] == "ok"}
+    seeds = sorted({key[2] for key in per_seed})
+    recovers = st.PUBLISHED_SIGNUM["recovers"]
+    table = [{"cell": f"{r['T']}{NBSP}{r['schedule']}",
+              "rec": f"{r['rec']:.3g}" + ("" if r["interpolated"] else "*"),
+              "exact_seeds": r["exact_seeds"], "steps": r["steps"],
+              "ours": yes_no(r["exact"]),
+              "published": yes_no(recovers[r["T"]]) if published and r["T"] in recovers else None,
+              **{f"s{s}": per_seed.get((r["T"], r["schedule"], s)) for s in seeds}}
+             for r in hz]
+    return table_html(
+        table, ["cell", "rec", *[f"s{s}" for s in seeds], "exact_seeds", "steps", "ours",
+                "published"],
+        headers={"cell": "T, schedule", "rec": "rec (mean)",
+                 **{f"s{s}": f"seed {s}" for s in seeds},
+                 "exact_seeds": "seeds exact", "steps": "steps (mean)",
+                 "ours": "exact (ours)", "published": "exact (paper)"},
+        formats={**{f"s{s}": ".3g" for s in seeds}, "steps": ".0f"})
+
+
+def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
+    """The signum audit for the text (``tails_…`` glue names): its learning rate, the
+    published claim, the largest budget and what signum reaches there, the best cell, how
+    many cells recover exactly, the smallest budget where one does, the partial cells."""
+    largest = max(r["T"] for r in hz)
+    best = min(hz, key=lambda r: r["rec"])
+    return {
+        "tails_signum_lr": config.horizon.lr, "tails_pub_signum_lr": st.PUBLISHED_SIGNUM["lr"],
+        "tails_pub_signum_from": st.PUBLISHED_SIGNUM["recovers_from"],
+        "tails_pub_signum_t2": st.PUBLISHED_SIGNUM["table2_rec_at_2e4"],
+        "tails_table2_steps": ms.get_config("paper").part("zoo").budget.num_steps,
+        "tails_exact": st.EXACT_REC,
+        "tails_signum_T_max": largest, "tails_signum_best": best["rec"],
+        "tails_signum_best_T": best["T"], "tails_signum_best_schedule": best["schedule"],
+        "tails_signum_n_exact": sum(r["exact"] for r in hz), "tails_signum_n_cells": len(hz),
+        "tails_signum_at_max": "; ".join(f"{r['schedule']} {r['rec']:.3g}" for r in hz
+                                         if r["T"] == largest),
+        "tails_signum_partial": "; ".join(
+            f"{r['schedule']} at T = {r['T']}: {r['exact_seeds']} of {len(r['rec_seeds'])} "
+            "seeds" for r in hz if 0 < r["exact_seeds"] < len(r["rec_seeds"])) or "none",
+        "tails_signum_smallest_T": min((r["T"] for r in hz if r["exact"]), default=None)
+        or "none",
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the balancedness probe
+# --------------------------------------------------------------------------------------------
+
+def balancedness_figure(bal: Sequence[Row]) -> Any:
+    """Final balancedness against ``τ`` for the optimizers of the probe (log scale)."""
+    import matplotlib.pyplot as plt
+
+    from gaugebook.present.viz import legend_beside, method_color
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.4), layout="constrained")
+    for method in st.PROBE_METHODS:
+        mine = sorted((r for r in bal if r["method"] == method), key=lambda r: r["tau"])
+        ax.plot([r["tau"] for r in mine], [r["balancedness"] for r in mine], "o-",
+                color=method_color(method), label=label(method))
+    ax.set_xlabel("τ")
+    ax.set_ylabel(r"$\|U^\top U - V^\top V\|_F$")
+    ax.set_yscale("log")
+    legend_beside(ax)
+    return fig
+
+
+def balancedness_html(bal: Sequence[Row], tau0: float, published: bool) -> str:
+    """The probe at ``τ = tau0``: lr, balancedness, the same relative to ``‖W‖*``, rec, and
+    the paper's qualitative statement (paper's setting only)."""
+    rows = [{**r, "published": st.PUBLISHED_BALANCEDNESS[r["method"]] if published else None}
+            for r in bal if r["tau"] == tau0]
+    return table_html(
+        rows, ["label", "lr", "balancedness", "relative_balancedness", "rec", "published"],
+        headers={"label": "optimizer", "balancedness": "‖UᵀU−VᵀV‖ (ours)",
+                 "relative_balancedness": "relative to ‖W‖*", "rec": "rec",
+                 "published": "balancedness (paper)"},
+        formats={"lr": "g", "balancedness": ".3g", "relative_balancedness": ".3g", "rec": ".3g"})
+
+
+def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str, Any]:
+    """The probe for the text (``tails_bal_…``): the balancedness of each optimizer at the
+    first ``τ``, at how many ``τ`` both of Muon and Shampoo are above both of GD and
+    shared-scale Adam, and the verdict."""
+    by = {(r["method"], r["tau"]): r["balancedness"] for r in bal}
+    geometry, balanced = ("muon", "shampoo"), ("gd", "scalar_adam")
+    per_tau = [min(by[(m, t)] for m in geometry) > max(by[(m, t)] for m in balanced)
+               for t in taus]
+    return {
+        "tails_bal_muon": by[("muon", taus[0])], "tails_bal_shampoo": by[("shampoo", taus[0])],
+        "tails_bal_gd": by[("gd", taus[0])], "tails_bal_scalar_adam": by[("scalar_adam", taus[0])],
+        "tails_bal_ratio": (min(by[(m, taus[0])] for m in geometry)
+                            / max(by[(m, taus[0])] for m in balanced)),
+        "tails_bal_n_split": sum(per_tau), "tails_bal_n_taus": len(per_tau),
+        "tails_bal_verdict": "holds" if all(per_tau) else ("narrows" if any(per_tau)
+                                                           else "fails"),
+    }
+
+
+def headline() -> list[HeadlineRow]:
+    """README row (:mod:`gaugebook.headline`): ``τ*`` by the paper's estimator on
+    the committed phase records beside the paper's CPU value (same grid, seeds and rule)."""
+    got = st.collect("paper", parts=["phase"])
+    tau = st.crossings(got.records["phase"], num_boot=1)["paper"].tau_star
+    pub = st.PUBLISHED_TAU_STAR["cpu"]["tau_star"]
+    return [HeadlineRow(
+        st.NAME, "spectral tails: τ* where Muon cedes to GD (the paper's estimator, CPU grid)",
+        fmt(tau, "g"), f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]

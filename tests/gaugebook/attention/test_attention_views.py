@@ -1,0 +1,59 @@
+"""The attention chapter's tables and figures (gaugebook.attention.attention_views), from the
+committed paper-scale records: they fit, say yes/no, keep every published value, and the
+figures' legends match what is drawn."""
+
+from __future__ import annotations
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from gaugebook.attention import attention_runs as att
+from gaugebook.attention import attention_views as views
+from gaugebook.attention.attention_summary import headline, run_rows
+
+
+@pytest.fixture(scope="module")
+def got():
+    records = att.collect("paper").records
+    return records, headline(records)
+
+
+def test_tables_say_yes_or_no_and_keep_the_published_values(got):
+    records, head = got
+    rows = {part: run_rows(runs) for part, runs in records.items()}
+    tables = [views.step1_table(head), *views.final_tables(head), views.ratio_table(head),
+              views.multiseed_table(records), views.accuracy_table(rows["single"]),
+              views.float64_table(rows["float64"]), views.lm_table(rows["charlm"])]
+    for html in tables:
+        assert "True" not in html and "False" not in html and "noise 1e-07" not in html
+    assert ">662<" in views.ratio_table(head)  # the published structural ratio
+    assert ">0.56<" not in tables[1] and ">5.60e-01<" in tables[1]
+    assert "noise\u00a010⁻⁷" in views.accuracy_table(rows["single"])  # never broken
+
+
+def test_ratio_verdicts_follow_the_ratios():
+    def head(adam, controls):
+        s = {"adam": {"ratio": adam}}
+        s |= {m: {"ratio": r} for m, r in zip(att.METHODS[1:], controls, strict=True)}
+        return {"structural": s}
+
+    good = views.ratio_verdicts(head(506.0, [0.001, 0.002, 0.9]))
+    assert good["adam"].startswith("every Adam gauge twin")
+    assert good["controls"].startswith("below 1 for every one")
+    bad = views.ratio_verdicts(head(0.5, [0.001, 1.5, None]))
+    assert bad["adam"].startswith("some Adam noise twin")
+    assert "at or above 1 for Shared-scale Adam" in bad["controls"]
+    assert "missing for Muon + Adam" in bad["controls"]
+
+
+def test_figures_have_colour_bars_and_legends_off_the_data(got):
+    records, _ = got
+    heads = views.heads_figure(records["single"])
+    assert len(heads.axes) == 8 + 4  # the 2 x 4 matrices and one colour bar per head
+    drift = views.drift_figure(records["single"])
+    assert len(drift.legends) == 1 and not any(ax.get_legend() for ax in drift.axes)
+    multi = views.multiseed_figure(records)
+    assert len(multi.legends) == 1 and multi.axes[0].get_legend() is None
+    assert views.heads_figure([]) is None

@@ -1,0 +1,95 @@
+"""What the matrix-sensing chapter shows (gaugebook.sensing.sensing_views, its controls and its
+weight-decay section in gaugebook.sensing.sensing_controls)."""
+
+import pytest
+
+pytest.importorskip("gaugebook.present.viz")
+
+from gaugebook.sensing import sensing_controls
+from gaugebook.sensing import sensing_runs as ms
+from gaugebook.sensing import sensing_views as views
+
+
+@pytest.fixture(scope="module")
+def records():
+    return ms.collect("paper", mode="read").records
+
+
+def test_edge_word_and_yes_no_are_words():
+    row = {"lr": 0.1, "grid": (0.01, 0.03, 0.1), "at_grid_edge": True}
+    assert views.edge_word(row) == "highest"
+    assert views.edge_word({**row, "lr": 0.01}) == "lowest"
+    assert views.edge_word({**row, "at_grid_edge": False}) == "no"
+    assert (views.yes_no(True), views.yes_no(False)) == ("yes", "no")
+
+
+def test_table2_keeps_the_published_columns_and_moves_the_diagnostics(records):
+    rows = ms.selection_rows(records["zoo"], "oracle")
+    zoo = ms.get_config("paper").part("zoo")
+    main = views.table2_html(rows, ms.published_table2(zoo))
+    assert "rec, paper" in main and "lr, paper" in main and "0.4454" in main
+    diag = views.table2_diagnostics_html(rows)
+    assert "True" not in diag and "False" not in diag and ">yes<" in diag
+
+
+def test_the_late_change_answers_its_question(records):
+    zoo = ms.get_config("paper").part("zoo")
+    rows = ms.selection_rows(records["zoo"], "oracle")
+    summary = views.late_change_summary(views.selected_runs(records["zoo"], rows, zoo.seeds[0]))
+    assert summary["late_verdict"] in ("along the way", "mostly along the way",
+                                      "mostly at the end")
+    assert summary["late_runs"] == len(rows)
+    assert 0 <= summary["late_settled"] <= summary["late_runs"]
+
+
+def test_the_decay_table_names_its_gate_in_one_word(records):
+    html = sensing_controls.decay_html(records["decay"])
+    assert ">paper&#x27;s<" in html and ">loose<" in html
+    assert "mean training loss over seeds" not in html
+
+
+def test_the_decay_values_are_its_tables_and_its_prefixed_sentences(records):
+    tol = ms.get_config("paper").part("decay").budget.tol
+    values = sensing_controls.decay_values(records["decay"], records["zoo"], tol)
+    texts = sensing_controls.decay_texts(records["decay"], records["zoo"], tol)
+    assert "<table" in values["tab_decay"] and "<table" in values["tab_decay_seeds"]
+    assert {k for k in values if not k.startswith("tab_")} == {f"decay_{k}" for k in texts}
+    assert values["decay_edges"] == texts["edges"]
+
+
+def test_the_instances_reproduce_the_published_nuclear_norms():
+    problem = ms.get_config("paper").part("zoo").problem
+    rows = views.instance_check_rows(problem)
+    assert [r["seed"] for r in rows] == list(ms.PUBLISHED_NUCLEAR_NORMS)
+    for r in rows:
+        assert r["diff"] == abs(r["ours"] - r["published"]) < 1e-5
+
+
+def test_convex_values_count_wins_with_muons_margin():
+    rows = [{"convex": 0.1, "muon": 0.0995, "gd": 0.05},   # Muon within 1e-3: no win
+            {"convex": 0.2, "muon": 0.01, "gd": 0.3},
+            {"convex": 0.05, "muon": 0.0, "gd": 0.01}]
+    values = views.convex_values(rows)
+    assert (values["convex_max"], values["convex_min"]) == (0.2, 0.05)
+    assert (values["muon_beats_convex"], values["gd_beats_convex"], values["n_seeds"]) == (
+        2, 2, 3)
+
+
+def test_balancedness_values_rank_the_finished_runs_only():
+    def run(bal, rec, status="ok"):
+        return {"status": status, "metrics": {"balancedness": bal, "rec": rec}}
+
+    records = [run(1.0, 0.1), run(2.0, 0.2), run(3.0, 0.3), run(0.0, 0.0, "diverged")]
+    values = views.balancedness_values(records)
+    assert values["bal_rec_spearman"] == pytest.approx(1.0)
+    assert values["best_run_bal"] == 1.0  # the diverged run's rec of 0 is not a run's best
+    flipped = views.balancedness_values([run(1.0, 0.3), run(2.0, 0.2), run(3.0, 0.1)])
+    assert flipped["bal_rec_spearman"] == pytest.approx(-1.0)
+
+
+def test_the_survival_table_has_a_row_per_setting_and_counts_its_clean_splits(records):
+    html, protocol_rows, counts = sensing_controls.survival(records)
+    assert html.count("<tr>") == 1 + len(sensing_controls.SURVIVAL_SETTINGS)
+    assert counts["n_settings"] == len(sensing_controls.SURVIVAL_SETTINGS)
+    assert 0 <= counts["n_clean"] <= counts["n_settings"]
+    assert set(protocol_rows) == {"oracle", "validation", "train speed"}
