@@ -16,7 +16,9 @@ Everything else is optional:
     python3 dev.py chapter chapters/04_matrix_sensing.md   # execute one chapter to .ipynb
 
 Environment:
-    GAUGEKIT_VENV   where the virtual environment lives (default: .venv in this folder)
+    GAUGEKIT_VENV   where the virtual environment lives (default: .venv in this folder); the
+                    library is installed editable, and the book's package (gaugebook/, not
+                    in the wheel) is put on the venv's path by a gaugebook.pth file
     GAUGEKIT_TORCH  the pip requirement used to install torch when the environment has none
                     (default torch==2.13.0, the CPU wheel). A GPU user installs their own
                     torch into the venv first, or sets this to e.g. "torch==2.13.0" with an
@@ -67,6 +69,18 @@ def _install_stamp() -> str:
     return f"{digest}:{EXTRAS}"
 
 
+def link_book_package(python: Path) -> None:
+    """Make the book's package importable in the venv: a ``.pth`` file naming this checkout.
+
+    ``pip install -e .`` installs the library only (the wheel holds ``gaugekit`` alone); the
+    book's machinery, ``gaugebook/``, lives in the checkout, and the chapters, the tests and
+    ``python -m gaugebook`` import it from there, whatever their working directory."""
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    (Path(purelib) / "gaugebook.pth").write_text(f"{ROOT}\n")
+
+
 def ensure_env() -> Path:
     """Create the venv and install the project once; reinstall when pyproject.toml changes."""
     t0 = time.perf_counter()
@@ -91,6 +105,7 @@ def ensure_env() -> Path:
             ]
         )
     _run([python, "-m", "pip", "install", "--quiet", "-e", f"{ROOT}[{EXTRAS}]"])
+    link_book_package(python)
     stamp.write_text(_install_stamp())
     print(f"[dev] install: {time.perf_counter() - t0:.0f} s", flush=True)
     return python

@@ -6,7 +6,7 @@
     gaugekit list                                   # the registry: name, class, schedule, reason
     gaugekit audit CLASS [KEY=VALUE ...] [--steps N] [--dtype float64|float32]
 
-``audit`` runs the equivariance audit (:func:`gaugekit.audit.audit_equivariance`) on any
+``audit`` runs the equivariance audit (:func:`gaugekit.audit.factors.audit_equivariance`) on any
 importable optimizer class (``torch.optim.AdamW``, ``gaugekit.optim.Muon``) or registry name
 (``adam``), built with the ``KEY=VALUE`` hyperparameters (values read as Python literals,
 strings otherwise), and prints the audit table and its verdict line. The book's own commands
@@ -23,7 +23,7 @@ from typing import Any
 from gaugekit import __version__
 from gaugekit._extras import MissingExtra
 
-__all__ = ["build_parser", "main", "parse_hyperparameters", "resolve_optimizer_class"]
+__all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from torch import Tensor
 from gaugekit.optim import distributed as D
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer, per_run
-from gaugekit.optim.validation import (
+from gaugekit.optim._validation import (
     EPS,
     LR,
     WEIGHT_DECAY,

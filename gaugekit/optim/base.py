@@ -2,7 +2,7 @@
 
 Every optimizer of :mod:`gaugekit.optim` derives from :class:`ZooOptimizer`. A subclass declares
 
-* ``hyper_checks``: hyperparameter name → check (see :mod:`gaugekit.optim.validation`), run on
+* ``hyper_checks``: hyperparameter name → check (see :mod:`gaugekit.optim._validation`), run on
   the defaults at construction (before any parameter is touched) and on every param group;
 * ``matrix_only``: whether each parameter must be a matrix after its batch dimensions;
 * ``couples_param_groups``: whether a quantity is shared by all groups (the shared scalar);
@@ -14,7 +14,7 @@ independent runs. A per-run hyperparameter may be a tensor of shape ``param.shap
 runs. Every reduction inside an update rule is taken over the non-batch dimensions only.
 
 torch.optim arguments a rule does not implement (``amsgrad``, ``foreach``, ``dampening``, …;
-:data:`~gaugekit.optim.validation.TORCH_OPTIM_OFF`) raise ``ValueError`` naming the argument
+:data:`~gaugekit.optim._validation.TORCH_OPTIM_OFF`) raise ``ValueError`` naming the argument
 and the optimizer, in the constructor and in a param group, unless their value asks for nothing
 (``foreach=None``, ``amsgrad=False``, …). Any other key of a param group passes through, as in
 torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown constructor keyword is a
@@ -43,7 +43,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from gaugekit.optim import distributed as D
-from gaugekit.optim.validation import (
+from gaugekit.optim._validation import (
     BATCH_DIMS,
     TORCH_OPTIM_OFF,
     Check,

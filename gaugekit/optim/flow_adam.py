@@ -35,7 +35,7 @@ from gaugekit.optim.flow_ode import (
     require_torchdiffeq,
     take_flow_step_,
 )
-from gaugekit.optim.validation import (
+from gaugekit.optim._validation import (
     EPS,
     LR,
     WEIGHT_DECAY,

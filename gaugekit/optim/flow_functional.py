@@ -73,7 +73,7 @@ from torch import Tensor
 
 from gaugekit.optim import distributed as D
 from gaugekit.optim.base import per_run
-from gaugekit.optim.validation import Hyper, invalid
+from gaugekit.optim._validation import Hyper, invalid
 
 __all__ = [
     "CLIP_MODES",

@@ -24,7 +24,7 @@ from torch import Tensor
 from gaugekit._extras import require_extra
 from gaugekit.optim.flow_functional import cap_velocity, clip_gradients
 from gaugekit.optim.functional import signed
-from gaugekit.optim.validation import Hyper
+from gaugekit.optim._validation import Hyper
 
 __all__ = ["INTEGRATION_FAILURES", "MULTI_STAGE_METHODS", "FlowSolution", "integrate_clipped_flow",
            "require_torchdiffeq", "take_flow_step_"]
@@ -38,7 +38,7 @@ INTEGRATION_FAILURES = (RuntimeError, FloatingPointError, AssertionError)
 
 
 def require_torchdiffeq(method: str) -> None:
-    """Raise :class:`~gaugekit._extras.MissingExtra` when torchdiffeq, which ``method`` needs,
+    """Raise ``MissingExtra`` (an ``ImportError``) when torchdiffeq, which ``method`` needs,
     is not installed."""
     require_extra(f"FlowAdam(flow_method={method!r})", "flow", "torchdiffeq",
                   note="flow_method='euler' needs nothing")

@@ -4,7 +4,7 @@ Each function updates one parameter (and its state tensors) in place and keeps n
 own; the optimizer classes only create state, broadcast hyperparameters and call these.
 
 Hyperparameters are Python floats or tensors already broadcast against the parameter (one value
-per stacked run, see :func:`gaugekit.optim.base.per_run`). Every step is written with plain
+per stacked run, see :func:`gaugekit.optim.per_run`). Every step is written with plain
 elementwise operations (no ``alpha=``/``value=`` fused forms), so a float and a per-run tensor
 give the same floating-point operations, and every reduction runs over the last dimensions only:
 a stack of runs updates exactly like the runs one by one.

@@ -7,7 +7,7 @@ from typing import Any
 from gaugekit.linalg import NS_COEFFICIENTS
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
-from gaugekit.optim.validation import (
+from gaugekit.optim._validation import (
     DECAY,
     LR,
     WEIGHT_DECAY,

@@ -38,7 +38,7 @@ from gaugekit.optim.schedules import SCHEDULES, Schedule
 from gaugekit.optim.sgd import GD, Momentum
 from gaugekit.optim.shampoo import Shampoo
 from gaugekit.optim.sign import Lion, Signum
-from gaugekit.optim.validation import invalid
+from gaugekit.optim._validation import invalid
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
-from gaugekit.optim.validation import LR, WEIGHT_DECAY, Hyper, bool_check, invalid, real_check
+from gaugekit.optim._validation import LR, WEIGHT_DECAY, Hyper, bool_check, invalid, real_check
 
 
 class ScaledGD(ZooOptimizer):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from torch import Tensor
 
-from gaugekit.optim.validation import invalid
+from gaugekit.optim._validation import invalid
 
 Schedule = Literal["constant", "cosine", "linear"]
 SCHEDULES: tuple[str, ...] = ("constant", "cosine", "linear")

@@ -7,7 +7,7 @@ from typing import Any
 from gaugekit.optim import distributed as D
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
-from gaugekit.optim.validation import LR, WEIGHT_DECAY, Hyper, bool_check, int_check, real_check
+from gaugekit.optim._validation import LR, WEIGHT_DECAY, Hyper, bool_check, int_check, real_check
 
 
 class Shampoo(ZooOptimizer):

@@ -6,7 +6,7 @@ from typing import Any
 
 from gaugekit.optim import functional as F
 from gaugekit.optim.base import ZooOptimizer
-from gaugekit.optim.validation import DECAY, LR, WEIGHT_DECAY, Hyper, betas_check, bool_check
+from gaugekit.optim._validation import DECAY, LR, WEIGHT_DECAY, Hyper, betas_check, bool_check
 
 
 class Signum(ZooOptimizer):

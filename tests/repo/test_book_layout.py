@@ -190,7 +190,7 @@ def test_every_api_page_is_in_the_toc_under_the_reference_chapter():
     reference, = (c for c in chapters if c["file"] == "chapters/11_api_reference")
     listed = [s["file"] for s in reference.get("sections", [])]
     assert sorted(listed) == [f"book/api/{p.stem}" for p in API_PAGES]
-    assert len(API_PAGES) >= 9
+    assert len(API_PAGES) >= 6
 
 
 @pytest.mark.parametrize("page", API_PAGES, ids=lambda p: p.name)
@@ -200,24 +200,58 @@ def test_api_page_summarizes_and_documents_every_public_name(page):
     assert summaries, "an API page needs an autosummary table"
     for module, listed in summaries.items():
         assert f".. automodule:: {module}\n   :members:" in text, module
-        assert listed == _public_names(module), module
+        # every name listed is one the module makes public (none stale); that every public
+        # name is listed somewhere is the next test's
+        assert listed <= _public_names(module), module
 
 
-def test_the_reference_covers_the_user_facing_modules():
-    documented = {m for page in API_PAGES for m in _summaries(page.read_text())}
-    for module in ("gaugekit.optim", "gaugekit.audit.factors", "gaugekit.audit.heads",
-                   "gaugekit.gauge", "gaugekit.linalg", "gaugekit.theory", "gaugebook.tails.tail_theory",
-                   "gaugebook.sensing.measurements", "gaugebook.engine.datafiles", "gaugebook.hyperspectral.scenes",
-                   "gaugebook.engine.settings"):
-        assert module in documented, module
+def _library_objects() -> dict[int, str]:
+    """``id → "module.name"`` of every public class and function of every module of the
+    library (``gaugekit``, ``__main__`` aside): what a user of the wheel can import."""
+    import importlib
+    import pkgutil
+
+    import gaugekit
+
+    out: dict[int, str] = {}
+    for info in pkgutil.walk_packages(gaugekit.__path__, "gaugekit."):
+        if info.name.rpartition(".")[2].startswith("_"):
+            continue
+        for name in _public_names(info.name):
+            out.setdefault(id(getattr(importlib.import_module(info.name), name)),
+                           f"{info.name}.{name}")
+    return out
 
 
-def test_the_summary_check_sees_a_missing_name():
-    """Negative control: a table that leaves a public name out does not match."""
+def _documented_objects(pages: list[Path]) -> set[int]:
+    import importlib
+
+    return {id(getattr(importlib.import_module(module), name))
+            for page in pages for module, names in _summaries(page.read_text()).items()
+            for name in names}
+
+
+def test_every_public_name_of_the_library_is_on_an_api_page():
+    """Every class and function a module of ``gaugekit`` makes public is in an autosummary
+    table of some page (under the module that defines it or one that re-exports it)."""
+    documented = _documented_objects(API_PAGES)
+    missing = sorted(name for key, name in _library_objects().items() if key not in documented)
+    assert missing == []
+
+
+def test_the_coverage_check_sees_a_page_left_out():
+    """Negative control: without the linear-algebra page, its functions are missing."""
+    documented = _documented_objects([p for p in API_PAGES if p.stem != "linalg"])
+    missing = {name for key, name in _library_objects().items() if key not in documented}
+    assert "gaugekit.linalg.newton_schulz" in missing
+
+
+def test_the_summary_check_sees_a_stale_name():
+    """Negative control: a table that lists a name the module does not have is caught."""
     text = (".. currentmodule:: gaugekit.gauge\n\n.. autosummary::\n   :nosignatures:\n\n"
-            "   product\n")
-    assert _summaries(text) == {"gaugekit.gauge": {"product"}}
-    assert _summaries(text)["gaugekit.gauge"] != _public_names("gaugekit.gauge")
+            "   product\n   no_such_function\n")
+    assert _summaries(text) == {"gaugekit.gauge": {"product", "no_such_function"}}
+    assert not _summaries(text)["gaugekit.gauge"] <= _public_names("gaugekit.gauge")
 
 
 

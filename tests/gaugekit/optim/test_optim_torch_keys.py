@@ -17,7 +17,7 @@ from torch.testing import assert_close
 from zoo_support import DTYPE, leaves, train, zoo_kwargs
 
 from gaugekit.optim import GD, Adam, Lion, Momentum, get_spec, make_optimizer, optimizer_names
-from gaugekit.optim.validation import TORCH_OPTIM_OFF
+from gaugekit.optim._validation import TORCH_OPTIM_OFF
 
 TORCH_CLASSES = ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad")
 #: a value of each key that asks for behaviour (no rule of the zoo implements all of them)
