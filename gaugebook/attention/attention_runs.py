@@ -46,7 +46,8 @@ import torch
 
 from gaugebook.engine import collection
 from gaugebook.engine.records import canonical_json
-from gaugebook.engine.spec import RunResult, RunSpec, config_getter
+from gaugebook.engine.scales import ScaleConfig, Scales
+from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.engine.transformer import TransformerShape
 from gaugebook.engine.twin_trainer import (
     TwinTask,
@@ -190,18 +191,25 @@ class TwinFamily:
 
 
 @dataclass(frozen=True)
-class ScaleConfig:
-    """The parts at one scale: part name → (description, families); ``persist_records``: keep
-    records under ``results/`` (paper) or recompute them in a temporary folder (quick)."""
+class AttentionConfig(ScaleConfig):
+    """The parts at one scale (:class:`~gaugebook.engine.scales.ScaleConfig`): part name →
+    (description, families)."""
 
     scale: str
     parts: Mapping[str, tuple[str, tuple[TwinFamily, ...]]]
     persist_records: bool
 
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        return tuple(self.parts)
+
     def families(self, part: str) -> tuple[TwinFamily, ...]:
         if part not in self.parts:
             raise ValueError(f"Invalid part: {part!r}; expected one of {tuple(self.parts)}")
         return self.parts[part][1]
+
+    def specs(self, part: str) -> list[RunSpec]:
+        return [s for family in self.families(part) for s in family.specs(part)]
 
 
 def _checkpoints(num_steps: int) -> tuple[int, ...]:
@@ -291,7 +299,7 @@ def _build(
     scale: str, *, steps: int, f64_steps: int, lm: Mapping[str, Any], lm_steps: int,
     init_seeds: tuple[int, ...], gauge_seeds: tuple[int, ...], persist: bool,
     suite_parts: Mapping[str, tuple[str, SuiteConfig]],
-) -> ScaleConfig:
+) -> AttentionConfig:
     task = {"name": "modadd", "p": 47, "train_frac": 0.4, "split_seed": 42}
     model = TransformerShape()
     cps = _checkpoints(steps)
@@ -334,10 +342,10 @@ def _build(
                                table(("momentum", "scalar_adam", "muon_adam"))),
         **suite,
     }
-    return ScaleConfig(scale, parts, persist)
+    return AttentionConfig(scale, parts, persist)
 
 
-def _paper_config() -> ScaleConfig:
+def _paper_config() -> AttentionConfig:
     lm = {"text": "tinyshakespeare", "max_chars": None, "vocab": 65, "seq_len": 64,
           "batch_size": 32, "val_windows": 64, "data_seed": 1234}
     text = {"text": "tinyshakespeare", "max_chars": None, "seq_len": 128, "batch_size": 32,
@@ -349,7 +357,7 @@ def _paper_config() -> ScaleConfig:
                   suite_parts=suite)
 
 
-def _quick_config() -> ScaleConfig:
+def _quick_config() -> AttentionConfig:
     from gaugebook.engine.texts import load_text
 
     # "auto": tiny-shakespeare when the data folder has it, else the built-in text (CI)
@@ -366,8 +374,7 @@ def _quick_config() -> ScaleConfig:
                   suite_parts=suite)
 
 
-CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-get_config = config_getter(CONFIGS)
+get_config = Scales(paper=_paper_config, quick=_quick_config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -429,10 +436,10 @@ class AttentionTwins:
     description = "attention twins: per-head gauge, A = I and noise twins of the paper's model"
 
     def parts(self, scale: str) -> tuple[str, ...]:
-        return tuple(get_config(scale).parts)
+        return get_config(scale).part_names
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
-        return [s for family in get_config(scale).families(part) for s in family.specs(part)]
+        return get_config(scale).specs(part)
 
     def batch_key(self, spec: RunSpec) -> Hashable:
         return family_key(spec.config)

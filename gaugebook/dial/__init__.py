@@ -11,6 +11,11 @@ The chapters use the names below, as ``from gaugebook import dial`` and
 """
 
 
+from gaugebook.dial.dial_runs import (
+    ablation_results,
+    collect,
+    get_config,
+)
 from gaugebook.dial.dial_summary import (
     collect_chapter,
     dial_numbers,
@@ -23,11 +28,6 @@ from gaugebook.dial.dial_summary import (
     lr_edge_rows,
     lr_edge_table,
     published_lr_edge,
-)
-from gaugebook.dial.dial_runs import (
-    ablation_results,
-    collect,
-    get_config,
 )
 from gaugebook.dial.dial_views import (
     ablation_figure,
@@ -43,6 +43,13 @@ from gaugebook.dial.dial_views import (
     spread_cdf,
     trigger_figure,
 )
+from gaugebook.dial.flow_runs import (
+    AUDIT_CASES,
+    INVARIANT,
+    audit_cases,
+    dial_gauge_residuals,
+    flow_adam_config,
+)
 from gaugebook.dial.flow_summary import (
     ablation_labels,
     ablation_numbers,
@@ -57,13 +64,6 @@ from gaugebook.dial.flow_summary import (
     trigger_lines,
     trigger_numbers,
     warmup_demo,
-)
-from gaugebook.dial.flow_runs import (
-    AUDIT_CASES,
-    INVARIANT,
-    audit_cases,
-    dial_gauge_residuals,
-    flow_adam_config,
 )
 
 __all__ = [

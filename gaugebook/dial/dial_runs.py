@@ -44,15 +44,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from gaugebook.dial import flow_runs as fx
 from gaugebook.engine import collection, sweep
+from gaugebook.engine.scales import ScaleConfig, Scales
 from gaugebook.engine.selection import ORACLE_MEAN, Protocol, mean_metric
-from gaugebook.engine.spec import RunResult, RunSpec, config_getter
+from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.measurements import INIT_SEED_OFFSET, default_num_measurements
 from gaugebook.sensing.run_specs import Budget, Problem, factored_run
@@ -156,7 +156,7 @@ def flow_hparams(row: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class DialConfig:
+class DialConfig(ScaleConfig):
     """Every number of the experiment at one scale.
 
     ``powers`` × ``lrs`` × ``seeds`` for both dial parts; ``gd_lrs`` for the GD reference;
@@ -181,7 +181,8 @@ class DialConfig:
     dtype: str = "float32"
     flow_rows: tuple[str, ...] = field(default=tuple(FLOW_ROWS))
 
-    def parts(self) -> tuple[str, ...]:
+    @property
+    def part_names(self) -> tuple[str, ...]:
         return ("dial_rms", "dial_geomean", "gd_reference", "lr_edge", "flow_rows", "flow_long",
                 "flow_ablation")
 
@@ -210,8 +211,8 @@ class DialConfig:
             return [self._spec(part, "flow_adam", flow_hparams("globalnorm_p0_rms"),
                                self.long_lr, s, self.long_budget) for s in self.edge_seeds]
         if part == "flow_ablation":
-            return ablation_specs(fx.CONFIGS[self.scale])
-        raise ValueError(f"Invalid part: {part!r}; expected one of {self.parts()}")
+            return ablation_specs(fx.flow_adam_config(self.scale))
+        raise ValueError(f"Invalid part: {part!r}; expected one of {self.part_names}")
 
 
 def _paper_config() -> DialConfig:
@@ -238,8 +239,7 @@ def _quick_config() -> DialConfig:
     )
 
 
-CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-get_config = config_getter(CONFIGS)
+get_config = Scales(paper=_paper_config, quick=_quick_config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def ablation_specs(config: fx.FlowAdamConfig) -> list[RunSpec]:
 def _ablation_config(specs: Sequence[RunSpec]) -> fx.FlowAdamConfig:
     c = specs[0].config
     return dataclasses.replace(
-        fx.CONFIGS["paper"], scale="records", problem=Problem(**c["problem"]),
+        fx.flow_adam_config("paper"), scale="records", problem=Problem(**c["problem"]),
         budget=Budget(**c["budget"]), seeds=tuple(sorted({s.config["seed"] for s in specs})),
         lrs=tuple(sorted({s.config["lr"] for s in specs})),
         dial_factors=tuple(c["dial_factors"]), stiffness_grid=tuple(c["stiffness_grid"]),
@@ -325,7 +325,7 @@ class DialExperiment(ms.MatrixSensingZoo):
     description = "the anisotropy dial (p, 'rms'/'geomean') and FlowAdam rows on matrix sensing"
 
     def parts(self, scale: str) -> tuple[str, ...]:
-        return get_config(scale).parts()
+        return get_config(scale).part_names
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
         return get_config(scale).specs(part)
@@ -358,11 +358,6 @@ EXPERIMENT = DialExperiment()
 # --------------------------------------------------------------------------------------------
 # records for the chapter
 # --------------------------------------------------------------------------------------------
-
-
-def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """``<root>/results/dial/<scale>`` (:func:`gaugebook.engine.collection.records_dir`)."""
-    return collection.records_dir(NAME, get_config(scale).scale, root)
 
 
 collect = collection.collector(EXPERIMENT, get_config)

@@ -192,7 +192,7 @@ def collect_chapter(config: DialConfig | None = None) -> tuple[dict[str, list], 
     each note a :class:`~gaugebook.engine.collection.Collected` or a Markdown string for
     :func:`gaugebook.present.viz.records_note`."""
     config = config or get_config()
-    data = collect(parts=[p for p in config.parts() if p != "flow_long"])
+    data = collect(parts=[p for p in config.part_names if p != "flow_long"])
     records = dict(data.records)
     try:
         long_data = collect(parts=["flow_long"])

@@ -20,8 +20,8 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 
-from gaugebook.dial import flow_summary as fn
 from gaugebook.dial import flow_runs as fx
+from gaugebook.dial import flow_summary as fn
 from gaugebook.present.tables import Row, finite, table_html
 from gaugebook.present.viz import (
     COORDINATEWISE_COLOR,

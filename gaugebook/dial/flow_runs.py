@@ -15,7 +15,7 @@ Three measurements on the paper's matrix-sensing testbed (:mod:`gaugebook.sensin
 3. **the ablation**: FlowAdam against the dial alone at smaller learning rates, plain GD at
    ``lr·T`` and :class:`DialThenClippedGD` (FlowAdam written out by hand for the case where the
    flow fires at every eligible step), compared with the paper's selection protocol
-   (:func:`~gaugebook.dial.flow_summary.select_lr`, the ``ORACLE`` rule of
+   (:func:`~gaugebook.dial.flow_summary.oracle_choice`, the ``ORACLE`` rule of
    :mod:`gaugebook.engine.selection`).
 
 Sizes, seeds, grids and budgets live in :class:`FlowAdamConfig`, one per scale
@@ -33,7 +33,8 @@ import torch
 from torch import Tensor
 
 from gaugebook.engine.factor_trainer import train_factored_batch
-from gaugebook.engine.settings import get_device, get_scale
+from gaugebook.engine.scales import Scales
+from gaugebook.engine.settings import get_device
 from gaugebook.engine.spec import RunSpec
 from gaugebook.sensing.measurements import (
     SENSING,
@@ -107,25 +108,20 @@ def _problem(n: int, r: int, k: int) -> Problem:
 #: paper: the paper's testbed and protocol (n = 40, r = 3, k = 40, m = 2·dof, initial scale 1e-3,
 #: seeds 42/123/456, its FlowAdam lr grid, 30 000 steps, stop at a loss below 1e-7 checked every
 #: 200 steps). quick: the same protocol on a smaller instance.
-CONFIGS: dict[str, FlowAdamConfig] = {
-    "quick": FlowAdamConfig(
-        scale="quick", problem=_problem(20, 2, 20), budget=Budget(3000, 1e-7, 200),
-        seeds=(42, 123), lrs=(1e-2, 3e-2), dial_factors=(1.0, 0.5, 0.25),
-        stiffness_grid=(0.5, 1.0, 2.0), anisotropy_steps=200,
-        audit_powers=(0.0, 1e-3, 1e-2, 0.1, 0.25, 0.5, 1.0), audit_steps=25,
-    ),
-    "paper": FlowAdamConfig(
-        scale="paper", problem=_problem(40, 3, 40), budget=Budget(30000, 1e-7, 200),
-        seeds=(42, 123, 456), lrs=(1e-3, 3e-3, 1e-2, 3e-2), dial_factors=(1.0, 0.5, 0.25),
-        stiffness_grid=(0.5, 1.0, 2.0), anisotropy_steps=1000,
-        audit_powers=(0.0, 1e-4, 1e-3, 1e-2, 0.1, 0.25, 0.5, 0.75, 1.0), audit_steps=25,
-    ),
-}
-
-
-def flow_adam_config(scale: str | None = None) -> FlowAdamConfig:
-    """The config at ``scale``; ``None`` reads :func:`gaugekit.get_scale` (``$GAUGEKIT_SCALE``)."""
-    return CONFIGS[get_scale(scale)]
+QUICK = FlowAdamConfig(
+    scale="quick", problem=_problem(20, 2, 20), budget=Budget(3000, 1e-7, 200),
+    seeds=(42, 123), lrs=(1e-2, 3e-2), dial_factors=(1.0, 0.5, 0.25),
+    stiffness_grid=(0.5, 1.0, 2.0), anisotropy_steps=200,
+    audit_powers=(0.0, 1e-3, 1e-2, 0.1, 0.25, 0.5, 1.0), audit_steps=25,
+)
+PAPER = FlowAdamConfig(
+    scale="paper", problem=_problem(40, 3, 40), budget=Budget(30000, 1e-7, 200),
+    seeds=(42, 123, 456), lrs=(1e-3, 3e-3, 1e-2, 3e-2), dial_factors=(1.0, 0.5, 0.25),
+    stiffness_grid=(0.5, 1.0, 2.0), anisotropy_steps=1000,
+    audit_powers=(0.0, 1e-4, 1e-3, 1e-2, 0.1, 0.25, 0.5, 0.75, 1.0), audit_steps=25,
+)
+#: The config at a scale (default ``$GAUGEKIT_SCALE``): :data:`PAPER` or :data:`QUICK`.
+flow_adam_config = Scales(paper=lambda: PAPER, quick=lambda: QUICK)
 
 
 # --------------------------------------------------------------------------------------------

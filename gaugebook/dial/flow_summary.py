@@ -6,7 +6,7 @@ What the chapter says with the records of :mod:`gaugebook.dial.dial_runs` (FlowA
 :mod:`gaugebook.dial.flow_runs` (the audit, the per-entry learning rate): table rows
 (``*_rows``, ``*_table``), short text blocks and the numbers its text glues (``*_numbers``,
 glue names as keys). The selections are Table 2's rule (:func:`~gaugebook.dial.flow_runs.
-select_lr`) and the experiment's protocols.
+oracle_choice`) and the experiment's protocols.
 
 Last, the chapter's live demonstrations on the testbed instance of the first seed, each
 returned as a :class:`Demo` (the numbers the page glues, the lines it prints, the data its
@@ -31,13 +31,6 @@ import torch
 from torch import Tensor
 
 from gaugebook.dial import flow_runs as fx
-from gaugebook.dial.dial_summary import (
-    _rec_sd,
-    flow_row_name,
-    flow_rows,
-    is_paper_setting,
-    seed_stats,
-)
 from gaugebook.dial.dial_runs import (
     FLOW_ROWS,
     PAPER_PROTOCOL,
@@ -46,6 +39,13 @@ from gaugebook.dial.dial_runs import (
     PUBLISHED_FLOW_SHORT_RMS,
     DialConfig,
     get_config,
+)
+from gaugebook.dial.dial_summary import (
+    _rec_sd,
+    flow_row_name,
+    flow_rows,
+    is_paper_setting,
+    seed_stats,
 )
 from gaugebook.dial.flow_runs import (
     AUDIT_CASES,
@@ -107,7 +107,7 @@ def _records(runs: RunColumns) -> list[dict[str, Any]]:
     ]
 
 
-def select_lr(runs: RunColumns) -> tuple[float, float]:
+def oracle_choice(runs: RunColumns) -> tuple[float, float]:
     """Table 2's rule: ``(mean rec, lr)`` at the base learning rate with the smallest mean
     ``rec`` among those at which every seed interpolated (ties: the smaller lr); ``(nan, nan)``
     when there is none. The ``ORACLE`` rule of :mod:`gaugebook.engine.selection` (the
@@ -135,9 +135,9 @@ def lower_rec_count(
 
 
 def best_selection(results: Mapping[str, RunColumns], labels: Iterable[str]) -> tuple[float, float]:
-    """The :func:`select_lr` with the smallest mean ``rec`` over the variants ``labels``
+    """The :func:`oracle_choice` with the smallest mean ``rec`` over the variants ``labels``
     (``(nan, nan)`` when none of them has a learning rate at which every seed interpolated)."""
-    chosen = [select_lr(results[label]) for label in labels]
+    chosen = [oracle_choice(results[label]) for label in labels]
     finite = [c for c in chosen if not math.isnan(c[0])]
     return min(finite) if finite else (math.nan, math.nan)
 
@@ -360,7 +360,7 @@ def ablation_numbers(results: Mapping[str, RunColumns],
     names.update({dial_label(c): f"dial{i}" for i, c in enumerate(config.dial_factors)})
     out: dict[str, Any] = {"dial_factor_min": low}
     for label in ablation_labels(config):
-        rec, lr = select_lr(results[label])
+        rec, lr = oracle_choice(results[label])
         out[f"sel_{names[label]}_rec"] = rec
         out[f"sel_{names[label]}_lr"] = lr
         out[f"sel_{names[label]}_rec_text"] = (
@@ -370,7 +370,7 @@ def ablation_numbers(results: Mapping[str, RunColumns],
     best = best_selection(results, [dial_label(c) for c in config.dial_factors])
     wins, pairs = lower_rec_count(flow, results[dial_label(T)], lrs)
     out.update({
-        "best_dial_rec": best[0], "dial_over_flow": best[0] / select_lr(flow)[0],
+        "best_dial_rec": best[0], "dial_over_flow": best[0] / oracle_choice(flow)[0],
         "matched_pairs": pairs, "matched_flow_wins": wins, "time_scale": T,
         "gd_rec_min": min(mean_by_lr(gd, lrs)),
         "gd_interp_count": sum(interpolated_by_lr(gd, lrs)),
@@ -398,7 +398,7 @@ def ablation_rows(results: Mapping[str, RunColumns],
         runs = results[label]
         cells = zip(mean_by_lr(runs, config.lrs), interpolated_by_lr(runs, config.lrs),
                     strict=True)
-        rows.append({"variant": label, "selected": rec_lr(*select_lr(runs)),
+        rows.append({"variant": label, "selected": rec_lr(*oracle_choice(runs)),
                      **{f"lr{i}": f"{value:.4f}" + ("" if ok else "*")
                         for i, (value, ok) in enumerate(cells)}})
     return rows

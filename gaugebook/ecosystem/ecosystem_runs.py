@@ -47,7 +47,6 @@ import torch
 
 from gaugebook.engine import backends, collection
 from gaugebook.engine.backends import Isolated
-from gaugebook.engine.collection import Collected
 from gaugebook.engine.spec import RunResult, RunSpec
 
 NAME = "ecosystem"
@@ -449,13 +448,10 @@ class EcosystemAudit:
 EXPERIMENT = EcosystemAudit()
 
 
-def collect(scale: str = "paper", *, mode: str | None = "read",
-            allow_missing: bool = True) -> Collected:
-    """The ecosystem records: at paper scale the committed ones (read, never recomputed by
-    default; missing runs are named by :meth:`Collected.note`); quick scale computes its few
-    classes afresh (the libraries must be installed)."""
-    return collection.collect(EXPERIMENT, scale, mode=mode, persist=scale == "paper",
-                         allow_missing=allow_missing)
+#: The ecosystem records: at paper scale the committed ones (read; missing runs are named by
+#: :meth:`~gaugebook.engine.collection.Collected.note`); quick scale computes its few classes
+#: afresh (the libraries must be installed).
+collect = collection.collector(EXPERIMENT, allow_missing=True)
 
 
 def table_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

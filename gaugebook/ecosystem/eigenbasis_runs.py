@@ -33,7 +33,6 @@ import torch
 
 from gaugebook.attention import attention_runs as att
 from gaugebook.engine import collection
-from gaugebook.engine.collection import Collected
 from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.sensing import sensing_runs as ms
 
@@ -89,11 +88,8 @@ class EigenbasisComparison:
 EXPERIMENT = EigenbasisComparison()
 
 
-def collect(scale: str = "paper", *, mode: str | None = "read",
-            allow_missing: bool = True) -> Collected:
-    """The records of both parts: committed at paper scale (read), afresh at quick scale."""
-    return collection.collect(EXPERIMENT, scale, mode=mode, persist=scale == "paper",
-                         allow_missing=allow_missing)
+#: The records of both parts: committed at paper scale (read), afresh at quick scale.
+collect = collection.collector(EXPERIMENT, allow_missing=True)
 
 
 def sensing_row(records: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -32,7 +32,6 @@ __all__ = [
     "project_root",
     "records_dir",
     "run_command",
-    "scale_records_dir",
     "wrap_command",
 ]
 
@@ -72,15 +71,6 @@ def records_dir(experiment: str, scale: str, root: str | Path | None = None) -> 
     """``<root>/results/<experiment>/<scale>``; ``root`` defaults to :func:`project_root`."""
     base = Path(root) if root is not None else project_root(experiment)
     return base / "results" / experiment / scale
-
-
-def scale_records_dir(experiment: str, scale: str, persist: bool,
-                      root: str | Path | None = None) -> Path:
-    """Where an experiment's records of ``scale`` go: the committed :func:`records_dir` when
-    the scale persists its records (paper), else a fresh temporary folder (quick)."""
-    if not persist:
-        return Path(tempfile.mkdtemp(prefix=f"gaugekit-{experiment}-{scale}-"))
-    return records_dir(experiment, scale, root)
 
 
 def run_command(experiment: str, scale: str, parts: Sequence[str] | None = None,
@@ -301,15 +291,18 @@ def collect(
 
 def collector(
     experiment: Experiment,
-    get_config: Callable[[str | None], Any],
+    get_config: Callable[[str | None], Any] | None = None,
     *,
     allow_missing: bool = False,
     default_parts: Callable[[Any], Sequence[str]] | None = None,
     every_part: Callable[[Any], Sequence[str]] | None = None,
 ) -> Callable[..., Collected]:
-    """The ``collect`` function of an experiment module: :func:`collect` with the scale's
-    settings filled in from ``get_config(scale)`` (its ``scale`` name and ``persist_records``,
-    ``every_part(config)`` when given; the config is kept as :attr:`Collected.config`).
+    """The ``collect`` function of an experiment's package: :func:`collect` with the scale's
+    settings filled in from ``get_config(scale)`` (a :class:`~gaugebook.engine.scales.Scales`:
+    its ``scale`` name and ``persist_records``, ``every_part(config)`` when given; the config
+    is kept as :attr:`Collected.config`). Without ``get_config`` (an experiment whose parts
+    follow the scale's name alone) the scale is :func:`~gaugebook.engine.settings.get_scale`'s
+    and only paper keeps its records.
 
     The function returned takes ``(scale=None, out_dir=None, *, parts=None, device=None,
     progress=False, workers=1, mode=None)`` (its docstring says what it reads or computes);
@@ -326,12 +319,13 @@ def collector(
         workers: int = 1,
         mode: str | None = None,
     ) -> Collected:
-        config = get_config(scale)
+        config = get_config(scale) if get_config is not None else None
         if parts is None and default_parts is not None:
             parts = list(default_parts(config))
-        return collect(experiment, config.scale, parts=parts, out_dir=out_dir, device=device,
-                       progress=progress, workers=workers, mode=mode,
-                       persist=config.persist_records, allow_missing=allow_missing,
+        return collect(experiment, config.scale if config is not None else scale, parts=parts,
+                       out_dir=out_dir, device=device, progress=progress, workers=workers,
+                       mode=mode, persist=config.persist_records if config is not None else None,
+                       allow_missing=allow_missing,
                        every_part=every_part(config) if every_part else None, config=config)
 
     missing = ("a part with missing runs is returned as far as it is recorded, and "

@@ -42,17 +42,33 @@ among themselves in the order of this module's fallback ``rec + mean(train)``.
 
 Each :class:`Selection` also reports whether the chosen value sits at an edge of the grid that
 was tried: a selection at an edge says the grid did not bracket the optimum.
+
+Two more protocols are built for their experiment, on the same :func:`select`:
+
+``matched_loss(seeds, thresholds, rule)``  the paper's train-only rule of Table 5
+    (``experiments/nibi/collect.py``). A matched-loss run (the factor trainer with
+    ``budget["record_at"]``) keeps in ``metrics["at_loss"]`` one entry per level ``ℓ`` its
+    pre-update training loss fell below; levels are crossed in order. A rate is a candidate
+    when its runs cover every selection seed and all reached the first level; the rate whose
+    runs all reached the most levels wins, ties go to the fewest mean steps to the deepest of
+    them, then to the smaller rate (the score is the pair). Nothing held out enters it. Under
+    ``rule="ours"`` only a run that finished ``ok`` counts; under ``rule="paper"`` (the
+    paper's script) every crossing counts, also those of a run whose loss later blew up.
+``lowest_mean(metric)``  the lowest mean ``metric`` over the seeds, a non-finite value counting
+    as ``+∞`` and every rate a candidate (the language model's final validation loss).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "LOOSE_BAR",
+    "MATCHED_LOSS_LEVELS",
     "ORACLE",
     "ORACLE_LOOSE",
     "ORACLE_MEAN",
@@ -61,7 +77,11 @@ __all__ = [
     "VALIDATION",
     "Protocol",
     "Selection",
+    "at_level",
+    "deepest_level",
     "get_path",
+    "lowest_mean",
+    "matched_loss",
     "mean_metric",
     "select",
 ]
@@ -91,6 +111,10 @@ def mean_metric(runs: Sequence[Record], name: str) -> float:
 LOOSE_BAR = 1e-4
 
 
+def _all_ok(runs: Sequence[Record]) -> bool:
+    return all(r.get("status") == "ok" for r in runs)
+
+
 def _all_interpolated(runs: Sequence[Record]) -> bool:
     return all(bool(get_path(r, "metrics.interpolated", False)) for r in runs)
 
@@ -109,18 +133,23 @@ def _mean_train_below_loose_bar(runs: Sequence[Record]) -> bool:
     return math.isfinite(loss) and loss < LOOSE_BAR
 
 
+Score = float | tuple[float, ...]
+
+
 @dataclass(frozen=True)
 class Protocol:
-    """A selection rule: ``gate(runs) → bool``, ``score(runs)`` and ``fallback(runs)`` (lower
-    is better) over the runs of one candidate; ``gate_text`` says the gate in words (for a
-    table's caption)."""
+    """A selection rule over the runs of one candidate: ``eligible(runs)`` (default: every run
+    finished ``ok``), ``gate(runs) → bool``, ``score(runs)`` and ``fallback(runs)`` (lower is
+    better; a tuple compares in order); ``gate_text`` says the gate in words (for a table's
+    caption)."""
 
     name: str
     description: str
-    score: Callable[[Sequence[Record]], float]
-    fallback: Callable[[Sequence[Record]], float]
+    score: Callable[[Sequence[Record]], Score]
+    fallback: Callable[[Sequence[Record]], Score]
     gate: Callable[[Sequence[Record]], bool] = _all_interpolated
     gate_text: str = "every seed's training loss below the tolerance"
+    eligible: Callable[[Sequence[Record]], bool] = _all_ok
 
 
 ORACLE = Protocol(
@@ -181,11 +210,11 @@ class Selection:
     group: Hashable
     value: Any
     runs: tuple[Record, ...]
-    score: float
+    score: Score
     gated: bool
     grid: tuple[Any, ...]
     at_grid_edge: bool
-    candidates: Mapping[Any, tuple[bool, bool, float]]
+    candidates: Mapping[Any, tuple[bool, bool, Score]]
 
     def mean(self, metric: str) -> float:
         """Mean of ``metrics[metric]`` over the chosen runs (NaN when none)."""
@@ -217,17 +246,17 @@ def select(
     out: dict[Hashable, Selection] = {}
     for key, by_value in grouped.items():
         grid = tuple(sorted(by_value))
-        candidates: dict[Any, tuple[bool, bool, float]] = {}
-        best: tuple[int, float, Any] | None = None
+        candidates: dict[Any, tuple[bool, bool, Score]] = {}
+        best: tuple[int, Score, Any] | None = None
         for value in grid:
             runs = by_value[value]
-            if not all(r.get("status") == "ok" for r in runs):
+            if not protocol.eligible(runs):
                 candidates[value] = (False, False, math.nan)
                 continue
             gated = protocol.gate(runs)
             score = protocol.score(runs) if gated else protocol.fallback(runs)
             candidates[value] = (True, gated, score)
-            if math.isnan(score):
+            if any(math.isnan(x) for x in (score if isinstance(score, tuple) else (score,))):
                 continue
             rank = (0 if gated else 1, score)
             if best is None or rank < best[:2]:
@@ -247,3 +276,75 @@ def select(
             candidates,
         )
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# the protocols built for one experiment: matched loss (Table 5), lowest mean (the LM)
+# --------------------------------------------------------------------------------------------
+
+#: The paper's matched-loss levels of the training MSE (descending).
+MATCHED_LOSS_LEVELS: tuple[float, ...] = (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)
+RULES: tuple[str, ...] = ("ours", "paper")
+
+
+def at_level(record: Record, threshold: float, rule: str = "ours") -> dict[str, Any] | None:
+    """The ``at_loss`` entry of ``record`` for ``threshold`` (``None``: not reached; under
+    ``rule="ours"`` also when the run did not finish ``ok``)."""
+    if rule not in RULES:
+        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
+    if rule == "ours" and record.get("status") != "ok":
+        return None
+    if record.get("status") == "error":
+        return None
+    for entry in (record.get("metrics") or {}).get("at_loss") or []:
+        if entry["threshold"] == threshold:
+            return dict(entry)
+    return None
+
+
+def deepest_level(record: Record, thresholds: Sequence[float], rule: str = "ours") -> int:
+    """Index of the deepest threshold ``record`` reached (-1: none)."""
+    return max((i for i, t in enumerate(thresholds) if at_level(record, t, rule) is not None),
+               default=-1)
+
+
+def matched_loss(seeds: Sequence[int], thresholds: Sequence[float] = MATCHED_LOSS_LEVELS,
+                 rule: str = "ours") -> Protocol:
+    """The paper's train-only rule at matched loss (module docstring) for runs on ``seeds``:
+    score ``(−level, mean steps to it)``, where ``level`` is the deepest threshold every run
+    reached."""
+    if rule not in RULES:
+        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
+
+    def level(runs: Sequence[Record]) -> int:
+        return min(deepest_level(r, thresholds, rule) for r in runs)
+
+    def eligible(runs: Sequence[Record]) -> bool:
+        return (len({get_path(r, "config.seed") for r in runs}) >= len(set(seeds))
+                and (rule != "ours" or _all_ok(runs)) and level(runs) >= 0)
+
+    def score(runs: Sequence[Record]) -> tuple[float, float]:
+        deepest = level(runs)
+        steps = statistics.fmean(at_level(r, thresholds[deepest], rule)["step"] for r in runs)
+        return (-deepest, steps)
+
+    return Protocol("matched_loss", "the rate whose every selection seed reached the most "
+                    "matched-loss levels, then the fewest mean steps to the deepest",
+                    score=score, fallback=score, gate=lambda runs: True,
+                    gate_text="every selection seed reached the level", eligible=eligible)
+
+
+def _mean_or_inf(runs: Sequence[Record], metric: str) -> float:
+    values = [get_path(r, f"metrics.{metric}") for r in runs]
+    values = [float(v) if v is not None and math.isfinite(float(v)) else math.inf
+              for v in values]
+    return sum(values) / len(values)
+
+
+def lowest_mean(metric: str) -> Protocol:
+    """The lowest mean ``metrics[metric]`` over the seeds, every rate a candidate, a missing
+    or non-finite value counting as ``+∞`` (ties: the smaller rate)."""
+    return Protocol(f"lowest_mean_{metric}", f"lowest mean {metric} over the seeds",
+                    score=lambda runs: _mean_or_inf(runs, metric),
+                    fallback=lambda runs: _mean_or_inf(runs, metric), gate=lambda runs: True,
+                    gate_text="none", eligible=lambda runs: True)

@@ -2,9 +2,9 @@
 
 A run is a :class:`RunSpec`: its semantic config (JSON data, whose hash is the run id,
 :func:`gaugebook.engine.records.run_id`) and the generator seeds derived from it. An experiment
-(:class:`Experiment`, one module of :mod:`gaugebook.experiments` each) expands its parts into
+(:class:`Experiment`, one per chapter's package, named in :mod:`gaugebook.experiments`) expands its parts into
 specs, groups them into batches and trains a batch, returning one :class:`RunResult` per spec;
-its ``get_config`` is a :func:`config_getter`.
+its configurations derive from :class:`gaugebook.engine.scales.ScaleConfig`.
 :func:`execute_batch` runs one batch and never raises: an exception becomes ``error`` results.
 The sweep engine (:mod:`gaugebook.engine.sweep`) and its backends (:mod:`gaugebook.engine.backends`)
 both stand on this module.
@@ -13,19 +13,17 @@ both stand on this module.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import torch
 
 from gaugebook.engine.records import STATUSES, run_id
-from gaugebook.engine.settings import get_scale
 
-__all__ = ["Experiment", "RunResult", "RunSpec", "config_getter", "error_results",
+__all__ = ["Experiment", "RunResult", "RunSpec", "error_results",
            "execute_batch"]
 
-C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -86,17 +84,6 @@ class Experiment(Protocol):
     ) -> list[RunResult]:
         """Train the runs of one batch; one result per spec, in order."""
         ...
-
-
-def config_getter(configs: Mapping[str, Callable[[], C]]) -> Callable[..., C]:
-    """An experiment module's ``get_config(scale=None)``: its configuration at ``scale``
-    (default: :func:`gaugebook.engine.settings.get_scale`), built by ``configs[scale]()`` at each call
-    (so a test may swap an entry of ``configs``)."""
-
-    def get_config(scale: str | None = None) -> C:
-        return configs[get_scale(scale)]()
-
-    return get_config
 
 
 def error_results(count: int, err: BaseException) -> list[RunResult]:

@@ -14,9 +14,9 @@ held-out RMSE over all unobserved entries, the effective rank of ``W`` and the s
 correction: bands are centred with the *observed* entries only (the paper used all entries, a
 leak; the ``…_leak`` parts repeat the runs with the paper's centring to measure it).
 
-Selection on training data only, seeds 42 and 123 (:func:`~gaugebook.engine.matched_loss.select_lr`);
+Selection on training data only, seeds 42 and 123 (:func:`~gaugebook.hyperspectral.matched_loss.select_lr`);
 evaluation of the selected rates on seeds 42/123/456/789 at the deepest threshold *every*
-method reaches on every seed (:func:`~gaugebook.engine.matched_loss.matched_comparison`).
+method reaches on every seed (:func:`~gaugebook.hyperspectral.matched_loss.matched_comparison`).
 
 Parts, per scene present and per density (``low``/``high``: ``m/dof₂₄`` ≈ 1.15 and ≈ 1.9,
 :func:`gaugebook.hyperspectral.completion.density_for_ratio`): ``{scene}_{low|high}`` every method
@@ -46,12 +46,13 @@ import torch
 from gaugebook.engine import collection
 from gaugebook.engine.collection import Collected
 from gaugebook.engine.factor_trainer import train_factored_batch
-from gaugebook.engine.matched_loss import THRESHOLDS
 from gaugebook.engine.records import canonical_json
+from gaugebook.engine.scales import ScaleConfig, Scales
 from gaugebook.engine.settings import get_scale
-from gaugebook.engine.spec import RunResult, RunSpec, config_getter
+from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.hyperspectral import completion as hp
 from gaugebook.hyperspectral.completion import HYPERSPECTRAL
+from gaugebook.hyperspectral.matched_loss import THRESHOLDS
 from gaugebook.hyperspectral.scene_refs import (
     DENSITY_LABELS,
     SceneRef,
@@ -191,7 +192,7 @@ class Part:
     matrix: MatrixProtocol
     budget: Budget
     dtype: str = "float32"
-    #: how records are read for selection and comparison (:mod:`~gaugebook.engine.matched_loss`)
+    #: how records are read for selection and comparison (:mod:`~gaugebook.hyperspectral.matched_loss`)
     rule: str = "ours"
     #: the rates a selection may choose per method (``None``: every rate run)
     selection_grids: Mapping[str, tuple[float, ...]] | None = None
@@ -268,7 +269,7 @@ class ScenePlan:
 
 
 @dataclass(frozen=True)
-class ScaleConfig:
+class HyperspectralConfig(ScaleConfig):
     """The experiment at one scale. ``scenes``: the candidates (registered ones count only when
     their file is present); ``matrices``: a :class:`MatrixProtocol` per scene name (default
     ``matrix``); ``plans``: a :class:`ScenePlan` per scene name whose protocol differs;
@@ -335,7 +336,12 @@ class ScaleConfig:
                     plan.selection_grids if plan else None))
         return tuple(out)
 
-    def parts(self, present_only: bool = True) -> tuple[Part, ...]:
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        """The parts of the scenes that can run here."""
+        return tuple(p.name for p in self.parts())
+
+    def parts(self, present_only: bool = True) -> tuple[Part, ...]:  # type: ignore[override]
         """The parts of the scenes that can run here (``present_only``) or of every scene."""
         scenes = self.present_scenes() if present_only else self.scenes
         return tuple(p for scene in scenes for p in self.scene_parts(scene))
@@ -369,8 +375,8 @@ PAPER_SCENE_PLAN = ScenePlan(
 )
 
 
-def _paper_config() -> ScaleConfig:
-    return ScaleConfig(
+def _paper_config() -> HyperspectralConfig:
+    return HyperspectralConfig(
         "paper", tuple(registered_scene(n) for n in SCENES), MatrixProtocol(),
         Budget(num_steps=PAPER_NUM_STEPS),
         METHODS, LR_GRIDS, SELECTION_SEEDS, EVAL_SEEDS, ("gd", "adam"), persist_records=True,
@@ -379,7 +385,7 @@ def _paper_config() -> ScaleConfig:
     )
 
 
-def _quick_config() -> ScaleConfig:
+def _quick_config() -> HyperspectralConfig:
     quick_grids = {
         "gd": (300.0, 1000.0, 3000.0, 10000.0),
         "adam": (1e-3, 3e-3, 1e-2, 3e-2, 0.1),
@@ -391,7 +397,7 @@ def _quick_config() -> ScaleConfig:
     quick_paper_scene = replace(
         PAPER_SCENE_PLAN, arms=PAPER_SCENE_PLAN.arms[:2], budget=Budget(num_steps=1_500),
         matrix=MatrixProtocol(num_rows=500, data_dtype="float32"))
-    return ScaleConfig(
+    return HyperspectralConfig(
         "quick", (synthetic_scene(), registered_scene("salinas_a", ("low",)),
                   registered_scene("indian_pines", ("low",))),
         MatrixProtocol(num_rows=600), Budget(num_steps=1_500), METHODS, quick_grids,
@@ -401,8 +407,7 @@ def _quick_config() -> ScaleConfig:
     )
 
 
-CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-get_config = config_getter(CONFIGS)
+get_config = Scales(paper=_paper_config, quick=_quick_config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,24 +424,25 @@ def _run_cost(spec: RunSpec) -> float:
 class HyperspectralCompletion:
     """Hyperspectral completion as a sweep experiment (see :mod:`gaugebook.engine.sweep`).
 
-    ``configs``: scale → :class:`ScaleConfig` overriding :data:`CONFIGS` (a user's scene)."""
+    ``configs``: scale → :class:`HyperspectralConfig` overriding :data:`get_config` (a
+    user's scene)."""
 
-    configs: Mapping[str, ScaleConfig] | None = None
+    configs: Mapping[str, HyperspectralConfig] | None = None
     name: str = NAME
     description: str = "GD, Adam, shared-scale Adam and Muon completing hyperspectral scenes " \
                        "at matched training loss (Table 5)"
 
-    def config(self, scale: str | None = None) -> ScaleConfig:
+    def config(self, scale: str | None = None) -> HyperspectralConfig:
         s = get_scale(scale)
         if self.configs is not None and s in self.configs:
             return self.configs[s]
         return get_config(s)
 
     def parts(self, scale: str) -> tuple[str, ...]:
-        return tuple(p.name for p in self.config(scale).parts())
+        return self.config(scale).part_names
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
-        return self.config(scale).part(part).specs()
+        return self.config(scale).specs(part)
 
     def batch_key(self, spec: RunSpec) -> Hashable:
         """Runs that share a mask (problem and seed), budget and dtype form one stack."""

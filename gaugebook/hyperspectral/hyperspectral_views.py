@@ -6,7 +6,7 @@ command line (:func:`report_lines`) and the README (:func:`readme_headline`). Th
 sections are :mod:`gaugebook.hyperspectral.hyperspectral_page`.
 
 Nothing here is typed in: our numbers come from the records through the matched-loss protocol
-(:mod:`gaugebook.engine.matched_loss`), the published ones from the constants of
+(:mod:`gaugebook.hyperspectral.matched_loss`), the published ones from the constants of
 :mod:`gaugebook.hyperspectral.hyperspectral_runs` (``PUBLISHED_TABLE5``, ``PUBLISHED_HEADLINE``,
 ``PUBLISHED_FIXED_LR_GAPS``), each in its own column.
 """
@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gaugebook.engine import matched_loss as ml
 from gaugebook.engine.collection import Collected
+from gaugebook.engine.selection import at_level
 from gaugebook.hyperspectral import hyperspectral_runs as hs
+from gaugebook.hyperspectral import matched_loss as ml
 from gaugebook.hyperspectral.scenes import get_scene_info
 from gaugebook.present.tables import label
 from gaugebook.present.verdicts import HeadlineRow
@@ -55,7 +56,7 @@ def waiting(c: Collected) -> list[tuple[hs.Part, int, int]]:
 
 def summary(c: Collected, part: hs.Part,
             grid: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
-    """:func:`~gaugebook.engine.matched_loss.summarize` of one part, with the part's selection
+    """:func:`~gaugebook.hyperspectral.matched_loss.summarize` of one part, with the part's selection
     grid unless given, its reading rule (and its leak arm when recorded)."""
     leak = c.records.get(f"{part.name}_leak", []) if part.centring == "observed" else []
     return ml.summarize(c.records[part.name], leak, methods=part.methods,
@@ -178,7 +179,7 @@ def gd_rate_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     for lr in part.lr_grids["gd"]:
         runs = ml.runs_at(c.records[part.name], "gd", float(lr), c.config.eval_seeds)
         hits = [e for r in runs if level is not None
-                and (e := ml.at_level(r, level, part.rule)) is not None]
+                and (e := at_level(r, level, part.rule)) is not None]
         full = len(hits) == len(runs) == len(c.config.eval_seeds)
         rows.append({
             "lr": float(lr), "selected": "selected" if lr == chosen else "",

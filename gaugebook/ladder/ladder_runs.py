@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gaugebook.engine import collection
-from gaugebook.engine.spec import RunSpec, config_getter
+from gaugebook.engine.scales import ScaleConfig, Scales
+from gaugebook.engine.spec import RunSpec
 from gaugebook.sensing.measurements import default_num_measurements
 from gaugebook.sensing.run_specs import Budget, Problem, factored_run
 from gaugebook.sensing.sensing_runs import (
@@ -236,22 +237,24 @@ class LadderPart:
 
 
 @dataclass(frozen=True)
-class LadderConfig:
-    """The ladder at one scale: ``parts`` (all seeds each) and ``seed_parts`` (one seed each)."""
+class LadderConfig(ScaleConfig):
+    """The ladder at one scale: ``parts`` (all seeds each) and ``seed_parts`` (one seed each),
+    both parts of the experiment (:class:`~gaugebook.engine.scales.ScaleConfig`)."""
 
     scale: str
     parts: tuple[LadderPart, ...]
     seed_parts: tuple[LadderPart, ...]
     persist_records: bool
 
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in (*self.parts, *self.seed_parts))
+
     def part(self, name: str) -> LadderPart:
         for part in (*self.parts, *self.seed_parts):
             if part.name == name:
                 return part
-        raise ValueError(f"Invalid part: {name!r}; expected one of {self.names()}")
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in (*self.parts, *self.seed_parts))
+        raise ValueError(f"Invalid part: {name!r}; expected one of {self.part_names}")
 
     def arm(self, arm: str) -> tuple[LadderPart, ...]:
         """The all-seed parts of one arm, in order of their value."""
@@ -300,8 +303,7 @@ def _quick_config() -> LadderConfig:
     )
 
 
-CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-get_config = config_getter(CONFIGS)
+get_config = Scales(paper=_paper_config, quick=_quick_config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -317,10 +319,10 @@ class LadderExperiment(MatrixSensingZoo):
                    "n = 64 (the paper's GPU appendix)")
 
     def parts(self, scale: str) -> tuple[str, ...]:
-        return get_config(scale).names()
+        return get_config(scale).part_names
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
-        return get_config(scale).part(part).specs()
+        return get_config(scale).specs(part)
 
 
 EXPERIMENT = LadderExperiment()

@@ -39,7 +39,9 @@ import torch
 
 from gaugebook.engine import collection
 from gaugebook.engine.records import canonical_json
-from gaugebook.engine.spec import RunResult, RunSpec, config_getter
+from gaugebook.engine.scales import ScaleConfig, Scales
+from gaugebook.engine.selection import lowest_mean, select
+from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.engine.transformer import TransformerShape
 from gaugebook.engine.twin_trainer import (
     StackTrace,
@@ -108,8 +110,8 @@ def method_hparams(method: str, lr: float, d_head: int) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class LMConfig:
-    """The comparison at one scale."""
+class LMConfig(ScaleConfig):
+    """The comparison at one scale (:class:`~gaugebook.engine.scales.ScaleConfig`)."""
 
     scale: str
     task: Mapping[str, Any]
@@ -122,6 +124,10 @@ class LMConfig:
     timing_steps: int
     persist_records: bool
     dtype: str = "float32"
+
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        return ("timing", "tuned")
 
     def twins(self, method: str) -> list[dict[str, Any]]:
         gauge = GAUGE_SEEDS.get(method, (777,))
@@ -188,8 +194,7 @@ def _quick_config() -> LMConfig:
                     False)
 
 
-CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-get_config = config_getter(CONFIGS)
+get_config = Scales(paper=_paper_config, quick=_quick_config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,13 +206,15 @@ def select_lr(
     grid: Sequence[float], final_val_loss: Mapping[float, Sequence[float]]
 ) -> dict[str, Any]:
     """The rate of ``grid`` with the lowest mean final validation loss over the selection
-    seeds (a non-finite loss counts as ``+∞``), the per-rate means, and whether the choice is
-    at an edge of the grid (then a wider grid might choose otherwise)."""
-    means = {}
-    for lr in grid:
-        losses = [x if math.isfinite(x) else math.inf for x in final_val_loss[lr]]
-        means[lr] = sum(losses) / len(losses)
-    best = min(grid, key=lambda lr: (means[lr], lr))
+    seeds (a non-finite loss counts as ``+∞``; the one selection of the book,
+    :func:`gaugebook.engine.selection.select`, under
+    :func:`~gaugebook.engine.selection.lowest_mean`), the per-rate means, and whether the
+    choice is at an edge of the grid (then a wider grid might choose otherwise)."""
+    runs = [{"config": {"method": "lm", "hparams": {"lr": lr}}, "metrics": {"val_loss": x}}
+            for lr in grid for x in final_val_loss[lr]]
+    chosen = select(runs, lowest_mean("val_loss"))["lm"]
+    means = {lr: chosen.candidates[lr][2] for lr in grid}
+    best = chosen.value
     return {"lr": best, "mean_val_loss": {str(k): v for k, v in means.items()},
             "at_edge": list(grid).index(best) in (0, len(grid) - 1) and len(grid) > 1,
             "all_diverged": not math.isfinite(means[best])}
@@ -307,7 +314,7 @@ class LanguageModelExperiment:
     description = "tuned optimizers on a character-level transformer: loss and gauge twins"
 
     def parts(self, scale: str) -> tuple[str, ...]:
-        return ("timing", "tuned")
+        return get_config(scale).part_names
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
         return get_config(scale).specs(part)

@@ -20,7 +20,7 @@ from gaugebook.sensing.sensing_views import split_numbers, split_sides
 # --------------------------------------------------------------------------------------------
 
 def controls(records: Mapping[str, Sequence[Record]],
-             config: ms.ScaleConfig) -> tuple[str, dict[str, Any]]:
+             config: ms.SensingConfig) -> tuple[str, dict[str, Any]]:
     """The controls table (mean rec, and the selected lr beneath it, per optimizer and
     sweep, Table 2's gate) and the numbers the text quotes: the verdict, gap, worst
     equivariant and best coordinate-wise optimizer per sweep, how often the paper's gate

@@ -45,7 +45,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,8 +52,9 @@ import torch
 from gaugebook.engine import collection, sweep
 from gaugebook.engine.factor_families import FactorFamily
 from gaugebook.engine.factor_trainer import member_key, train_factored_batch
+from gaugebook.engine.scales import ScaleConfig, Scales
 from gaugebook.engine.selection import PROTOCOLS, Selection, select
-from gaugebook.engine.spec import RunResult, RunSpec, config_getter
+from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.sensing.measurements import (
     SENSING,
     default_num_measurements,
@@ -231,19 +231,12 @@ class Part:
 
 
 @dataclass(frozen=True)
-class ScaleConfig:
-    """The parts at one scale; ``persist_records``: keep records under ``results/`` (paper) or
-    recompute them in a temporary folder each time (quick)."""
+class SensingConfig(ScaleConfig):
+    """The parts at one scale (:class:`~gaugebook.engine.scales.ScaleConfig`)."""
 
     scale: str
     parts: tuple[Part, ...]
     persist_records: bool
-
-    def part(self, name: str) -> Part:
-        for part in self.parts:
-            if part.name == name:
-                return part
-        raise ValueError(f"Invalid part: {name!r}; expected one of {[p.name for p in self.parts]}")
 
 
 def wide_grid(grid: Sequence[float], factor: float = 10.0) -> tuple[float, ...]:
@@ -269,7 +262,7 @@ def _build_config(
     budget: Budget,
     persist: bool,
     decay_budget: Budget,
-) -> ScaleConfig:
+) -> SensingConfig:
     methods, grids, seeds = TABLE2_METHODS, PAPER_LR_GRIDS, (42, 123, 456)
     table2 = {m: ("cosine" if m in TABLE2_COSINE else "constant") for m in methods}
     all_cosine = dict.fromkeys(methods, "cosine")
@@ -297,10 +290,10 @@ def _build_config(
         Part("convex_second_size", "the convex reference at the second size", second, budget,
              seeds, kind="convex"),
     )
-    return ScaleConfig(scale, parts, persist)
+    return SensingConfig(scale, parts, persist)
 
 
-def _paper_config() -> ScaleConfig:
+def _paper_config() -> SensingConfig:
     base = Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
     second = Problem(60, 5, 60, default_num_measurements(60, 5), 200, 1e-3)
     return _build_config(
@@ -309,7 +302,7 @@ def _paper_config() -> ScaleConfig:
     )
 
 
-def _quick_config() -> ScaleConfig:
+def _quick_config() -> SensingConfig:
     base = Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
     second = Problem(30, 3, 30, default_num_measurements(30, 3), 100, 1e-3)
     return _build_config(
@@ -318,8 +311,7 @@ def _quick_config() -> ScaleConfig:
     )
 
 
-CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-get_config = config_getter(CONFIGS)
+get_config = Scales(paper=_paper_config, quick=_quick_config)
 
 
 def _run_cost(spec: RunSpec) -> float:
@@ -371,10 +363,10 @@ class MatrixSensingZoo:
     families: Mapping[str, FactorFamily] = {"sensing": SENSING}
 
     def parts(self, scale: str) -> tuple[str, ...]:
-        return tuple(p.name for p in get_config(scale).parts)
+        return get_config(scale).part_names
 
     def specs(self, part: str, scale: str) -> list[RunSpec]:
-        return get_config(scale).part(part).specs()
+        return get_config(scale).specs(part)
 
     def batch_key(self, spec: RunSpec) -> Hashable:
         c = spec.config
@@ -427,12 +419,6 @@ EXPERIMENT = MatrixSensingZoo()
 # --------------------------------------------------------------------------------------------
 # for the chapter and the CLI
 # --------------------------------------------------------------------------------------------
-
-
-def records_dir(scale: str | None = None, root: str | Path | None = None) -> Path:
-    """:func:`gaugebook.engine.collection.scale_records_dir` of the experiment at ``scale``."""
-    config = get_config(scale)
-    return collection.scale_records_dir(NAME, config.scale, config.persist_records, root)
 
 
 collect = collection.collector(EXPERIMENT, get_config)

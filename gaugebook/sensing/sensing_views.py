@@ -61,7 +61,7 @@ def instances_html(check_rows: Sequence[Row]) -> str:
         formats={"ours": ".6f", "published": ".6f", "diff": ".1e"})
 
 
-def settings_html(config: ms.ScaleConfig) -> str:
+def settings_html(config: ms.SensingConfig) -> str:
     """One row per sweep (part) of the chapter: sizes, budget, seeds, runs."""
     rows = [{"setting": part.name, "init": part.problem.init_scale, **zoo_numbers(part)}
             for part in config.parts]

@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gaugebook.engine import collection
+from gaugebook.engine.scales import ScaleConfig, Scales
 from gaugebook.engine.selection import mean_metric
-from gaugebook.engine.spec import RunSpec, config_getter
+from gaugebook.engine.spec import RunSpec
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.measurements import default_num_measurements
 from gaugebook.sensing.run_specs import Budget, Problem, factored_run
@@ -189,7 +190,7 @@ class HorizonPart:
 
 
 @dataclass(frozen=True)
-class ScaleConfig:
+class TailsConfig(ScaleConfig):
     """The parts at one scale; ``persist_records`` as in the sensing experiment."""
 
     scale: str
@@ -216,7 +217,7 @@ TAUS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5)
 
 
 def _build(scale: str, problem: Problem, budget: Budget, horizons: tuple[int, ...],
-           persist: bool) -> ScaleConfig:
+           persist: bool) -> TailsConfig:
     seeds = (42, 123, 456)
     schedules = {m: ("cosine" if m == "muon" else "constant") for m in PHASE_METHODS}
     phase = PhasePart(
@@ -226,25 +227,24 @@ def _build(scale: str, problem: Problem, budget: Budget, horizons: tuple[int, ..
     horizon = HorizonPart(
         "signum_horizon", "signum, lr 3e-3, cosine and linear decay to zero over budgets T",
         problem, seeds, horizons, SIGNUM_SCHEDULES, budget.tol, budget.check_every)
-    return ScaleConfig(scale, phase, horizon, PROBE_METHODS, persist)
+    return TailsConfig(scale, phase, horizon, PROBE_METHODS, persist)
 
 
-def _paper_config() -> ScaleConfig:
+def _paper_config() -> TailsConfig:
     problem = Problem(40, 3, 40, default_num_measurements(40, 3), 200, 1e-3)
     return _build("paper", problem, Budget(20_000), (10_000, 20_000, 40_000, 60_000), True)
 
 
-def _quick_config() -> ScaleConfig:
+def _quick_config() -> TailsConfig:
     problem = Problem(20, 2, 20, default_num_measurements(20, 2), 100, 1e-3)
     budget = Budget(3_000, tol=1e-6, check_every=100)
     return _build("quick", problem, budget, (1_000, 2_000, 4_000, 6_000), False)
 
 
-CONFIGS = {"paper": _paper_config, "quick": _quick_config}
-get_config = config_getter(CONFIGS)
+get_config = Scales(paper=_paper_config, quick=_quick_config)
 
 
-def published_applies(config: ScaleConfig) -> bool:
+def published_applies(config: TailsConfig) -> bool:
     """Whether ``config`` is the paper's setting (sizes, budgets, seeds, grids, schedules):
     the published values describe only that setting."""
     paper = _paper_config()

@@ -30,7 +30,7 @@ from gaugebook.tails.tail_problem import make_tail_instance
 # the tail problem
 # --------------------------------------------------------------------------------------------
 
-def problem_numbers(config: st.ScaleConfig) -> dict[str, Any]:
+def problem_numbers(config: st.TailsConfig) -> dict[str, Any]:
     """The phase diagram's problem and protocol for the text (``tails_…`` glue names)."""
     phase, p = config.phase, config.phase.problem
     return {"tails_n": p.n, "tails_r": p.r, "tails_k": p.k, "tails_m": p.m,
@@ -40,7 +40,7 @@ def problem_numbers(config: st.ScaleConfig) -> dict[str, Any]:
             "tails_runs": len(phase.specs()), "tails_init": p.init_scale}
 
 
-def instance_rows(config: st.ScaleConfig,
+def instance_rows(config: st.TailsConfig,
                   taus: Sequence[float] = (0.0, 0.2, 0.5)) -> list[dict[str, Any]]:
     """Checks of the tail construction per seed and ``τ`` in float64: the tail's overlap with
     the head's column and row spaces, ``‖τE⊥‖/‖X₃‖``, ``‖X‖/‖X₃‖``, the head against the zoo's
@@ -86,7 +86,7 @@ def instances_html(rows: Sequence[Row]) -> str:
                  "norm_ratio": ".12f", "head_vs_zoo": ".1e"})
 
 
-def spectrum_figure(config: st.ScaleConfig) -> Any:
+def spectrum_figure(config: st.TailsConfig) -> Any:
     """Singular values of the target for the first seed at each ``τ`` of the phase diagram."""
     import matplotlib.pyplot as plt
 
@@ -245,7 +245,7 @@ def _best_text(best_at: Mapping[float, Row]) -> str:
 
 
 def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
-                  config: st.ScaleConfig, published: bool) -> dict[str, Any]:
+                  config: st.TailsConfig, published: bool) -> dict[str, Any]:
     """The phase diagram's numbers for the text (glue names as keys): selections that did not
     interpolate or sit at a grid edge, and what that means for the grids; the mean rec of
     every optimizer at every ``τ`` (``tails_rec_<method>_<i>``); the best optimizer per
@@ -310,7 +310,7 @@ def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
 # the signum audit
 # --------------------------------------------------------------------------------------------
 
-def signum_figure(hz: Sequence[Row], config: st.ScaleConfig, published: bool) -> Any:
+def signum_figure(hz: Sequence[Row], config: st.TailsConfig, published: bool) -> Any:
     """Signum's rec against the budget ``T`` per schedule (line: mean; dots: seeds; log
     scale), our exact-recovery threshold dotted, the published Table 2 value as a diamond
     (paper's setting only); the legend beside the axes."""
@@ -365,7 +365,7 @@ def signum_html(hz: Sequence[Row], records: Sequence[Record], published: bool) -
         formats={**{f"s{s}": ".3g" for s in seeds}, "steps": ".0f"})
 
 
-def signum_numbers(hz: Sequence[Row], config: st.ScaleConfig) -> dict[str, Any]:
+def signum_numbers(hz: Sequence[Row], config: st.TailsConfig) -> dict[str, Any]:
     """The signum audit for the text (``tails_…`` glue names): its learning rate, the
     published claim, the largest budget and what signum reaches there, the best cell, how
     many cells recover exactly, the smallest budget where one does, the partial cells."""

@@ -31,7 +31,7 @@ def tiny_config() -> ladder.LadderConfig:
 
 @pytest.fixture(autouse=True)
 def tiny(monkeypatch):
-    monkeypatch.setitem(ladder.CONFIGS, "quick", tiny_config)
+    monkeypatch.setitem(ladder.get_config.builders, "quick", tiny_config)
 
 
 class FakeClock:

@@ -161,8 +161,8 @@ def test_parts_share_runs_and_the_config_pins_the_paper_setting():
 
 
 def test_sweep_records_and_resume(tmp_path, monkeypatch):
-    tiny = att.ScaleConfig("quick", {"single": ("tiny", (_family("adam", steps=2),))}, False)
-    monkeypatch.setitem(att.CONFIGS, "quick", lambda: tiny)
+    tiny = att.AttentionConfig("quick", {"single": ("tiny", (_family("adam", steps=2),))}, False)
+    monkeypatch.setitem(att.get_config.builders, "quick", lambda: tiny)
     report = run_sweep(att.EXPERIMENT, tmp_path, scale="quick", progress=False)
     assert report.ran == len(TWINS) and report.statuses["ok"] == len(TWINS)
     records = load_part(att.EXPERIMENT, "single", tmp_path, scale="quick")

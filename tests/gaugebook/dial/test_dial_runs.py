@@ -63,8 +63,8 @@ def test_experiment_is_registered_and_quick_is_smaller():
     assert exp is dx.EXPERIMENT and exp.parts("quick") == exp.parts("paper")
     quick, paper = dx.get_config("quick"), dx.get_config("paper")
     assert quick.problem.n < paper.problem.n
-    assert sum(len(quick.specs(p)) for p in quick.parts()) < sum(
-        len(paper.specs(p)) for p in paper.parts())
+    assert sum(len(quick.specs(p)) for p in quick.part_names) < sum(
+        len(paper.specs(p)) for p in paper.part_names)
     with pytest.raises(ValueError, match="Invalid part"):
         paper.specs("nope")
 
@@ -198,8 +198,8 @@ def _tiny_config() -> dx.DialConfig:
 
 
 def test_a_tiny_sweep_fills_every_summary(tmp_path, monkeypatch):
-    monkeypatch.setitem(dx.CONFIGS, "quick", _tiny_config)
-    parts = [p for p in _tiny_config().parts() if p != "flow_ablation"]  # tested below
+    monkeypatch.setitem(dx.get_config.builders, "quick", _tiny_config)
+    parts = [p for p in _tiny_config().part_names if p != "flow_ablation"]  # tested below
     report = run_sweep(dx.EXPERIMENT, tmp_path, scale="quick", parts=parts, progress=False)
     assert report.statuses["error"] == 0
     got = dx.collect("quick", tmp_path, parts=parts)
@@ -225,7 +225,7 @@ def test_a_tiny_sweep_fills_every_summary(tmp_path, monkeypatch):
 def test_paper_scale_reads_records_and_never_trains(tmp_path, monkeypatch):
     monkeypatch.setattr(collection, "project_root", lambda experiment: tmp_path)
     monkeypatch.delenv("GAUGEKIT_RECORDS", raising=False)
-    assert dx.records_dir("paper") == tmp_path / "results" / "dial" / "paper"
+    assert collection.records_dir(dx.NAME, "paper") == tmp_path / "results" / "dial" / "paper"
     with pytest.raises(collection.MissingRecords, match="--part dial_rms"):
         dx.collect("paper", parts=["dial_rms"], mode="read")
 
@@ -234,7 +234,7 @@ def test_ablation_records_rebuild_the_columns_of_train_variants():
     from gaugebook.dial import flow_runs as fx
 
     cfg = dataclasses.replace(
-        fx.CONFIGS["quick"], problem=Problem(6, 1, 6, 22, 0, 0.1),
+        fx.QUICK, problem=Problem(6, 1, 6, 22, 0, 0.1),
         budget=Budget(60, tol=1e-5, check_every=20), seeds=(1, 2), lrs=(0.01, 0.03),
         dial_factors=(1.0, 0.5), stiffness_grid=(2.0,))
     specs = dx.ablation_specs(cfg)

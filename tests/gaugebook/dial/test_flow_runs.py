@@ -52,11 +52,11 @@ ALWAYS_FIRES = fx.Variant("flow_adam", {**fx.INVARIANT, "flow_stiffness": 0.0,
 
 def test_config_follows_the_scale_switch(monkeypatch):
     monkeypatch.setenv("GAUGEKIT_SCALE", "paper")
-    assert fx.flow_adam_config() is fx.CONFIGS["paper"]
-    assert fx.flow_adam_config("quick") is fx.CONFIGS["quick"]
+    assert fx.flow_adam_config() is fx.PAPER
+    assert fx.flow_adam_config("quick") is fx.QUICK
     monkeypatch.setenv("GAUGEKIT_SCALE", "quick")
     assert fx.flow_adam_config().scale == "quick"
-    paper = fx.CONFIGS["paper"]
+    paper = fx.PAPER
     assert (paper.problem.n, paper.problem.r, paper.problem.k) == (40, 3, 40)
     assert paper.problem.m == 2 * 3 * (2 * 40 - 3)
     assert paper.seeds == (42, 123, 456) and paper.budget.num_steps == 30000
@@ -64,7 +64,7 @@ def test_config_follows_the_scale_switch(monkeypatch):
 
 def test_config_is_frozen_and_rejects_unknown_scale():
     with pytest.raises(dataclasses.FrozenInstanceError):
-        fx.CONFIGS["quick"].seeds = (1,)  # type: ignore[misc]
+        fx.QUICK.seeds = (1,)  # type: ignore[misc]
     with pytest.raises(ValueError, match="Invalid scale"):
         fx.flow_adam_config("huge")
 
@@ -284,15 +284,15 @@ def test_select_lr_needs_every_seed_interpolated():
     # the smallest mean rec (lr 0.1) has a seed that did not interpolate: lr 0.3 is chosen
     runs = runs_table([(0.1, 0.05, True), (0.1, 0.05, False), (0.3, 0.2, True), (0.3, 0.4, True),
                        (1.0, 0.5, True), (1.0, 0.5, True)])
-    rec, lr = fn.select_lr(runs)
+    rec, lr = fn.oracle_choice(runs)
     assert (rec, lr) == (pytest.approx(0.3), 0.3)
     none = runs_table([(0.1, 0.05, False), (0.3, 0.2, False)])
-    assert all(math.isnan(x) for x in fn.select_lr(none))
+    assert all(math.isnan(x) for x in fn.oracle_choice(none))
 
 
 def test_select_lr_ties_go_to_the_smaller_lr_and_best_selection():
     runs = runs_table([(0.3, 0.2, True), (0.1, 0.2, True)])
-    assert fn.select_lr(runs) == (pytest.approx(0.2), 0.1)
+    assert fn.oracle_choice(runs) == (pytest.approx(0.2), 0.1)
     results = {
         "a": runs_table([(0.1, 0.4, True), (0.3, 0.3, True)]),
         "b": runs_table([(0.1, 0.25, True), (0.3, 0.1, False)]),

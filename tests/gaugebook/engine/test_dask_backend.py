@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from gaugebook import commands
 from gaugebook.engine.records import read_records_dir
 from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.engine.sweep import run_sweep
-from gaugebook import commands
 
 distributed = pytest.importorskip(
     "distributed", reason="the dask backend needs `pip install gaugekit[cluster]`")

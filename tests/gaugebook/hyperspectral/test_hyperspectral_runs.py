@@ -13,17 +13,7 @@ import torch
 
 from gaugebook.engine.collection import load_part
 from gaugebook.engine.factor_trainer import train_factored_batch
-from gaugebook.engine.matched_loss import (
-    at_level,
-    best_at_level,
-    deepest_common_level,
-    fixed_lr_gaps,
-    gap,
-    leak_effect,
-    matched_comparison,
-    select_lr,
-    summarize,
-)
+from gaugebook.engine.selection import at_level
 from gaugebook.engine.sweep import run_sweep
 from gaugebook.hyperspectral.completion import HYPERSPECTRAL
 from gaugebook.hyperspectral.hyperspectral_runs import (
@@ -32,8 +22,18 @@ from gaugebook.hyperspectral.hyperspectral_runs import (
     Budget,
     HyperspectralCompletion,
     MatrixProtocol,
-    ScaleConfig,
+    HyperspectralConfig,
     get_config,
+)
+from gaugebook.hyperspectral.matched_loss import (
+    best_at_level,
+    deepest_common_level,
+    fixed_lr_gaps,
+    gap,
+    leak_effect,
+    matched_comparison,
+    select_lr,
+    summarize,
 )
 from gaugebook.hyperspectral.scene_refs import synthetic_scene, user_scene
 
@@ -146,7 +146,7 @@ def test_leak_effect_pairs_the_same_runs():
 
 
 def tiny_config(scenes, dtype_seeds=()):
-    return ScaleConfig(
+    return HyperspectralConfig(
         "quick", tuple(scenes), MatrixProtocol(num_rows=60, rank=6, dof_rank=2),
         Budget(num_steps=300, thresholds=(3e-3, 1e-3, 3e-4), check_every=50),
         ("gd", "adam"), {"gd": (30.0, 1e5), "adam": (1e-2, 3e-2)}, (42,), (42, 7), ("adam",),
@@ -247,7 +247,7 @@ def test_records_of_an_absent_scene_are_read_not_run(tmp_path, monkeypatch):
     monkeypatch.setenv("GAUGEKIT_DATA", str(tmp_path / "empty"))
     cfg = tiny_config([synthetic_scene(10, 10, 12, 3, densities=("high",)),
                        registered_scene("salinas_a", ("low",))])
-    cfg = ScaleConfig(**{**cfg.__dict__, "matrices": {"salinas_a": MatrixProtocol(
+    cfg = HyperspectralConfig(**{**cfg.__dict__, "matrices": {"salinas_a": MatrixProtocol(
         num_rows=2000, rank=6, dof_rank=24)}})
     exp = HyperspectralCompletion({"quick": cfg})
     assert "salinas_a_low" not in exp.parts("quick")        # its file is not here

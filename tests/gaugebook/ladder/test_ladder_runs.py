@@ -27,7 +27,7 @@ def tiny_config() -> ladder.LadderConfig:
 
 @pytest.fixture
 def tiny(monkeypatch):
-    monkeypatch.setitem(ladder.CONFIGS, "quick", tiny_config)
+    monkeypatch.setitem(ladder.get_config.builders, "quick", tiny_config)
     return tiny_config()
 
 
@@ -128,8 +128,8 @@ def test_parts_share_runs_only_where_the_problem_is_the_same():
     for i, a in enumerate(others):
         for b in others[i + 1:]:
             assert not ids[a] & ids[b], (a, b)
-    assert len(set(config.names())) == len(config.names())
-    assert ladder.EXPERIMENT.parts("paper") == config.names()
+    assert len(set(config.part_names)) == len(config.part_names)
+    assert ladder.EXPERIMENT.parts("paper") == config.part_names
 
 
 def test_quick_scale_is_the_same_ladder_smaller():

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from gaugebook.engine import collection
 from gaugebook.engine import factor_trainer as factor_training
 from gaugebook.engine.factor_trainer import PER_MATRIX_RULES, train_factored_batch
 from gaugebook.engine.spec import RunSpec
@@ -84,16 +85,13 @@ def test_wide_grid_contains_the_grid_and_a_decade_each_side():
     assert ms.wide_grid((3e-4, 1e-2), 1.0) == (3e-4, 1e-3, 3e-3, 1e-2)
 
 
-def test_records_dir_is_committed_for_paper_and_temporary_for_quick(tmp_path, monkeypatch):
+def test_paper_records_are_committed_and_quick_ones_are_not(tmp_path, monkeypatch):
     expected = tmp_path / "results" / "matrix_sensing" / "paper"
-    assert ms.records_dir("paper", root=tmp_path) == expected
+    assert collection.records_dir(ms.NAME, "paper", root=tmp_path) == expected
     monkeypatch.chdir(tmp_path)
-    default = ms.records_dir("paper")
+    default = collection.records_dir(ms.NAME, "paper")
     assert default.parts[-3:] == ("results", "matrix_sensing", "paper")
-    a, b = ms.records_dir("quick"), ms.records_dir("quick")
-    assert a != b and a.is_dir() and not any(a.iterdir())
-    a.rmdir()
-    b.rmdir()
+    assert ms.get_config("paper").persist_records and not ms.get_config("quick").persist_records
 
 
 def test_published_values_belong_to_the_paper_setting_only():

@@ -21,7 +21,7 @@ from gaugebook.tails.tail_problem import TAILS, make_tail_instance
 TINY = Problem(n=6, r=1, k=6, m=22, num_val=5, init_scale=0.1)
 
 
-def tiny_config(num_steps=60, taus=(0.0, 0.3), horizons=(40, 80)) -> st.ScaleConfig:
+def tiny_config(num_steps=60, taus=(0.0, 0.3), horizons=(40, 80)) -> st.TailsConfig:
     budget = Budget(num_steps, tol=1e-5, check_every=20)
     grids = {"gd": (0.01, 0.03), "adam": (1e-3,), "scalar_adam": (1e-3,), "muon": (0.01,),
              "shampoo": (0.03,)}
@@ -29,7 +29,7 @@ def tiny_config(num_steps=60, taus=(0.0, 0.3), horizons=(40, 80)) -> st.ScaleCon
                          {m: ("cosine" if m == "muon" else "constant") for m in grids})
     horizon = st.HorizonPart("signum_horizon", "test", TINY, (1, 2), horizons,
                              ("cosine", "linear"), 1e-5, 20)
-    return st.ScaleConfig("quick", phase, horizon, st.PROBE_METHODS, False)
+    return st.TailsConfig("quick", phase, horizon, st.PROBE_METHODS, False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def test_linear_and_cosine_signum_runs_differ():
 
 
 def test_sweep_parts_rows_and_resume(tmp_path, monkeypatch):
-    monkeypatch.setitem(st.CONFIGS, "quick", tiny_config)
+    monkeypatch.setitem(st.get_config.builders, "quick", tiny_config)
     report = run_sweep(st.EXPERIMENT, tmp_path, scale="quick", progress=False)
     cfg = tiny_config()
     n_phase, n_horizon = len(cfg.specs("phase")), len(cfg.specs("signum_horizon"))
@@ -174,7 +174,7 @@ def test_sweep_parts_rows_and_resume(tmp_path, monkeypatch):
 
 
 def test_missing_committed_runs_are_named_not_computed(tmp_path, monkeypatch):
-    monkeypatch.setitem(st.CONFIGS, "quick", tiny_config)
+    monkeypatch.setitem(st.get_config.builders, "quick", tiny_config)
     monkeypatch.setattr(collection, "project_root", lambda name: tmp_path)
     folder = collection.records_dir(st.NAME, "quick")
     run_sweep(st.EXPERIMENT, folder, scale="quick", parts=["signum_horizon"], progress=False)

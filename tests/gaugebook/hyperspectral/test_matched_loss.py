@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from gaugebook.engine import matched_loss as ml
+from gaugebook.engine.selection import at_level
+from gaugebook.hyperspectral import matched_loss as ml
 
 TH = (1e-2, 1e-3, 1e-4)
 
@@ -24,12 +25,12 @@ def rec(method, lr, seed, crossings, status="ok", rmse=None, erank=None):
 
 def test_the_paper_reads_the_crossings_of_a_run_that_later_diverged():
     late = rec("gd", 1.0, 42, [1, 5, 9], status="diverged")
-    assert ml.at_level(late, 1e-4, "ours") is None
-    assert ml.at_level(late, 1e-4, "paper")["step"] == 9
+    assert at_level(late, 1e-4, "ours") is None
+    assert at_level(late, 1e-4, "paper")["step"] == 9
     error = rec("gd", 1.0, 42, [1], status="error")
-    assert ml.at_level(error, 1e-2, "paper") is None
+    assert at_level(error, 1e-2, "paper") is None
     with pytest.raises(ValueError, match="Invalid rule"):
-        ml.at_level(late, 1e-4, "theirs")
+        at_level(late, 1e-4, "theirs")
 
 
 def test_selection_differs_between_the_readings_only_through_diverged_runs():

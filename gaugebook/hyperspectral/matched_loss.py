@@ -1,21 +1,16 @@
-r"""The matched-loss protocol over run records: first crossings of training-loss levels,
-train-only learning-rate selection, and comparisons of methods at a common level.
+r"""Table 5's comparisons at matched training loss: methods at their selected rates, compared
+at a level of the training loss that every run reached.
 
 A matched-loss run (:mod:`gaugebook.engine.factor_trainer` with ``budget["record_at"]``)
 keeps in ``metrics["at_loss"]`` one entry per level ``ℓ`` its pre-update training loss fell
-below: ``{"threshold": ℓ, "step", "train_loss", "heldout_rmse", "effective_rank"}``. Levels are
-crossed in order, so a run has reached a prefix of the levels.
+below: ``{"threshold": ℓ, "step", "train_loss", "heldout_rmse", "effective_rank"}``
+(:func:`gaugebook.engine.selection.at_level` reads one). ``rule`` is the reading of a record
+(``"ours"``: only a run that finished ``ok`` counts; ``"paper"``: every crossing counts, also
+those of a run whose loss later blew up, as in the paper's ``experiments/nibi/collect.py``).
 
-Two readings of a record, the argument ``rule`` of every function here:
-
-``"ours"``   only a run that finished ``ok`` counts; a run that diverged counts for nothing;
-``"paper"``  the paper's (``experiments/nibi/collect.py`` of ``idevender/loss-basis-adam``):
-             every crossing counts, also those of a run whose loss later blew up (its script
-             keeps the levels recorded before the divergence).
-
-Selection (:func:`select_lr`), the paper's rule: for each learning rate, the levels that *every*
-selection seed reached; the rate with the most such levels wins, ties go to the fewest mean steps
-to the deepest of them, then to the smaller rate. Nothing of the held-out entries enters it.
+Selection (:func:`select_lr`) is the one selection of the book
+(:mod:`gaugebook.engine.selection`) under its matched-loss protocol; nothing of the held-out
+entries enters it.
 
 Comparison. :func:`matched_comparison` compares selected rates at the deepest level every run of
 the compared methods reached on every evaluation seed; the paper's headline
@@ -33,12 +28,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gaugebook.engine.selection import (
+    MATCHED_LOSS_LEVELS,
+    Record,
+    at_level,
+    deepest_level,
+    matched_loss,
+    select,
+)
+
 __all__ = [
-    "RULES",
     "THRESHOLDS",
     "LrSelection",
-    "Record",
-    "at_level",
     "best_at_level",
     "deepest_common_level",
     "fixed_lr_gaps",
@@ -52,31 +53,8 @@ __all__ = [
     "summarize",
 ]
 
-Record = Mapping[str, Any]
 #: The paper's matched-loss levels of the training MSE (descending).
-THRESHOLDS: tuple[float, ...] = (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5)
-RULES: tuple[str, ...] = ("ours", "paper")
-
-
-def at_level(record: Record, threshold: float, rule: str = "ours") -> dict[str, Any] | None:
-    """The ``at_loss`` entry of ``record`` for ``threshold`` (``None``: not reached; under
-    ``rule="ours"`` also when the run did not finish ``ok``)."""
-    if rule not in RULES:
-        raise ValueError(f"Invalid rule: {rule!r}; expected one of {RULES}")
-    if rule == "ours" and record.get("status") != "ok":
-        return None
-    if record.get("status") == "error":
-        return None
-    for entry in (record.get("metrics") or {}).get("at_loss") or []:
-        if entry["threshold"] == threshold:
-            return dict(entry)
-    return None
-
-
-def _deepest(record: Record, thresholds: Sequence[float], rule: str) -> int:
-    """Index of the deepest threshold ``record`` reached (-1: none)."""
-    return max((i for i, t in enumerate(thresholds) if at_level(record, t, rule) is not None),
-               default=-1)
+THRESHOLDS: tuple[float, ...] = MATCHED_LOSS_LEVELS
 
 
 def deepest_common_level(
@@ -88,7 +66,7 @@ def deepest_common_level(
     records = [r for g in groups for r in g]
     if not records or any(not g for g in groups):
         return None
-    index = min(_deepest(r, thresholds, rule) for r in records)
+    index = min(deepest_level(r, thresholds, rule) for r in records)
     return thresholds[index] if index >= 0 else None
 
 
@@ -130,36 +108,23 @@ def select_lr(
     grid: Sequence[float] | None = None,
     rule: str = "ours",
 ) -> LrSelection:
-    """Train-only selection (module docstring) among the rates of ``grid`` (default: every
-    rate recorded): the rate whose runs on ``seeds`` (all present) reach the most levels; ties:
-    fewest mean steps to the deepest, then the smaller rate. Under ``rule="ours"`` a rate with
-    a run that did not finish ``ok`` is not a candidate.
+    """The train-only selection of ``method`` among the rates of ``grid`` (default: every rate
+    recorded) on the runs of ``seeds``: :func:`gaugebook.engine.selection.select` under the
+    :func:`~gaugebook.engine.selection.matched_loss` protocol (the rate whose runs on every
+    seed reach the most levels; ties: fewest mean steps to the deepest, then the smaller rate).
 
-    Not :data:`gaugebook.engine.selection.TRAIN_SPEED` (fewest mean steps among the rates whose
-    every seed reached the tolerance): here the gate is graded, a rate that reaches more of the
-    matched-loss levels on every seed wins whatever its speed, and the steps are those to the
-    deepest such level, read from ``metrics["at_loss"]``."""
-    by_lr = _by_lr(records, method, seeds)
-    if grid is not None:
-        keep = {float(x) for x in grid}
-        by_lr = {lr: runs for lr, runs in by_lr.items() if lr in keep}
-    best: tuple[int, float, float] | None = None
-    for lr, runs in by_lr.items():
-        if len({r["config"]["seed"] for r in runs}) < len(set(seeds)):
-            continue
-        if rule == "ours" and any(r["status"] != "ok" for r in runs):
-            continue
-        level = min(_deepest(r, thresholds, rule) for r in runs)
-        if level < 0:
-            continue
-        steps = statistics.fmean(at_level(r, thresholds[level], rule)["step"] for r in runs)
-        key = (-level, steps, lr)
-        if best is None or key < best:
-            best = key
-    grid_used = tuple(by_lr)
-    if best is None:
+    Not the ``TRAIN_SPEED`` protocol (fewest mean steps among the rates whose every seed reached
+    the tolerance): here the gate is graded, a rate that reaches more of the matched-loss levels
+    on every seed wins whatever its speed, and the steps are those to the deepest such level."""
+    keep = None if grid is None else {float(x) for x in grid}
+    runs = [r for r in records if r["config"]["method"] == method and r["config"]["seed"] in seeds
+            and (keep is None or float(r["config"]["hparams"]["lr"]) in keep)]
+    chosen = select(runs, matched_loss(seeds, thresholds, rule)).get(method)
+    grid_used = tuple(float(lr) for lr in chosen.grid) if chosen else ()
+    if chosen is None or chosen.value is None:
         return LrSelection(method, None, None, math.nan, grid_used)
-    return LrSelection(method, best[2], thresholds[-best[0]], best[1], grid_used)
+    level, steps = chosen.score
+    return LrSelection(method, float(chosen.value), thresholds[-level], steps, grid_used)
 
 
 def gap(ours: Sequence[float], theirs: Sequence[float]) -> dict[str, Any]:
