@@ -23,9 +23,9 @@ import time
 import torch
 
 from gaugebook.engine.factor_trainer import train_factored_batch
-from gaugebook.sensing.measurements import SENSING
 from gaugebook.engine.sweep import run_sweep
 from gaugebook.sensing import sensing_runs as ms
+from gaugebook.sensing.measurements import SENSING
 
 
 def timed(fn):

@@ -116,8 +116,8 @@ def _timed(fn: Callable[[], object], device: torch.device) -> float:
 def sweep_row(sizes: Sizes, device: torch.device) -> Row:
     """The paper zoo's runs (step budget cut to ``sweep_steps``) batched vs one at a time."""
     from gaugebook.engine.factor_trainer import train_factored_batch
-    from gaugebook.sensing.measurements import SENSING
     from gaugebook.sensing import sensing_runs as ms
+    from gaugebook.sensing.measurements import SENSING
 
     part = ms.get_config("paper").part("zoo")
     part = dataclasses.replace(

@@ -12,8 +12,8 @@ Two checks, each in two steps (``snapshot`` on the old code, ``snapshot`` on the
   (prose with its glued values, outputs, tables and captions; not the code of the cells) and
   where each figure stands. This is what the page shows, whichever cell printed it.
 * ``quick``: a re-run of parts of every factor experiment, of the attention ``single`` part and
-  of the language model at quick scale, into a fresh records folder. ``compare`` then asks that the same runs exist
-  with the same statuses and step counts, and that every number agrees to round-off
+  of the language model at quick scale, into a fresh records folder. ``compare`` then asks that the
+  same runs exist with the same statuses and step counts, and that every number agrees to round-off
   (relative 1e-9, absolute 1e-12); records' code stamps and timings are not compared.
 
 Usage::

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from gaugebook.engine.settings import SCALES, get_scale
 from gaugekit._extras import MissingExtra
+from gaugekit.audit.factor_results import text_table
 
 if TYPE_CHECKING:
     from gaugebook.engine.sweep import SweepReport
@@ -151,21 +152,16 @@ def _experiment_out(args: argparse.Namespace, verb: str) -> tuple[str, Any, Path
     scale = get_scale(args.scale)
     exp = get_experiment(args.experiment)
     if scale == "paper" and args.out is None:
-        _require_checkout(Path.cwd(), f"`python -m gaugebook {args.command} --scale paper` {verb} the "
-                          "committed records under results/, so it", ", or pass --out DIR")
+        _require_checkout(Path.cwd(), f"`python -m gaugebook {args.command} --scale paper` "
+                          f"{verb} the committed records under results/, so it",
+                          ", or pass --out DIR")
     return scale, exp, args.out or Path("results") / exp.name / scale
 
 
-def _format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    def cell(value: Any) -> str:
-        if isinstance(value, float):
-            return "nan" if math.isnan(value) else f"{value:.4g}"
-        return str(value)
-
-    table = [[c for c in columns]] + [[cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
-    lines = ("  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in table)
-    return "\n".join(lines)
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -214,8 +210,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         ).items()
     ]
     print(f"{exp.name} [{scale}] part {part}, protocol {args.protocol} ({len(records)} records)")
-    print(_format_table(rows, ["method", "lr", "interpolated", "at_grid_edge", "rec", "val_rec",
-                               "steps"]))
+    columns = ["method", "lr", "interpolated", "at_grid_edge", "rec", "val_rec", "steps"]
+    print(text_table(columns, [[_cell(r.get(c)) for c in columns] for r in rows], sep="  "))
     return 0
 
 

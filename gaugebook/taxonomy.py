@@ -32,12 +32,8 @@ from gaugebook.present.viz import (
 )
 from gaugebook.symmetry import WIDTH, Findings, LossFn, _np, _trajectory
 from gaugekit import theory
-from gaugekit.audit.factors import (
-    FLOAT64_THRESHOLD,
-    AuditRow,
-    audit_equivariance,
-    torch_optim_factories,
-)
+from gaugekit.audit.factor_results import FLOAT64_THRESHOLD, AuditRow
+from gaugekit.audit.factors import audit_equivariance, torch_optim_factories
 from gaugekit.gauge import relative_distance, rotate_factors
 from gaugekit.optim import all_specs
 

@@ -115,7 +115,8 @@ def resolve_optimizer_class(path: str) -> type:
 def _cmd_audit(args: argparse.Namespace) -> int:
     import torch
 
-    from gaugekit.audit.factors import AuditError, AuditRow, audit_equivariance, format_audit_table
+    from gaugekit.audit.factor_results import AuditRow, format_audit_table
+    from gaugekit.audit.factors import AuditError, audit_equivariance
 
     kwargs = parse_hyperparameters(args.hyperparameters)
     if "." in args.optimizer:  # a class path, else a registry name

@@ -10,8 +10,8 @@ A *run* is one model of a twin family: the ``base`` model (init seed), or one of
 
 All runs of one family (same task, model, optimizer, hyperparameters, init seed, budget and
 dtype) are one batch: their parameters are stacked along a leading run dimension, trained on the
-identical data in lockstep (:func:`gaugebook.engine.twin_trainer.train_stack`, the one twin trainer) by
-one optimizer built with ``batch_dims=1`` (so every reduction of
+identical data in lockstep (:func:`gaugebook.engine.twin_trainer.train_stack`, the one twin
+trainer) by one optimizer built with ``batch_dims=1`` (so every reduction of
 the rule stays inside its model: shared-scale Adam's RMS is over all parameters of one model),
 and the base model is always part of the batch (recomputed when only twins are missing). At
 the checkpoints each run records its drift from the base: the mean over the ``L·H`` heads of

@@ -28,7 +28,6 @@ import torch
 
 from gaugebook.attention import attention_runs as att
 from gaugebook.engine import transformer as A
-from gaugebook.present import tables
 from gaugebook.present.tables import as_markdown, fmt
 from gaugebook.present.verdicts import HeadlineRow, number_verdict
 from gaugekit.audit import LossFn
@@ -190,10 +189,6 @@ def readme_headline() -> list[Any]:
     Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
     ratio; a missing value shows as a dash."""
     h = headline(att.collect("paper").records)
-
-    def fmt(x: float | None) -> str:
-        return tables.fmt(x, ".0f" if tables.finite(x) and abs(x) >= 100 else ".2g")
-
     ratio = h["structural"]["adam"]
     rows = [("Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
              h["adam"]["gauge_final_m"], "adam_final_m_drift"),
@@ -201,7 +196,8 @@ def readme_headline() -> list[Any]:
              h["scalar_adam"]["gauge_final_m"], "scalar_adam_final_m_drift"),
             (f"Adam: min gauge / max noise drift ({ratio['num_gauge']} gauge, "
              f"{ratio['num_noise']} noise twins)", ratio["ratio"], "structural_ratio")]
-    return [HeadlineRow(att.NAME, f"attention, {what}", fmt(ours), fmt(att.PUBLISHED[key]), "8",
+    return [HeadlineRow(att.NAME, f"attention, {what}", fmt(ours, "ratio"),
+                        fmt(att.PUBLISHED[key], "ratio"), "8",
                         number_verdict(ours, att.PUBLISHED[key])) for what, ours, key in rows]
 
 

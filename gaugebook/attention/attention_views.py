@@ -3,8 +3,8 @@ r"""What the attention chapter shows, computed from the records of
 chapter's cells stay short. Our numbers come from
 :func:`~gaugebook.attention.attention_summary.run_rows` and
 :func:`~gaugebook.attention.attention_summary.headline`, the published ones from
-:data:`gaugebook.attention.attention_runs.PUBLISHED`. Muon + Adam takes Muon's colour; twins are told
-apart by line style and grey level, never by an optimizer's colour.
+:data:`gaugebook.attention.attention_runs.PUBLISHED`. Muon + Adam takes Muon's colour; twins are
+told apart by line style and grey level, never by an optimizer's colour.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ Three measurements on the paper's matrix-sensing testbed (:mod:`gaugebook.sensin
    :func:`dial_gauge_residuals` / :func:`audit_flow_adam` run the equivariance audit;
 2. **the trigger rate** of the flow path: :func:`train_variants` trains every variant of
    :func:`ablation_variants` on every (seed, lr) of the config on the stacked factor trainer
-   (:mod:`gaugebook.engine.factor_trainer`), with the paper's stop rule, and keeps the flow counters at
-   the stop (the chapter's :func:`~gaugebook.dial.flow_summary.trigger_rates` divides
+   (:mod:`gaugebook.engine.factor_trainer`), with the paper's stop rule, and keeps the flow
+   counters at the stop (the chapter's :func:`~gaugebook.dial.flow_summary.trigger_rates` divides
    the flow steps by the eligible steps);
 3. **the ablation**: FlowAdam against the dial alone at smaller learning rates, plain GD at
    ``lr·T`` and :class:`DialThenClippedGD` (FlowAdam written out by hand for the case where the
@@ -44,7 +44,8 @@ from gaugebook.sensing.measurements import (
     sensing_loss,
 )
 from gaugebook.sensing.run_specs import Budget, Problem
-from gaugekit.audit.factors import AuditResult, FactorRun, audit_equivariance, run_factor_optimizer
+from gaugekit.audit.factor_results import AuditResult
+from gaugekit.audit.factors import FactorRun, audit_equivariance, run_factor_optimizer
 from gaugekit.gauge import relative_distance
 from gaugekit.optim import FlowAdam, make_optimizer, per_run
 from gaugekit.optim.flow_adam import (

@@ -48,6 +48,7 @@ import torch
 from gaugebook.engine import backends, collection
 from gaugebook.engine.backends import Isolated
 from gaugebook.engine.spec import RunResult, RunSpec
+from gaugekit.audit import factors as audit_factors
 
 NAME = "ecosystem"
 #: audit steps per run (past RAdam-style warm-ups of 5 steps and a first preconditioner refresh)
@@ -198,7 +199,7 @@ def exported_optimizers(library: str) -> tuple[str, ...]:
 
 
 #: What every child of the audit imports before it forks (with the library audited).
-_PRELOAD = ("torch._dynamo", "gaugebook.ecosystem.ecosystem_runs", "gaugekit.audit.factors")
+_PRELOAD = ("torch._dynamo", __name__, audit_factors.__name__)
 
 
 def run_isolated(target: Callable[..., Any], args: tuple[Any, ...], timeout_s: float,

@@ -30,7 +30,8 @@ from gaugebook.present.tables import Row, as_markdown, join_words, table_html, v
 from gaugebook.present.viz import legend_beside, method_color
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.symmetry import WIDTH
-from gaugekit.audit.factors import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD, audit_equivariance
+from gaugekit.audit.factor_results import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD
+from gaugekit.audit.factors import audit_equivariance
 from gaugekit.gauge import haar_orthogonal
 from gaugekit.optim import get_spec
 

@@ -38,7 +38,8 @@ resources are the GPU-aware scheduling a sweep needs (one batch per GPU).
 
 Isolation (:func:`run_isolated`): one call in a child process of its own, under a wall-clock
 limit. A call that hangs is killed and one that dies is reported, and the caller goes on either
-way: the ecosystem audit (:mod:`gaugebook.ecosystem.ecosystem_runs`) runs every foreign optimizer so.
+way: the ecosystem audit (:mod:`gaugebook.ecosystem.ecosystem_runs`) runs every foreign optimizer
+so.
 """
 
 from __future__ import annotations

@@ -230,7 +230,8 @@ def collect(
 
     ``persist`` (default: ``scale == "paper"``) says whether the scale keeps committed records
     under ``results/<experiment>/<scale>``. Then, in records mode ``read`` (the default, see
-    :func:`gaugebook.engine.settings.get_records_mode`), the records are read and nothing is computed: a
+    :func:`gaugebook.engine.settings.get_records_mode`), the records are read and nothing is
+    computed: a
     part with missing runs raises :class:`MissingRecords` naming the command that makes them;
     in mode ``make`` the missing runs are computed and appended first. A scale that does not
     persist (quick) computes everything afresh in a temporary folder, deleted once read.

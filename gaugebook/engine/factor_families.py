@@ -1,4 +1,5 @@
-r"""The factor problems as plain objects for the stacked trainer (``gaugebook.engine.factor_trainer``).
+r"""The factor problems as plain objects for the stacked trainer
+(``gaugebook.engine.factor_trainer``).
 
 A *problem family* turns a problem config (JSON data, part of every run id) and a list of seeds
 into :class:`FactorInstances`: the initial factors ``(U₀, V₀)`` of each seed and a

@@ -2,7 +2,8 @@
 
 A run is a :class:`RunSpec`: its semantic config (JSON data, whose hash is the run id,
 :func:`gaugebook.engine.records.run_id`) and the generator seeds derived from it. An experiment
-(:class:`Experiment`, one per chapter's package, named in :mod:`gaugebook.experiments`) expands its parts into
+(:class:`Experiment`, one per chapter's package, named in :mod:`gaugebook.experiments`) expands its
+parts into
 specs, groups them into batches and trains a batch, returning one :class:`RunResult` per spec;
 its configurations derive from :class:`gaugebook.engine.scales.ScaleConfig`.
 :func:`execute_batch` runs one batch and never raises: an exception becomes ``error`` results.

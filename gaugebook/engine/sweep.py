@@ -158,7 +158,8 @@ def run_sweep(
 
     With ``resume`` (the default) runs already finished in ``out_dir`` are skipped; without it
     the part files are deleted first and everything runs again. ``scale`` and ``device``
-    default to :func:`gaugebook.engine.settings.get_scale` / :func:`~gaugebook.engine.settings.get_device`.
+    default to :func:`gaugebook.engine.settings.get_scale` /
+    :func:`~gaugebook.engine.settings.get_device`.
     ``backend`` (``local`` or ``dask``) runs the batches, ``workers`` of them in parallel; the
     dask backend joins the scheduler at ``address`` (then the cluster's size sets the
     parallelism, and ``device`` need not exist on this machine) or starts a local cluster of

@@ -3,9 +3,10 @@
 :func:`load_text` returns a :class:`Text`: the characters, their integer ids, the vocabulary and
 the name of the text actually used, which the records keep. ``"tinyshakespeare"`` is the file
 ``text/tinyshakespeare_input.txt`` of the data folder (found by
-:func:`gaugebook.engine.datafiles.find_file`, checked against its SHA-256; a file with another checksum
-is refused with a :class:`~gaugebook.engine.datafiles.DataFileError`). ``"builtin"`` is a short public
-domain passage shipped with the package, the default of CI machines that have no data folder.
+:func:`gaugebook.engine.datafiles.find_file`, checked against its SHA-256; a file with another
+checksum
+is refused with a :class:`~gaugebook.engine.datafiles.DataFileError`). ``"builtin"`` is a short
+public domain passage shipped with the package, the default of CI machines that have no data folder.
 ``"auto"`` takes tiny-shakespeare when the file is there and the built-in text otherwise.
 """
 
@@ -115,8 +116,8 @@ def load_text(
 
     ``"tinyshakespeare"`` raises :class:`~gaugebook.engine.datafiles.MissingDataFileError` when the
     file is absent (downloaded first with ``download=True``) and
-    :class:`~gaugebook.engine.datafiles.DataFileError` when its checksum is wrong; ``"auto"`` falls back
-    to the built-in text only when the file is absent (a wrong checksum is still refused).
+    :class:`~gaugebook.engine.datafiles.DataFileError` when its checksum is wrong; ``"auto"`` falls
+    back to the built-in text only when the file is absent (a wrong checksum is still refused).
     """
     if name not in TEXT_NAMES:
         raise ValueError(f"Invalid name: {name!r}; expected one of {TEXT_NAMES}")

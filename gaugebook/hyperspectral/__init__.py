@@ -22,7 +22,7 @@ from gaugebook.hyperspectral.hyperspectral_page import (
     grid_items,
     headline_items,
     protocol_items,
-    records_note,
+    source_note,
     table5_items,
     waiting_markdown,
 )
@@ -47,7 +47,7 @@ __all__ = [
     "level_curves",
     "paper_parts",
     "protocol_items",
-    "records_note",
+    "source_note",
     "table5_items",
     "waiting_markdown",
 ]

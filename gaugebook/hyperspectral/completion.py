@@ -42,7 +42,8 @@ parts, which are compared with the published values run by run), ``"float64"`` (
 kept by the records of the other scenes) does the same steps in float64.
 
 The matrix of a scene config (:func:`scene_matrix_from_config`): the scene of
-:func:`gaugebook.hyperspectral.scene_refs.load_scene_config`, then :func:`scene_matrix`, cached per process.
+:func:`gaugebook.hyperspectral.scene_refs.load_scene_config`, then :func:`scene_matrix`, cached per
+process.
 
 Everything accepts stacks: ``U, V`` of shape ``(R, n, k)``, ``(R, B, k)`` are ``R`` runs;
 :class:`CompletionBatch` stacks runs on several instances (several masks).
@@ -153,7 +154,8 @@ def scene_matrix_from_config(
     scene: Mapping[str, Any], num_rows: int = NUM_ROWS, row_seed: int = MATRIX_SEED,
     data_dtype: str = "float64",
 ) -> Tensor:
-    """The ``n × B`` matrix of a scene config (:mod:`gaugebook.hyperspectral.scenes`), in ``data_dtype``
+    """The ``n × B`` matrix of a scene config (:mod:`gaugebook.hyperspectral.scenes`), in
+    ``data_dtype``
     (cached per process)."""
     key = json.dumps(dict(scene), sort_keys=True, separators=(",", ":"))
     return _matrix_cached(key, num_rows, row_seed, data_dtype)

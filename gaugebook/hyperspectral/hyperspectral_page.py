@@ -1,8 +1,9 @@
 r"""What chapter 7 pastes, one function per section: each returns its glue items (name → text;
 names with ``_tab_`` are HTML tables through :func:`gaugebook.present.viz.table_html`), from the
-records of :func:`gaugebook.hyperspectral.hyperspectral_runs.collect` through the rows and sentences of
+records of :func:`gaugebook.hyperspectral.hyperspectral_runs.collect` through the rows and
+sentences of
 :mod:`gaugebook.hyperspectral.hyperspectral_views`; and the page's notes on those records
-(:func:`records_note`, :func:`waiting_markdown`, :func:`absent`).
+(:func:`source_note`, :func:`waiting_markdown`, :func:`absent`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from gaugebook.engine import collection
 from gaugebook.engine.collection import Collected
 from gaugebook.hyperspectral import hyperspectral_runs as hs
 from gaugebook.hyperspectral import hyperspectral_views as views
-from gaugebook.hyperspectral.hyperspectral_views import fmt_pct, label
+from gaugebook.hyperspectral.hyperspectral_views import label
 from gaugebook.hyperspectral.scenes import get_scene_info
 from gaugebook.present import viz
+from gaugebook.present.tables import fmt
 
 
-def records_note(c: Collected) -> Any:
+def source_note(c: Collected) -> Any:
     """:func:`gaugebook.present.viz.records_note` of the records shown; the runs still missing
     are left to :func:`waiting_markdown` (which names only the scenes whose file is here)."""
     return viz.records_note(replace(c, missing={}))
@@ -38,11 +40,12 @@ def absent(c: Collected, scene: str) -> str:
 
 _TAB_HEADERS = {"level": "train MSE", "gd": "GD", "adam": "Adam", "gap": "GD below Adam",
                 "wins": "seeds"}
-_TAB_FORMATS = {"density": "g", "level": "g", "gd": ".5f", "adam": ".5f", "gap": fmt_pct}
+_TAB_FORMATS = {"density": "g", "level": "g", "gd": ".5f", "adam": ".5f", "gap": "pct"}
 
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], **kw: Any) -> str:
-    """The page's one table helper: :func:`gaugebook.present.viz.table_html`, one line when empty."""
+    """The page's one table helper: :func:`gaugebook.present.viz.table_html`, one line when
+    empty."""
     if not rows:
         return viz.table_html([{columns[0]: "no records at this scale"}], columns,
                               headers=kw.get("headers"))
@@ -63,12 +66,12 @@ def claim_items() -> dict[str, str]:
           + ", ".join(f"{v['levels'][deep][0]:.5f} and {v['levels'][deep][1]} for {label(m)}"
                       for m, v in pub5.items()) + ".")
     sens = "; ".join(
-        f"at ρ = {rho:g} " + ", ".join(f"{fmt_pct(g)} against Adam at {lr:g}"
+        f"at ρ = {rho:g} " + ", ".join(f"{fmt(g, 'pct')} against Adam at {lr:g}"
                                       for lr, g in v.items())
         for (scene, rho), v in hs.PUBLISHED_FIXED_LR_GAPS.items() if scene == "indian_pines")
     pavia = [(rho, v) for (scene, rho), v in hs.PUBLISHED_HEADLINE.items() if scene == "pavia_u"]
     return {"hsi_claim_t5": t5, "hsi_claim_sens": sens,
-            "hsi_pavia_pub": " and ".join(f"{fmt_pct(v['gap'])} at ρ = {rho:g}"
+            "hsi_pavia_pub": " and ".join(f"{fmt(v['gap'], 'pct')} at ρ = {rho:g}"
                                           for rho, v in pavia)}
 
 
@@ -132,19 +135,19 @@ def headline_items(c: Collected) -> dict[str, str]:
     head = views.headline_rows(c, views.paper_parts(c))
     table = _table(head, ["setting", "level", "gd", "adam", "gap", "wins", "gap_pub", "wins_pub"],
                    headers={**_TAB_HEADERS, "gap_pub": "paper", "wins_pub": "seeds, paper"},
-                   formats=_TAB_FORMATS | {"gap_pub": fmt_pct})
+                   formats=_TAB_FORMATS | {"gap_pub": "pct"})
 
     def sentence(r: Mapping[str, Any]) -> str:
-        paper = (f" (paper: {fmt_pct(r['gap_pub'])} on {r['wins_pub']})"
+        paper = (f" (paper: {fmt(r['gap_pub'], 'pct')} on {r['wins_pub']})"
                  if r["gap_pub"] is not None else " (the paper has no value for this density)")
-        return f"{r['setting']}: {fmt_pct(r['gap'])} on {r['wins']} seeds" + paper
+        return f"{r['setting']}: {fmt(r['gap'], 'pct')} on {r['wins']} seeds" + paper
 
     def holds(density: float) -> str:
         r = next((r for r in head if r["setting"] == f"Indian Pines, ρ = {density:g}"), None)
         if r is None:
             return "— (no records at this scale)"
-        return (f"{fmt_pct(r['gap'])} on {r['wins']} seeds, against the paper's "
-                f"{fmt_pct(r['gap_pub'])} on {r['wins_pub']}")
+        return (f"{fmt(r['gap'], 'pct')} on {r['wins']} seeds, against the paper's "
+                f"{fmt(r['gap_pub'], 'pct')} on {r['wins_pub']}")
 
     return {"hsi_tab_headline": table,
             "hsi_head_text": "; ".join(sentence(r) for r in head)
@@ -168,16 +171,16 @@ def grid_items(c: Collected) -> dict[str, str]:
         for d, rs in grids.items():
             r = next((r for r in rs if r["grid"].startswith(name)), None)
             out.append(f"ρ = {d:g}: —" if r is None or r["level"] is None else
-                       f"ρ = {d:g}: {fmt_pct(r['gap'])} at {r['level']:g} ({r['wins']} seeds)")
+                       f"ρ = {d:g}: {fmt(r['gap'], 'pct')} at {r['level']:g} ({r['wins']} seeds)")
         return "; ".join(out) or "—"
 
     return {
         "hsi_tab_sens": _table(sens, list(heads), headers=heads,
-                               formats=dict.fromkeys(heads, fmt_pct) | {"lr": "g"}),
+                               formats=dict.fromkeys(heads, "pct") | {"lr": "g"}),
         "hsi_sens_text": views.sensitivity_text(sens, parts),
         "hsi_tab_grids": _table(rows, ["density", "grid", *hs.METHODS, "level", "gap", "wins"],
                                 headers={**{m: label(m) for m in hs.METHODS}, **_TAB_HEADERS},
-                                formats={"density": "g", "level": "g", "gap": fmt_pct}),
+                                formats={"density": "g", "level": "g", "gap": "pct"}),
         "hsi_cpu_text": gap_of("CPU"), "hsi_ext_text": gap_of("extended"),
     }
 
@@ -215,7 +218,7 @@ def beyond_items(c: Collected) -> dict[str, str]:
                                              "rmse": "held-out RMSE", "erank": "erank"},
                                     formats={"density": "g", "lr": "g", "rmse": ".5f",
                                              "erank": ".1f"}),
-        "hsi_beyond_text": "; ".join(f"{r['setting']}: {fmt_pct(r['gap'])} ({r['wins']} seeds)"
+        "hsi_beyond_text": "; ".join(f"{r['setting']}: {fmt(r['gap'], 'pct')} ({r['wins']} seeds)"
                                      for r in beyond) or "—",
         "hsi_samson_edge": "; ".join(f"at ρ = {p.density:g}, "
                                      + views.gd_edge_text(views.gd_rate_rows(c, p)) for p in samson)

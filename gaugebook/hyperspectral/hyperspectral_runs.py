@@ -14,7 +14,8 @@ held-out RMSE over all unobserved entries, the effective rank of ``W`` and the s
 correction: bands are centred with the *observed* entries only (the paper used all entries, a
 leak; the ``…_leak`` parts repeat the runs with the paper's centring to measure it).
 
-Selection on training data only, seeds 42 and 123 (:func:`~gaugebook.hyperspectral.matched_loss.select_lr`);
+Selection on training data only, seeds 42 and 123
+(:func:`~gaugebook.hyperspectral.matched_loss.select_lr`);
 evaluation of the selected rates on seeds 42/123/456/789 at the deepest threshold *every*
 method reaches on every seed (:func:`~gaugebook.hyperspectral.matched_loss.matched_comparison`).
 
@@ -192,7 +193,8 @@ class Part:
     matrix: MatrixProtocol
     budget: Budget
     dtype: str = "float32"
-    #: how records are read for selection and comparison (:mod:`~gaugebook.hyperspectral.matched_loss`)
+    #: how records are read for selection and comparison
+    #: (:mod:`~gaugebook.hyperspectral.matched_loss`)
     rule: str = "ours"
     #: the rates a selection may choose per method (``None``: every rate run)
     selection_grids: Mapping[str, tuple[float, ...]] | None = None

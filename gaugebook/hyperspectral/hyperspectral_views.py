@@ -1,6 +1,6 @@
 r"""What the hyperspectral chapter shows, computed from the records of
-:func:`gaugebook.hyperspectral.hyperspectral_runs.collect`: the parts a page shows (:func:`shown_parts`,
-:func:`waiting`) and their summaries (:func:`summary`), tables as rows for
+:func:`gaugebook.hyperspectral.hyperspectral_runs.collect`: the parts a page shows
+(:func:`shown_parts`, :func:`waiting`) and their summaries (:func:`summary`), tables as rows for
 :func:`gaugebook.present.viz.table_html`, verdicts, and figures; and the same numbers for the
 command line (:func:`report_lines`) and the README (:func:`readme_headline`). The chapter's
 sections are :mod:`gaugebook.hyperspectral.hyperspectral_page`.
@@ -23,7 +23,7 @@ from gaugebook.engine.selection import at_level
 from gaugebook.hyperspectral import hyperspectral_runs as hs
 from gaugebook.hyperspectral import matched_loss as ml
 from gaugebook.hyperspectral.scenes import get_scene_info
-from gaugebook.present.tables import label
+from gaugebook.present.tables import fmt, label
 from gaugebook.present.verdicts import HeadlineRow
 
 
@@ -56,7 +56,8 @@ def waiting(c: Collected) -> list[tuple[hs.Part, int, int]]:
 
 def summary(c: Collected, part: hs.Part,
             grid: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
-    """:func:`~gaugebook.hyperspectral.matched_loss.summarize` of one part, with the part's selection
+    """:func:`~gaugebook.hyperspectral.matched_loss.summarize` of one part, with the part's
+    selection
     grid unless given, its reading rule (and its leak arm when recorded)."""
     leak = c.records.get(f"{part.name}_leak", []) if part.centring == "observed" else []
     return ml.summarize(c.records[part.name], leak, methods=part.methods,
@@ -300,8 +301,8 @@ def sensitivity_text(rows: Sequence[Mapping[str, Any]], parts: Sequence[hs.Part]
             continue
         low, high = gaps[0], max(gaps, key=lambda x: x[1])
         every = all(g > 0 for _, g in gaps)
-        out.append(f"at ρ = {part.density:g}, {fmt_pct(low[1])} against Adam at {low[0]:g} and "
-                   f"up to {fmt_pct(high[1])} at {high[0]:g}; GD is below Adam at "
+        out.append(f"at ρ = {part.density:g}, {fmt(low[1], 'pct')} against Adam at {low[0]:g} and "
+                   f"up to {fmt(high[1], 'pct')} at {high[0]:g}; GD is below Adam at "
                    + ("every rate" if every else "some rates only"))
     return "; ".join(out) or "no fixed-rate comparison at this scale"
 
@@ -320,7 +321,7 @@ def arms_text(rows: Sequence[Mapping[str, Any]]) -> str:
         moves = [f"{r['dtype']} with {r['centring']} centring changes it by "
                  + _points(100 * (r["gap"] - ref["gap"]))
                  for r in mine if r is not ref]
-        out.append(f"at ρ = {density:g} GD's gap below Adam is {fmt_pct(ref['gap'])} in "
+        out.append(f"at ρ = {density:g} GD's gap below Adam is {fmt(ref['gap'], 'pct')} in "
                    "float64 with all-entries centring (the paper's arithmetic and centring), "
                    "and " + ", ".join(moves))
     if not out:
@@ -363,11 +364,6 @@ def equivariant_text(rows: Sequence[Mapping[str, Any]]) -> str:
     deepest = {r["method"].split(" (")[0]: r for r in rows if r["n"]}
     order = sorted(deepest.items(), key=lambda kv: kv[1]["rmse"])
     return " < ".join(f"{m} {r['rmse']:.4f}" for m, r in order) or "—"
-
-
-def fmt_pct(x: float | None) -> str:
-    """A fraction as a signed percentage (``—`` when missing)."""
-    return "—" if x is None or not math.isfinite(x) else f"{100 * x:+.1f} %"
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,13 +12,15 @@ layouts, both read with :func:`scipy.io.loadmat`:
 
 :data:`SCENES` lists the scenes of the paper and of this machine with their file, key, layout,
 shape, source page, download URL and SHA-256 (where known). :func:`load_scene` finds a registered
-scene through :func:`gaugebook.engine.datafiles.find_file` (data folder first, then a pooch download);
+scene through :func:`gaugebook.engine.datafiles.find_file` (data folder first, then a pooch
+download);
 :func:`load_mat_scene` reads a user's own file. A file whose checksum, key, shape or dtype does not
 match is refused with :class:`~gaugebook.engine.datafiles.DataFileError`, never silently used.
 
 A *scene config* names a scene as JSON data (part of the run ids of the experiments that use
 it): ``{"source": "registry", "name", "sha256"}``, ``{"source": "synthetic", "rows", "cols",
-"bands", "endmembers", "noise", "seed"}`` (:func:`gaugebook.hyperspectral.synthetic_scene.make_synthetic_scene`)
+"bands", "endmembers", "noise", "seed"}``
+(:func:`gaugebook.hyperspectral.synthetic_scene.make_synthetic_scene`)
 or ``{"source": "file", "path", "key", "layout", "n_rows", "n_cols", "sha256"}``; the configs
 and their loader are :mod:`gaugebook.hyperspectral.scene_refs`.
 """

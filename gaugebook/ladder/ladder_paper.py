@@ -19,27 +19,12 @@ from typing import Any
 
 from gaugebook.engine import selection
 from gaugebook.ladder import ladder_runs as ladder
-from gaugebook.present.tables import as_markdown, join_words, label, table_html
+from gaugebook.present.tables import as_markdown, fmt, formatter, join_words, label, table_html
 from gaugebook.present.verdicts import HeadlineRow, number_verdict
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.sensing_views import split_sides, split_text
 
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
-
-
-def fmt_rec(x: float | None) -> str:
-    """Three decimals, or ``3.3e-6`` (no padded exponent, so narrow cells do not wrap); an em
-    dash for ``None`` or a non-finite value."""
-    if x is None or not math.isfinite(x):
-        return "—"
-    if x >= 1e-3:
-        return f"{x:.3f}"
-    mantissa, exponent = f"{x:.1e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def _rec4(x: float) -> str:
-    return f"{x:.4f}" if x >= 1e-3 else fmt_rec(x)
 
 
 def published_rec(part: ladder.LadderPart) -> dict[str, float] | None:
@@ -187,7 +172,7 @@ def headline() -> list[HeadlineRow]:
 
 def _selection_at_40(rows: Mapping[str, Mapping[str, Any]], method: str) -> str:
     sel = rows.get(method)
-    return "—" if sel is None else f"{_rec4(sel['rec'])} (lr {sel['lr']:g})"
+    return "—" if sel is None else f"{fmt(sel['rec'], 'rec4')} (lr {sel['lr']:g})"
 
 
 def _split(rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool | None, str, str]:
@@ -197,8 +182,8 @@ def _split(rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool | None, str, str
     split = ms.split_summary(list(rows.values()))
     if not math.isfinite(split["gap"]):
         return None, "—", ""
-    eq, cw = split_sides(split, _rec4)
-    cell = split_text(split, "holds" if split["clean"] else "fails", _rec4)
+    eq, cw = split_sides(split, formatter("rec4"))
+    cell = split_text(split, "holds" if split["clean"] else "fails", formatter("rec4"))
     return split["clean"], cell, f"{eq} below {cw}" if split["clean"] else f"{cw} below {eq}"
 
 
@@ -294,8 +279,8 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
         if all(same_signum.values()):
             text["signum"] = (
                 f"For signum the grid, the selected rate ({s9['lr']:g}) and the schedule "
-                f"({part.schedule('signum')}) are the same, so its gap ({_rec4(s4['rec'])} "
-                f"against {_rec4(s9['rec'])}) comes from the budget (the cosine runs over "
+                f"({part.schedule('signum')}) are the same, so its gap ({fmt(s4['rec'], 'rec4')} "
+                f"against {fmt(s9['rec'], 'rec4')}) comes from the budget (the cosine runs over "
                 "the longer one) or the precision; our records cannot tell which")
         else:
             text["signum"] = ("For signum the " + join_words([k for k, v in same_signum.items()

@@ -18,10 +18,10 @@ from gaugebook.engine import selection
 from gaugebook.engine.collection import run_command
 from gaugebook.ladder import ladder_paper
 from gaugebook.ladder import ladder_runs as ladder
-from gaugebook.ladder.ladder_paper import Records, _rec4, fmt_rec
+from gaugebook.ladder.ladder_paper import Records
 from gaugebook.present import viz
 from gaugebook.present.tables import as_markdown as md
-from gaugebook.present.tables import gauge_class, label, yes_no
+from gaugebook.present.tables import fmt, formatter, gauge_class, label, yes_no
 from gaugebook.sensing.sensing_views import split_sides
 from gaugekit.optim.registry import get_spec
 
@@ -63,7 +63,7 @@ def rec_table(info: Info, arm: str) -> str:
         for row in points:
             sel = row["rows"].get(m)
             out[row["part"]] = ("incomplete" if m in row["incomplete"] else "—" if sel is None
-                                else fmt_rec(sel["rec"]) + "*" * bool(sel["at_grid_edge"]))
+                                else fmt(sel["rec"], "rec3") + "*" * bool(sel["at_grid_edge"]))
         rows.append(out)
     headers = {row["part"]: _POINT[arm].format(row["value"]) + f" ({_seeds(len(row['seeds']))})"
                for row in points}
@@ -106,7 +106,7 @@ def published_table(compared: Sequence[Mapping[str, Any]]) -> str:
         key = (c["arm"], c["value"])
         points.setdefault(key, _POINT[c["arm"]].format(c["value"])
                           + f", seeds {c['seeds']} / {c['published_seeds']}")
-        cells.setdefault(c["method"], {})[key] = f"{_rec4(c['ours'])} / {c['published']:.4f}"
+        cells.setdefault(c["method"], {})[key] = f"{fmt(c['ours'], 'rec4')} / {c['published']:.4f}"
     if not cells:
         return _note_table("none of the points with records here is one of the paper's, so "
                            "nothing is set beside Table 11")
@@ -128,7 +128,7 @@ def agreement_text(compared: Sequence[Mapping[str, Any]]) -> str:
     text = (f"where our seeds are the paper's ({where}), {len(same) - len(off)} of the "
             f"{len(same)} means equal the published ones to the {digits} printed decimals")
     if off:
-        text += "; not " + "; ".join(f"{label(c['method'])} ({_rec4(c['ours'])} against "
+        text += "; not " + "; ".join(f"{label(c['method'])} ({fmt(c['ours'], 'rec4')} against "
                                      f"{c['published']:.4f})" for c in off)
     return text
 
@@ -179,7 +179,7 @@ def record_table(rec96: Sequence[Mapping[str, Any]]) -> str:
                  "ours": "rec, seed 42 (ours)", "paper_lr": "lr (paper's record)",
                  "paper_schedule": "schedule (paper)", "paper": "rec, seed 42 (paper's record)",
                  "rel_diff": "relative difference"},
-        formats={"lr": "g", "paper_lr": ".6g", "ours": fmt_rec, "paper": fmt_rec,
+        formats={"lr": "g", "paper_lr": ".6g", "ours": "rec3", "paper": "rec3",
                  "rel_diff": ".1e"})
 
 
@@ -311,8 +311,8 @@ def gate_changes(config: ladder.LadderConfig, records: Records, ran: Info) -> li
             old = strict[row["n"]].get(m)
             if old is not None and old["lr"] != sel["lr"]:
                 changed.append(f"{label(m)} at n = {row['n']}: lr {old['lr']:g} → "
-                               f"{sel['lr']:g}, rec {fmt_rec(old['rec'])} → "
-                               f"{fmt_rec(sel['rec'])}")
+                               f"{sel['lr']:g}, rec {fmt(old['rec'], 'rec3')} → "
+                               f"{fmt(sel['rec'], 'rec3')}")
     return changed
 
 
@@ -331,8 +331,8 @@ def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, ga
         "gate_changed_n": md(f"{k} selection{'s' * (k != 1)} change{'s' * (k == 1)}"),
         "tab_ladder_record": record_table(rec96),
         "rec96_text": md(record_text(rec96, seeds96)),
-        "rms96_text": md(f"{fmt_rec(rms96['ours'])} decayed against "
-                         f"{fmt_rec(rms96['paper'])} at a constant step" if rms96
+        "rms96_text": md(f"{fmt(rms96['ours'], 'rec3')} decayed against "
+                         f"{fmt(rms96['paper'], 'rec3')} at a constant step" if rms96
                          else "not recorded"),
     }
 
@@ -351,9 +351,9 @@ def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
             value = c[claim]
             detail = ""
             if claim in ("muon_exact", "signum_exact"):
-                detail = fmt_rec(row["rows"].get(claim.split("_")[0], {}).get("rec"))
+                detail = fmt(row["rows"].get(claim.split("_")[0], {}).get("rec"), "rec3")
             elif claim == "clean_split" and c["split"] is not None:
-                eq, cw = split_sides(c["split"], fmt_rec)
+                eq, cw = split_sides(c["split"], formatter("rec3"))
                 detail = f"worst eq. {eq}, best c.-w. {cw}"
             out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
                                    else yes_no(value))

@@ -236,7 +236,8 @@ MAX_STACK = 2
 def _train(c0: Mapping[str, Any], rows: Sequence[tuple[float, int, Mapping[str, Any]]],
            task: TwinTask, device: torch.device, num_steps: int,
            checkpoints: Sequence[int]) -> list[tuple[StackTrace, int, int]]:
-    """Train ``rows`` = (lr, init seed, twin) by :func:`~gaugebook.engine.twin_trainer.train_families`
+    """Train ``rows`` = (lr, init seed, twin) by
+    :func:`~gaugebook.engine.twin_trainer.train_families`
     (a twin in the stack of its base, lone bases :data:`MAX_STACK` to a stack)."""
     shape = TransformerShape(**c0["model"])
     return train_families(

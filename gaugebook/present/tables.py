@@ -46,9 +46,37 @@ def finite(x: Any) -> bool:
     return x is not None and math.isfinite(float(x))
 
 
+def _short_e(x: float) -> str:
+    """``3.3e-6``: one decimal, the exponent unpadded (a narrow cell does not wrap)."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+#: The book's named number styles (beside any format spec) for :func:`fmt`.
+STYLES: dict[str, Callable[[float], str]] = {
+    # a recovery error: four decimals, else 7.4e-06 (Table 2, the README)
+    "rec": lambda x: f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.1e}",
+    # three or four decimals, else 3.3e-6 (the ladder's narrow cells)
+    "rec3": lambda x: f"{x:.3f}" if x >= 1e-3 else _short_e(x),
+    "rec4": lambda x: f"{x:.4f}" if x >= 1e-3 else _short_e(x),
+    # a fraction as a signed percentage: +43.0 %
+    "pct": lambda x: f"{100 * x:+.1f} %",
+    # a ratio: whole above 100, else two significant digits
+    "ratio": lambda x: f"{x:.0f}" if abs(x) >= 100 else f"{x:.2g}",
+}
+
+
 def fmt(x: Any, spec: str = ".2e") -> str:
-    """``x`` formatted with ``spec``; an em dash for ``None`` or a non-finite number."""
-    return "—" if _missing(x) else format(x, spec)
+    """``x`` formatted with ``spec``, a format spec or a name of :data:`STYLES`; an em dash
+    for ``None`` or a non-finite number. The one number format of the book's pages."""
+    if _missing(x):
+        return "—"
+    return STYLES[spec](x) if spec in STYLES else format(x, spec)
+
+
+def formatter(spec: str) -> Callable[[Any], str]:
+    """:func:`fmt` with ``spec`` fixed, for a table column or a sentence helper."""
+    return lambda x: fmt(x, spec)
 
 
 def yes_no(flag: Any) -> str:
@@ -109,7 +137,7 @@ def table_html(
             return "—"
         if callable(spec):
             return html.escape(spec(value))
-        return html.escape(str(value) if spec is None else format(value, spec))
+        return html.escape(str(value) if spec is None else fmt(value, spec))
 
     pad = 'style="padding: 2px 6px"'
     one_word = 'style="padding: 2px 6px; white-space: nowrap"'
@@ -130,10 +158,11 @@ def records_note(source: Any) -> Any:
     """Which records a page shows and the command that made them, as Markdown for the page.
 
     ``source`` is what a chapter's ``collect()`` returned (anything with ``note_markdown()``,
-    such as :class:`gaugebook.engine.collection.Collected`) or a Markdown string. The result is
-    an :class:`IPython.display.Markdown`: glue it (``glue("note", records_note(c),
-    display=False)``) and paste it with the ``glue:md`` directive and ``:format: myst``, so
-    the command shows as a code block, its ``--`` intact, instead of text between backticks.
+    such as :class:`gaugebook.engine.collection.Collected`, whose commands come as
+    copy-pasteable code blocks) or a Markdown string. The result is an
+    :class:`IPython.display.Markdown`: glue it (:func:`glue_page`) and paste it with the
+    ``glue:md`` directive and ``:format: myst``, so the command shows as a code block, its
+    ``--`` intact, instead of text between backticks.
     """
     from IPython.display import Markdown
 
@@ -143,7 +172,7 @@ def records_note(source: Any) -> Any:
             f"Invalid source: {type(source).__name__}; expected a collected result with "
             f"note_markdown() or a Markdown string"
         )
-    return Markdown(_wrap_commands(text))
+    return Markdown(text)
 
 
 def as_markdown(text: str) -> Any:
@@ -154,43 +183,25 @@ def as_markdown(text: str) -> Any:
     return Markdown(text)
 
 
-def _wrap_commands(text: str, width: int = 72) -> str:
-    """Every line of a ```` ```bash ```` block of ``text`` longer than ``width`` broken before
-    an option (`` --``) with a shell continuation, so that a page shows it without a sideways
-    scroll and it still pastes as one command."""
-    out, in_bash = [], False
-    for line in text.split("\n"):
-        if line.startswith("```"):  # a fence opens or closes a block; it is never broken
-            in_bash = line.strip() == "```bash"
-        if not in_bash or len(line) <= width or " --" not in line:
-            out.append(line)
-            continue
-        current, *options = line.split(" --")
-        for option in options:
-            if len(current) + 3 + len(option) > width - 2:
-                out.append(current + " \\")
-                current = "    --" + option
-            else:
-                current += " --" + option
-        out.append(current)
-    return "\n".join(out)
-
-
-def glue_page(values: Mapping[str, Any], prefix: str = "") -> None:
+def glue_page(values: Mapping[str, Any], prefix: str = "", *, markdown: bool = False) -> None:
     """Glue every ``name → value`` of a page (as ``prefix + name``) for ``{glue:text}``,
     ``{glue:md}`` and ``glue:figure``, without showing it (``display=False``).
 
     A string holding an HTML table (from :func:`table_html`) is glued as HTML, any other string
-    as text; a matplotlib figure as the figure (then closed); a number as the number, for the
-    page to format (``{glue:text}`name:.3f```); an IPython display object as it is. This is the
-    one glue helper of the book's chapters."""
+    as text (as Markdown with ``markdown``, for ``{glue:md}``); a matplotlib figure as the
+    figure (then closed); a number as the number, for the page to format
+    (``{glue:text}`name:.3f```); an IPython display object as it is. This is the one glue
+    helper of the book's pages."""
     import matplotlib.pyplot as plt
-    from IPython.display import HTML
+    from IPython.display import HTML, Markdown
     from matplotlib.figure import Figure
     from myst_nb import glue
 
     for name, value in values.items():
-        table = isinstance(value, str) and "<table" in value
-        glue(prefix + name, HTML(value) if table else value, display=False)
+        if isinstance(value, str) and "<table" in value:
+            value = HTML(value)
+        elif isinstance(value, str) and markdown:
+            value = Markdown(value)
+        glue(prefix + name, value, display=False)
         if isinstance(value, Figure):
             plt.close(value)

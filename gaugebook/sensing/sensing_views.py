@@ -15,7 +15,17 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gaugebook.present.tables import Record, Row, gauge_class, join_words, label, table_html, yes_no
+from gaugebook.present.tables import (
+    Record,
+    Row,
+    fmt,
+    formatter,
+    gauge_class,
+    join_words,
+    label,
+    table_html,
+    yes_no,
+)
 from gaugebook.present.verdicts import HeadlineRow, number_verdict
 from gaugebook.sensing import sensing_runs as ms
 from gaugekit.optim.registry import get_spec
@@ -379,12 +389,6 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
 HEADLINE_METHODS: tuple[str, ...] = ("muon", "gd", "scalar_adam", "adam")
 
 
-def _fmt_rec(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    return f"{x:.4f}" if abs(x) >= 1e-3 else f"{x:.1e}"
-
-
 def paper_zoo_rows() -> list[dict[str, Any]]:
     collected = ms.collect("paper", parts=["zoo"], mode="read")
     return ms.selection_rows(collected.records["zoo"], "oracle")
@@ -401,11 +405,11 @@ def headline() -> list[HeadlineRow]:
         out.append(HeadlineRow(
             ms.NAME, f"matrix sensing (n = 40), recovery error, {r['label']} "
             f"({gauge_class(r['equivariant'])})",
-            _fmt_rec(r["rec"]), _fmt_rec(pub), "4", number_verdict(r["rec"], pub)))
+            fmt(r["rec"], "rec"), fmt(pub, "rec"), "4", number_verdict(r["rec"], pub)))
     split, published = ms.split_summary(list(rows.values())), _published_split()
     out.append(HeadlineRow(
         ms.NAME, "every equivariant method below every coordinate-wise one (Table 2)",
-        *(split_text(s, yes_no(s["clean"]), _fmt_rec) for s in (split, published)), "4",
+        *(split_text(s, yes_no(s["clean"]), formatter("rec")) for s in (split, published)), "4",
         "holds" if split["clean"] == published["clean"] else "does not hold"))
     decay = ms.collect("paper", parts=["decay"]).records.get("decay", [])
     pub = ms.PUBLISHED_DECAY_CEILING
@@ -414,8 +418,8 @@ def headline() -> list[HeadlineRow]:
         out.append(HeadlineRow(
             ms.NAME, "matrix sensing (n = 40), Adam with tuned weight decay (the paper's ceiling), "
             f"recovery error (lr {ceiling['lr']:g}, wd {ceiling['wd']:g})",
-            _fmt_rec(ceiling["rec"]),
-            f"{_fmt_rec(pub['rec'])} (lr {pub['lr']:g}, wd {pub['wd']:g})", "4",
+            fmt(ceiling["rec"], "rec"),
+            f"{fmt(pub['rec'], 'rec')} (lr {pub['lr']:g}, wd {pub['wd']:g})", "4",
             number_verdict(ceiling["rec"], pub["rec"])))
     return out
 

@@ -258,7 +258,9 @@ def published_applies(config: TailsConfig) -> bool:
 
 class SpectralTails(ms.MatrixSensingZoo):
     """The spectral-tail and signum sweeps as a sweep experiment. Batching, splitting, the
-    cost guess and training are the sensing experiment's (:class:`~gaugebook.sensing.sensing_runs.MatrixSensingZoo`); only the parts and their runs differ."""
+    cost guess and training are the sensing experiment's
+    (:class:`~gaugebook.sensing.sensing_runs.MatrixSensingZoo`); only the parts and their runs
+    differ."""
 
     name = NAME
     description = "spectral tails: Muon vs GD across τ, the signum horizon, balancedness"

@@ -1,7 +1,7 @@
 r"""What the spectral-tails chapter shows, computed from the records of
 :func:`gaugebook.tails.tails_runs.collect` and from the closed forms of
-:mod:`gaugebook.tails.tail_theory`: tables, the numbers and sentences of its text (glue names as keys)
-and its figures, and the README's row (:func:`headline`). The published values are the
+:mod:`gaugebook.tails.tail_theory`: tables, the numbers and sentences of its text (glue names as
+keys) and its figures, and the README's row (:func:`headline`). The published values are the
 constants of :mod:`gaugebook.tails.tails_runs` (``PUBLISHED_TAU_STAR``,
 ``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``) and
 :mod:`gaugebook.sensing.sensing_runs` (``PUBLISHED_TABLE2``). The crossing τ* is

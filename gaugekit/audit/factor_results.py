@@ -67,6 +67,7 @@ __all__ = [
     "format_audit_table",
     "optimizer_hyperparameters",
     "optimizer_name",
+    "text_table",
 ]
 
 #: Verdict threshold on the relative displacement residual for float64 runs (see module doc).
@@ -335,6 +336,40 @@ class AuditRow:
         return row
 
 
+def text_table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    widths: Sequence[int] | None = None,
+    align: str = "",
+    sep: str = " ",
+    rule: bool = False,
+) -> str:
+    """A fixed-width plain-text table: the one text table of the library and the book.
+
+    ``widths`` per column (default: the widest cell); ``align`` one letter per column, ``l``
+    or ``r`` (default: right); ``rule`` puts a dashed line under the header. A row with fewer
+    cells than the header (an error row) leaves its last cell unpadded.
+    """
+    cells = [list(header), *(list(r) for r in rows)]
+    widths = list(widths) if widths else [max(len(r[i]) for r in cells if i < len(r))
+                                          for i in range(len(header))]
+    align = align or "r" * len(header)
+
+    def line(row: list[str]) -> str:
+        out = []
+        for i, cell in enumerate(row):
+            last_short = i == len(row) - 1 and len(row) < len(header)
+            out.append(cell if last_short else
+                       cell.ljust(widths[i]) if align[i] == "l" else cell.rjust(widths[i]))
+        return sep.join(out)
+
+    lines = [line(cells[0])]
+    if rule:
+        lines.append("-" * len(lines[0]))
+    return "\n".join([*lines, *(line(r) for r in cells[1:])])
+
+
 def format_audit_table(rows: Sequence[AuditRow]) -> str:
     """A fixed-width table of audit rows, then one verdict line per row.
 
@@ -343,20 +378,18 @@ def format_audit_table(rows: Sequence[AuditRow]) -> str:
     :meth:`AuditResult.verdict_line` (the optimizer as built, keeps / breaks / chaotic and the
     numbers that decide it), or the error that prevented a result.
     """
-    w = max([18, *(len(row.name) for row in rows)])
-    header = (f"{'optimizer':<{w}} {'verdict':<16} {'residual_U':>11} {'residual_V':>11} "
-              f"{'noise':>9} {'moved':>9}")
-    lines = [header, "-" * len(header)]
+    cells = []
     for row in rows:
         if row.result is None:
-            lines.append(f"{row.name:<{w}} {row.verdict:<16} {row.error}")
+            cells.append([row.name, row.verdict, str(row.error)])
             continue
         r = row.result
-        noise = f"{r.noise_residual:>9.2e}" if r.noise_residual is not None else f"{'-':>9}"
-        lines.append(
-            f"{row.name:<{w}} {row.verdict:<16} {r.residual_U:>11.2e} {r.residual_V:>11.2e} "
-            f"{noise} {r.displacement:>9.2e}"
-        )
+        noise = f"{r.noise_residual:.2e}" if r.noise_residual is not None else "-"
+        cells.append([row.name, row.verdict, f"{r.residual_U:.2e}", f"{r.residual_V:.2e}", noise,
+                      f"{r.displacement:.2e}"])
+    w = max([18, *(len(row.name) for row in rows)])
+    lines = [text_table(["optimizer", "verdict", "residual_U", "residual_V", "noise", "moved"],
+                        cells, widths=[w, 16, 11, 11, 9, 9], align="llrrrr", rule=True)]
     judged = [row.result for row in rows if row.result is not None]
     if judged:
         lines.append(

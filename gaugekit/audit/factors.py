@@ -34,8 +34,6 @@ from functools import partial
 import torch
 from torch import Tensor
 
-# the old address of the results' names: gaugekit.audit.factors.KEEPS, ... import from here too
-from gaugekit.audit.factor_results import *  # noqa: F403
 from gaugekit.audit.factor_results import (
     AuditResult,
     AuditRow,

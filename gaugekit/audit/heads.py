@@ -111,7 +111,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gaugekit.audit.factors import describe_optimizer, optimizer_hyperparameters, optimizer_name
+from gaugekit.audit.factor_results import (
+    describe_optimizer,
+    optimizer_hyperparameters,
+    optimizer_name,
+)
 from gaugekit.audit.sites import QKSite, SiteSpec, find_qk_sites
 from gaugekit.audit.twin_parts import (
     TWIN_KINDS,

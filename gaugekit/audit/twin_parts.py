@@ -27,11 +27,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from gaugekit.audit.factors import (
+from gaugekit.audit.factor_results import (
     FLOAT64_THRESHOLD,
     GaugeVerdict,
     decide_verdict,
     default_threshold,
+    text_table,
 )
 from gaugekit.audit.sites import QKSite, SiteSpec, qk_tensors, resolve_sites
 from gaugekit.gauge import (
@@ -378,15 +379,10 @@ class TwinAuditResult:
 
     def table(self) -> str:
         """Plain-text table: per twin and checkpoint, mean/max head drift and output drift."""
-        lines = [f"{'twin':<9} {'step':>6} {'mean rel(M_h)':>14} {'max rel(M_h)':>13} "
-                 f"{'rel(output)':>12}"]
-        for t in self.traces:
-            for c in t.checkpoints:
-                lines.append(
-                    f"{t.kind:<9} {c.step:>6} {c.mean_head_drift:>14.3e} "
-                    f"{c.max_head_drift:>13.3e} {c.output_drift:>12.3e}"
-                )
-        return "\n".join(lines)
+        rows = [[t.kind, str(c.step), f"{c.mean_head_drift:.3e}", f"{c.max_head_drift:.3e}",
+                 f"{c.output_drift:.3e}"] for t in self.traces for c in t.checkpoints]
+        return text_table(["twin", "step", "mean rel(M_h)", "max rel(M_h)", "rel(output)"], rows,
+                          widths=[9, 6, 14, 13, 12], align="lrrrr")
 
     @property
     def verdict(self) -> GaugeVerdict | None:

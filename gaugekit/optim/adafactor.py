@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import DECAY, EPS, LR, WEIGHT_DECAY, Hyper, bool_check
+from gaugekit.optim.base import ZooOptimizer
 
 
 class Adafactor(ZooOptimizer):
@@ -45,8 +45,6 @@ class Adafactor(ZooOptimizer):
         beta2: ``β₂`` in ``[0, 1)`` (per run).
         eps: ``ε >= 0`` added to ``√v̂`` (per run).
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     hyper_checks = {

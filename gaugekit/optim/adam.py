@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from gaugekit.optim import distributed as D
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer, per_run
 from gaugekit.optim._validation import (
     EPS,
     LR,
@@ -21,6 +19,7 @@ from gaugekit.optim._validation import (
     check_optimizer_wide,
     invalid,
 )
+from gaugekit.optim.base import ZooOptimizer, per_run
 
 
 class Adam(ZooOptimizer):
@@ -51,8 +50,6 @@ class Adam(ZooOptimizer):
         eps: ``ε >= 0`` added to ``√v̂`` (per run).
         weight_decay: ``λ >= 0`` (per run).
         decoupled_weight_decay: AdamW's decoupled decay instead of L2.
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     weight_decay_kind = "coupled"
@@ -128,8 +125,6 @@ class SharedScaleAdam(ZooOptimizer):
         betas: ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
         eps: ``ε >= 0`` added to the shared root (per run).
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     couples_param_groups = True
@@ -181,23 +176,6 @@ class SharedScaleAdam(ZooOptimizer):
                 eps=self.defaults["eps"],
             )
 
-    def _upgrade_legacy_state(
-        self, state: dict[Any, Any], groups: list[dict[str, Any]]
-    ) -> dict[Any, Any]:
-        """The former layout kept the full ``exp_avg_sq``: keep its mean per run instead."""
-        state = dict(state)
-        for group in groups:
-            for key in group["params"]:
-                entry = state.get(key)
-                if not isinstance(entry, dict) or "exp_avg_sq" not in entry:
-                    continue
-                entry = dict(entry)
-                v: Tensor = entry.pop("exp_avg_sq")
-                dims = tuple(range(group["batch_dims"], v.ndim))
-                entry["exp_avg_sq_mean"] = v.mean(dim=dims) if dims else v.clone()
-                state[key] = entry
-        return state
-
 
 def _blocks_check(name: str, value: Any) -> None:
     if value in ("tensor", "entry"):
@@ -248,8 +226,6 @@ class AdamMini(ZooOptimizer):
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
         blocks: rows per block (an integer ``>= 1`` dividing the rows), ``"tensor"`` or
             ``"entry"``.
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     hyper_checks = {

@@ -14,7 +14,7 @@ independent runs. A per-run hyperparameter may be a tensor of shape ``param.shap
 runs. Every reduction inside an update rule is taken over the non-batch dimensions only.
 
 torch.optim arguments a rule does not implement (``amsgrad``, ``foreach``, ``dampening``, …;
-:data:`~gaugekit.optim._validation.TORCH_OPTIM_OFF`) raise ``ValueError`` naming the argument
+``TORCH_OPTIM_OFF`` of the validation) raise ``ValueError`` naming the argument
 and the optimizer, in the constructor and in a param group, unless their value asks for nothing
 (``foreach=None``, ``amsgrad=False``, …). Any other key of a param group passes through, as in
 torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown constructor keyword is a
@@ -23,12 +23,46 @@ torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown construc
 Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
 ``state_dict()``, also through tools that keep only ``state`` and ``param_groups``), and
 :meth:`ZooOptimizer.load_state_dict` refuses, before touching anything, a state saved by another
-class (another zoo rule, or a torch.optim optimizer, named from its param-group keys). A
-checkpoint saved before the marker existed loads when its groups hold ``batch_dims`` and this
-class's hyperparameters and no other rule's; the hyperparameters added since then get the values
-that reproduce the old rule (``weight_decay = 0``, ``maximize = False``), and a subclass may
-convert old state (:meth:`ZooOptimizer._upgrade_legacy_state`). Such a checkpoint cannot tell
-rules with the same hyperparameter names apart (Adam and SharedScaleAdam).
+class: another zoo rule (named), or any state without the marker (torch.optim's, another
+library's). A subclass loads its base class's state, not the other way round.
+
+Weight decay: ``weight_decay`` (``λ >= 0``, default 0, per group, per run) on every rule, saved
+in ``state_dict``. Where torch has the rule it keeps torch's meaning: coupled L2
+``g ← g + λθ`` in GD, Momentum (torch SGD), RMSprop and Adam (torch Adam); decoupled
+``θ ← θ(1 − lr λ)`` before the update in ``Adam(decoupled_weight_decay=True)`` (torch AdamW).
+Every other rule (SharedScaleAdam, Lion, Signum, Adafactor, Muon, Shampoo, ScaledGD,
+GramPreconditioned, EigenAdam, FlowAdam) decays decoupled. Gauge: decoupled decay multiplies the
+factors by a scalar and coupled L2 is the gradient of the invariant ``λ/2 (‖U‖² + ‖V‖²)``, so
+every equivariant rule stays equivariant with ``λ > 0`` (the audit's tests check the zoo).
+``maximize=True`` (every rule) steps along ``+g``; ``.grad`` is never written.
+
+Per-run hyperparameters (float or tensor of shape ``param.shape[:batch_dims]``): ``lr`` of every
+rule; ``weight_decay`` of every rule; ``momentum`` (Momentum, Signum, Muon), ``betas`` (Adam,
+SharedScaleAdam, Lion, EigenAdam, FlowAdam), ``alpha``
+(RMSprop), ``beta2`` (Adafactor), ``eps`` (Adam, SharedScaleAdam, RMSprop, Adafactor). Matrix
+shape hyperparameters (Shampoo's ``damping``, Muon's ``eps``, …) are floats.
+
+Where the paper differs from torch, the paper wins by default and torch's convention is an
+option when cheap: Momentum's ``nesterov``; Muon's ``nesterov`` and ``adjust_lr_fn``
+(torch.optim.Muon also damps its buffer by ``1 − μ``, clamps the norm ``max(‖M‖, ε)`` instead of
+adding ε, runs NS in bfloat16 and defaults to ``weight_decay=0.1``). Adam, AdamW (``Adam(...,
+decoupled_weight_decay=True)``), RMSprop and SGD (GD, Momentum) coincide with torch's, weight
+decay and ``maximize`` included. ScaledGD's ``sequential=True`` reproduces the script's order
+(``V``'s Gram from the updated ``U``).
+
+Non-finite gradients: no check and no host synchronisation; a NaN or inf propagates, like in
+torch.optim, into what the rule couples — the entry (elementwise rules; ``sign(NaN)`` is NaN
+here, not torch's 0), the row of the factor (ScaledGD), the whole matrix (Adafactor, Muon,
+Shampoo, Gram; their ``eigh`` never sees the NaN, the result is set to NaN instead), or every
+parameter of the run (SharedScaleAdam) — and never into another run of the stack.
+
+Distributed training (:mod:`gaugekit.optim.distributed`): DDP needs nothing (every rank holds
+whole parameters and averaged gradients). With DTensor parameters (FSDP2 ``fully_shard``) every
+reduction over parameters (SharedScaleAdam's and FlowAdam's scalars, FlowAdam's norms and clip)
+sums each rank's block and all-reduces once per step, without a host sync; the matrix rules
+(Muon, Shampoo, Gram, ScaledGD) gather the matrix they need; elementwise rules communicate
+nothing. The update equals the one-process update to round-off. DTensor parameters need
+``batch_dims = 0``.
 """
 
 from __future__ import annotations
@@ -54,10 +88,6 @@ from gaugekit.optim._validation import (
 
 #: The param-group key naming the class that owns the group (and wrote a checkpoint of it).
 OPTIMIZER_KEY = "gaugekit_optimizer"
-#: Values of hyperparameters added after the first checkpoints that reproduce the old rules.
-LEGACY_HYPERS: dict[str, Any] = {
-    "weight_decay": 0.0, "decoupled_weight_decay": False, "maximize": False,
-}
 
 
 def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
@@ -84,8 +114,30 @@ def _tensor_entries(name: str, value: Any) -> Iterator[tuple[str, Tensor]]:
                 yield f"{name}[{i}]", entry
 
 
+#: The arguments every rule shares, described once: a subclass's docstring lists its own
+#: arguments and :meth:`ZooOptimizer.__init_subclass__` appends these to its ``Args:``.
+SHARED_ARGS: dict[str, str] = {
+    "maximize": "maximize the objective (step along ``+g``).",
+    "batch_dims": "leading dimensions of every parameter that index independent runs (stacked "
+                  "runs; the module ``gaugekit.optim.base``).",
+}
+
+
 class ZooOptimizer(Optimizer):
     """Base of the zoo's optimizers (see the module docstring)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Append the :data:`SHARED_ARGS` the subclass takes and does not describe itself to
+        the ``Args:`` section that ends its docstring."""
+        super().__init_subclass__(**kwargs)
+        doc = cls.__dict__.get("__doc__") or ""
+        if "\n    Args:\n" not in doc:
+            return
+        takes = inspect.signature(cls.__init__).parameters
+        lines = [f"        {name}: {text}" for name, text in SHARED_ARGS.items()
+                 if name in takes and f"\n        {name}:" not in doc]
+        if lines:
+            cls.__doc__ = doc.rstrip() + "\n" + "\n".join(lines) + "\n    "
 
     matrix_only: ClassVar[bool] = False
     #: True when one quantity is reduced over all groups (then groups are not separable); a
@@ -114,7 +166,7 @@ class ZooOptimizer(Optimizer):
     @classmethod
     def display_name(cls) -> str:
         """``gaugekit.optim.<Class>`` for the zoo's classes, ``module.Class`` for others."""
-        if cls.__module__.startswith("gaugekit.optim"):
+        if cls.__module__.startswith(__package__):
             return f"gaugekit.optim.{cls.__qualname__}"
         return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -195,32 +247,25 @@ class ZooOptimizer(Optimizer):
     # ---------------------------------------------------------------------------- checkpoints
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's loader, after refusing a state saved by another optimizer class (see the
-        module docstring; a checkpoint from before the class marker is upgraded)."""
+        module docstring)."""
         super().load_state_dict(self._checked_state_dict(state_dict))
 
     def _checked_state_dict(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         groups = list(state_dict["param_groups"])
         marks = {group.get(OPTIMIZER_KEY) for group in groups}
+        if marks == {None}:
+            raise self._refusal("a state_dict without gaugekit's optimizer marker (one of "
+                                "torch.optim or another library)")
+        if None in marks:
+            raise self._refusal("a state_dict whose param groups are partly unmarked")
+        rules = [c for c in type(self).__mro__ if issubclass(c, ZooOptimizer)]
+        accepted = {c.__name__ for c in rules if c is not ZooOptimizer}
+        strangers = sorted(str(m) for m in marks - accepted)
+        if strangers:
+            raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
         own = type(self).__name__
-        legacy = marks <= {None}
-        if legacy:
-            self._check_legacy_groups(groups)
-        else:
-            rules = [c for c in type(self).__mro__ if issubclass(c, ZooOptimizer)]
-            accepted = {c.__name__ for c in rules if c is not ZooOptimizer}
-            strangers = sorted(str(m) for m in marks - accepted - {None})
-            if strangers:
-                raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
-            if None in marks:
-                raise self._refusal("a state_dict whose param groups are partly unmarked")
-        defaults = {k: v for k, v in LEGACY_HYPERS.items() if k in self.defaults}
-        groups = [
-            {**(defaults if legacy else {}), **group, OPTIMIZER_KEY: own} for group in groups
-        ]
-        state = state_dict["state"]
-        if legacy:
-            state = self._upgrade_legacy_state(state, groups)
-        return {**state_dict, "param_groups": groups, "state": state}
+        groups = [{**group, OPTIMIZER_KEY: own} for group in groups]
+        return {**state_dict, "param_groups": groups}
 
     def _refusal(self, what: str) -> ValueError:
         name = self.display_name()
@@ -229,32 +274,6 @@ class ZooOptimizer(Optimizer):
             f"a state_dict of {name} (load it into the optimizer that saved it, or build a "
             f"fresh {name})",
         )
-
-    def _check_legacy_groups(self, groups: list[dict[str, Any]]) -> None:
-        """Refuse unmarked groups unless they look like this class's before the marker."""
-        required = set(self.hyper_checks) - set(LEGACY_HYPERS) | {"batch_dims"}
-        known = {key for cls in _rules() for key in cls.hyper_checks} | set(TORCH_OPTIM_OFF)
-        for group in groups:
-            keys = set(group) - {"params"}
-            if "batch_dims" not in keys:
-                torch_name = _torch_optimizer_of(keys)
-                raise self._refusal(
-                    f"a state_dict of {torch_name}" if torch_name else
-                    f"a state_dict of another optimizer (param-group keys {_listed(keys)})"
-                )
-            others = (keys & known) - set(self.defaults)
-            if not required <= keys or others:
-                raise self._refusal(
-                    f"an unmarked gaugekit state_dict of another rule (param-group keys "
-                    f"{_listed(keys)})"
-                )
-
-    def _upgrade_legacy_state(
-        self, state: dict[Any, Any], groups: list[dict[str, Any]]
-    ) -> dict[Any, Any]:
-        """Convert the state of a checkpoint saved before the class marker (here: unchanged);
-        ``groups`` are the saved groups (``params`` holds the state keys of their params)."""
-        return state
 
     # ----------------------------------------------------------------------------------- step
     @torch.no_grad()
@@ -319,10 +338,6 @@ def _torch_add_param_group(optimizer: Optimizer, group: dict[str, Any]) -> None:
     add(optimizer, group)
 
 
-def _listed(keys: set[str]) -> str:
-    return ", ".join(sorted(keys))
-
-
 def _rules() -> list[type[ZooOptimizer]]:
     out, todo = [], list(ZooOptimizer.__subclasses__())
     while todo:
@@ -337,25 +352,3 @@ def _rule_display_name(name: str) -> str:
         if cls.__name__ == name:
             return cls.display_name()
     return repr(name)
-
-
-def _torch_optimizer_of(keys: set[str]) -> str | None:
-    """The torch.optim class whose constructor arguments are the most of ``keys`` (its
-    param groups hold them all), or ``None``."""
-    best, size = None, 0
-    for name in sorted(dir(torch.optim)):
-        cls = getattr(torch.optim, name)
-        if not (isinstance(cls, type) and issubclass(cls, Optimizer)) or cls is Optimizer:
-            continue
-        try:
-            parameters = inspect.signature(cls.__init__).parameters.values()
-        except (TypeError, ValueError):
-            continue
-        names = {
-            p.name for p in parameters
-            if p.name not in ("self", "params") and p.kind is not p.VAR_KEYWORD
-            and p.kind is not p.VAR_POSITIONAL
-        }
-        if names and names <= keys and len(names) > size:
-            best, size = name, len(names)
-    return f"torch.optim.{best}" if best else None

@@ -18,7 +18,6 @@ from torch import Tensor
 
 from gaugekit.optim import distributed as D
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import (
     EPS,
     LR,
@@ -30,6 +29,7 @@ from gaugekit.optim._validation import (
     invalid,
     real_check,
 )
+from gaugekit.optim.base import ZooOptimizer
 
 __all__ = ["EigenAdam", "cluster_pooling", "covariant_eigenbasis", "transfer_second_moment"]
 
@@ -182,8 +182,6 @@ class EigenAdam(ZooOptimizer):
             gauge ``θ → Qθ``).
         cluster_tol: ``None`` (no pooling) or the relative eigenvalue gap ``[0, 1)`` below which
             eigenvalues share one second moment (see "Collisions, repaired").
-        maximize: maximize the objective (step along ``+G``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     matrix_only = True

@@ -19,6 +19,20 @@ from torch import Tensor
 from gaugekit.optim import distributed as D
 from gaugekit.optim import flow_functional as FF
 from gaugekit.optim import functional as F
+from gaugekit.optim._validation import (
+    EPS,
+    LR,
+    WEIGHT_DECAY,
+    Hyper,
+    betas_check,
+    bool_check,
+    check_common_batch_shape,
+    check_optimizer_wide,
+    choice_check,
+    int_check,
+    invalid,
+    real_check,
+)
 from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim.flow_functional import (
     CLIP_MODES,
@@ -34,20 +48,6 @@ from gaugekit.optim.flow_ode import (
     integrate_clipped_flow,
     require_torchdiffeq,
     take_flow_step_,
-)
-from gaugekit.optim._validation import (
-    EPS,
-    LR,
-    WEIGHT_DECAY,
-    Hyper,
-    betas_check,
-    bool_check,
-    check_common_batch_shape,
-    check_optimizer_wide,
-    choice_check,
-    int_check,
-    invalid,
-    real_check,
 )
 
 __all__ = [
@@ -154,7 +154,6 @@ class FlowAdam(ZooOptimizer):
         flow_stat_beta: EMA factor in ``[0, 1)`` of the trigger statistics.
         flow_tol: ``rtol = atol > 0`` of adaptive torchdiffeq methods.
         maximize: maximize the objective (``−g`` everywhere ``g`` enters, flow included).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     hyper_checks = {

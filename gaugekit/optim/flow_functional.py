@@ -72,8 +72,8 @@ import torch
 from torch import Tensor
 
 from gaugekit.optim import distributed as D
-from gaugekit.optim.base import per_run
 from gaugekit.optim._validation import Hyper, invalid
+from gaugekit.optim.base import per_run
 
 __all__ = [
     "CLIP_MODES",

@@ -22,9 +22,9 @@ import torch
 from torch import Tensor
 
 from gaugekit._extras import require_extra
+from gaugekit.optim._validation import Hyper
 from gaugekit.optim.flow_functional import cap_velocity, clip_gradients
 from gaugekit.optim.functional import signed
-from gaugekit.optim._validation import Hyper
 
 __all__ = ["INTEGRATION_FAILURES", "MULTI_STAGE_METHODS", "FlowSolution", "integrate_clipped_flow",
            "require_torchdiffeq", "take_flow_step_"]

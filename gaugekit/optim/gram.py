@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import (
     LR,
     WEIGHT_DECAY,
@@ -15,6 +14,7 @@ from gaugekit.optim._validation import (
     choice_check,
     real_check,
 )
+from gaugekit.optim.base import ZooOptimizer
 
 
 class GramPreconditioned(ZooOptimizer):
@@ -55,8 +55,6 @@ class GramPreconditioned(ZooOptimizer):
         damping: ``λ >= 0`` of the default ``H``.
         side: ``"left"`` (``H(GGᵀ) G``) or ``"right"`` (``G H(GᵀG)``).
         weight_decay: decoupled weight decay ``w >= 0`` (per run).
-        maximize: maximize the objective (step along ``+G``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     matrix_only = True

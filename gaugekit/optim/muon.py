@@ -6,7 +6,6 @@ from typing import Any
 
 from gaugekit.linalg import NS_COEFFICIENTS
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import (
     DECAY,
     LR,
@@ -18,6 +17,7 @@ from gaugekit.optim._validation import (
     int_check,
     real_check,
 )
+from gaugekit.optim.base import ZooOptimizer
 
 
 class Muon(ZooOptimizer):
@@ -59,8 +59,6 @@ class Muon(ZooOptimizer):
         ns_coefficients: quintic coefficients ``(a, b, c)``.
         eps: ``ε >= 0`` added to the Frobenius norm before the iteration.
         adjust_lr_fn: ``None`` (paper), ``"original"`` or ``"match_rms_adamw"`` (torch).
-        maximize: maximize the objective (step along ``+G``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     matrix_only = True

@@ -9,12 +9,11 @@ with the class's defaults (``Adam``: ``lr = 1e-3``, as torch), never the paper's
 of the rule, which lives in each experiment's grid (pinned there, with the rule's other
 settings, so that a change here changes no run id).
 
-Learning-rate grids are the paper's (``experiments/optimizer_zoo_bias.py``, the n = 40 CPU
-sweep); ``ladder_lr_grid`` is the base grid of the replication ladder
-(``experiments/nibi/zoo_ladder.py``, rescaled there with ``n``). ``lr_schedule`` is the paper's
-protocol (the newest ``experiments/optimizer_zoo_bias.py``, which fixes Table 2): cosine decay to
-zero for the constant-update-norm rules muon, signum and lion, and for rmsprop, whose eps-bounded
-denominator cannot reach the interpolation bar at a constant step; constant for every other rule.
+The paper's learning-rate grids live with the book's experiments, not here. ``lr_schedule`` is
+the paper's protocol (the newest ``experiments/optimizer_zoo_bias.py``, which fixes Table 2):
+cosine decay to zero for the constant-update-norm rules muon, signum and lion, and for rmsprop,
+whose eps-bounded denominator cannot reach the interpolation bar at a constant step; constant
+for every other rule.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from typing import Any
 
 from torch.optim import Optimizer
 
+from gaugekit.optim._validation import invalid
 from gaugekit.optim.adafactor import Adafactor
 from gaugekit.optim.adam import Adam, AdamMini, SharedScaleAdam
 from gaugekit.optim.eigen_adam import EigenAdam
@@ -38,7 +38,6 @@ from gaugekit.optim.schedules import SCHEDULES, Schedule
 from gaugekit.optim.sgd import GD, Momentum
 from gaugekit.optim.shampoo import Shampoo
 from gaugekit.optim.sign import Lion, Signum
-from gaugekit.optim._validation import invalid
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,8 +51,6 @@ class OptimizerSpec:
         reason: one line saying why (or why not).
         lr_schedule: ``"constant"`` or ``"cosine"`` (decay to zero), the paper's protocol.
         label: display name for tables and figures.
-        paper_lr_grid: the paper's learning-rate grid (``()`` when the paper has none).
-        ladder_lr_grid: the replication ladder's base grid (``()`` when none).
         paired: whether params come as ``[U, V]`` pairs, one pair per group (ScaledGD).
         options: constructor arguments that make the entry a variant of its class (FlowAdam's
             prototype preset); empty for most. Never a learning rate: ``make_optimizer`` builds
@@ -67,8 +64,6 @@ class OptimizerSpec:
     reason: str
     lr_schedule: Schedule
     label: str
-    paper_lr_grid: tuple[float, ...] = ()
-    ladder_lr_grid: tuple[float, ...] = ()
     paired: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -102,14 +97,11 @@ class OptimizerSpec:
         return self.cls(params, **{**self.options, **overrides})
 
 
-_FLOW_LR_GRID = (1e-3, 3e-3, 1e-2, 3e-2)  # experiments/flowadam_upgrade.py
-
 _SPECS: tuple[OptimizerSpec, ...] = (
     OptimizerSpec(
         name="gd", cls=GD, equivariant=True,
         reason="linear in the gradient, so G -> GQ gives dU -> dU Q",
-        lr_schedule="constant", label="GD", paper_lr_grid=(0.01, 0.03, 0.1, 0.3),
-        ladder_lr_grid=(1e-3, 3e-3, 1e-2, 3e-2, 0.1),
+        lr_schedule="constant", label="GD",
     ),
     OptimizerSpec(
         name="momentum", cls=Momentum, equivariant=True,
@@ -119,57 +111,48 @@ _SPECS: tuple[OptimizerSpec, ...] = (
     OptimizerSpec(
         name="adam", cls=Adam, equivariant=False,
         reason="per-entry denominator sqrt(v_hat) does not commute with rotations of the entries",
-        lr_schedule="constant", label="Adam", paper_lr_grid=(1e-3, 1e-2, 3e-2),
-        ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2),
+        lr_schedule="constant", label="Adam",
     ),
     OptimizerSpec(
         name="scalar_adam", cls=SharedScaleAdam, equivariant=True,
         reason="one shared denominator sqrt(mean v_hat): a gauge-invariant scalar times m_hat",
         lr_schedule="constant", label="Shared-scale Adam",
-        paper_lr_grid=(1e-3, 3e-3, 1e-2, 3e-2), ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
     ),
     OptimizerSpec(
         name="rmsprop", cls=RMSprop, equivariant=False,
         reason="per-entry denominator sqrt(v) does not commute with rotations of the entries",
-        lr_schedule="cosine", label="RMSProp", paper_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
-        ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+        lr_schedule="cosine", label="RMSProp",
     ),
     OptimizerSpec(
         name="lion", cls=Lion, equivariant=False,
         reason="entrywise sign: sign(GQ) != sign(G) Q",
-        lr_schedule="cosine", label="Lion", paper_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
-        ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
+        lr_schedule="cosine", label="Lion",
     ),
     OptimizerSpec(
         name="signum", cls=Signum, equivariant=False,
         reason="entrywise sign: sign(GQ) != sign(G) Q",
-        lr_schedule="cosine", label="Signum", paper_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
-        ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3),
+        lr_schedule="cosine", label="Signum",
     ),
     OptimizerSpec(
         name="adafactor", cls=Adafactor, equivariant=False,
         reason="row/column statistics of G^2 are taken in the given basis; G -> GQ changes them",
-        lr_schedule="constant", label="Adafactor", paper_lr_grid=(3e-4, 1e-3, 3e-3, 1e-2),
-        ladder_lr_grid=(3e-4, 1e-3, 3e-3, 1e-2),
+        lr_schedule="constant", label="Adafactor",
     ),
     OptimizerSpec(
         name="muon", cls=Muon, equivariant=True,
         reason="Newton-Schulz is an odd matrix polynomial: NS(MQ) = NS(M) Q",
-        lr_schedule="cosine", label="Muon", paper_lr_grid=(3e-3, 1e-2, 3e-2, 0.1),
-        ladder_lr_grid=(3e-3, 1e-2, 3e-2, 0.1, 0.3),
+        lr_schedule="cosine", label="Muon",
     ),
     OptimizerSpec(
         name="shampoo", cls=Shampoo, equivariant=True,
         reason="L is invariant and R -> Q^T R Q, so L^-1/4 G R^-1/4 -> (L^-1/4 G R^-1/4) Q",
-        lr_schedule="constant", label="Shampoo", paper_lr_grid=(3e-2, 0.1, 0.3, 1.0),
-        ladder_lr_grid=(1e-2, 3e-2, 0.1, 0.3),
+        lr_schedule="constant", label="Shampoo",
     ),
     OptimizerSpec(
         name="scaled_gd", cls=ScaledGD, equivariant=True,
         reason="G_U (V^T V + lam I)^-1 -> G_U (V^T V + lam I)^-1 Q with lam a gauge-invariant "
         "trace",
-        lr_schedule="constant", label="ScaledGD",
-        ladder_lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2), paired=True,
+        lr_schedule="constant", label="ScaledGD", paired=True,
     ),
     OptimizerSpec(
         name="gram", cls=GramPreconditioned, equivariant=True,
@@ -192,14 +175,13 @@ _SPECS: tuple[OptimizerSpec, ...] = (
         name="flow_adam", cls=FlowAdam, equivariant=True,
         reason="p = 0 with the RMS scale, Frobenius-norm triggers and global-norm clip: every "
         "step is a covariant gradient or moment times gauge-invariant scalars",
-        lr_schedule="constant", label="FlowAdam (invariant)", paper_lr_grid=_FLOW_LR_GRID,
-        ladder_lr_grid=(1e-3, 3e-3),
+        lr_schedule="constant", label="FlowAdam (invariant)",
     ),
     OptimizerSpec(
         name="flow_adam_prototype", cls=FlowAdam, equivariant=False,
         reason="Adam's per-entry denominator (p = 1) and the per-coordinate clip do not commute "
         "with rotations of the entries",
-        lr_schedule="constant", label="FlowAdam (prototype)", paper_lr_grid=_FLOW_LR_GRID,
+        lr_schedule="constant", label="FlowAdam (prototype)",
         options=FLOW_ADAM_PRESETS["prototype"],
     ),
 )

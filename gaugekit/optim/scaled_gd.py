@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import LR, WEIGHT_DECAY, Hyper, bool_check, invalid, real_check
+from gaugekit.optim.base import ZooOptimizer
 
 
 class ScaledGD(ZooOptimizer):
@@ -42,8 +42,6 @@ class ScaledGD(ZooOptimizer):
         relative_damping: scale ``damping`` by the mean Gram diagonal.
         sequential: build ``V``'s Gram from the already-updated ``U``.
         weight_decay: decoupled weight decay ``w >= 0`` (per run).
-        maximize: maximize the objective (step along ``+G``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     matrix_only = True

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import DECAY, LR, WEIGHT_DECAY, Hyper, bool_check
+from gaugekit.optim.base import ZooOptimizer
 
 
 class GD(ZooOptimizer):
@@ -26,8 +26,6 @@ class GD(ZooOptimizer):
         params: tensors or param-group dicts.
         lr: learning rate ``>= 0`` (per run).
         weight_decay: L2 coefficient ``λ >= 0`` (per run).
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     weight_decay_kind = "coupled"
@@ -69,8 +67,6 @@ class Momentum(ZooOptimizer):
         momentum: ``μ`` in ``[0, 1)`` (per run).
         weight_decay: L2 coefficient ``λ >= 0`` (per run).
         nesterov: use the Nesterov look-ahead.
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     weight_decay_kind = "coupled"

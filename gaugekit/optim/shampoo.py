@@ -6,8 +6,8 @@ from typing import Any
 
 from gaugekit.optim import distributed as D
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import LR, WEIGHT_DECAY, Hyper, bool_check, int_check, real_check
+from gaugekit.optim.base import ZooOptimizer
 
 
 class Shampoo(ZooOptimizer):
@@ -41,8 +41,6 @@ class Shampoo(ZooOptimizer):
         update_freq: refresh period ``f >= 1`` of the inverse roots.
         eig_floor: lower clamp ``> 0`` of the eigenvalues before the power.
         weight_decay: decoupled weight decay ``w >= 0`` (per run).
-        maximize: maximize the objective (step along ``+G``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     matrix_only = True

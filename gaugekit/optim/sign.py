@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from gaugekit.optim import functional as F
-from gaugekit.optim.base import ZooOptimizer
 from gaugekit.optim._validation import DECAY, LR, WEIGHT_DECAY, Hyper, betas_check, bool_check
+from gaugekit.optim.base import ZooOptimizer
 
 
 class Signum(ZooOptimizer):
@@ -29,8 +29,6 @@ class Signum(ZooOptimizer):
         lr: learning rate ``>= 0`` (per run).
         momentum: ``β`` in ``[0, 1)`` (per run).
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     hyper_checks = {
@@ -78,8 +76,6 @@ class Lion(ZooOptimizer):
         lr: learning rate ``>= 0`` (per run).
         betas: ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
-        maximize: maximize the objective (step along ``+g``).
-        batch_dims: leading dimensions of every parameter that index independent runs.
     """
 
     hyper_checks = {

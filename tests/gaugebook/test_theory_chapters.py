@@ -1,5 +1,6 @@
 """The theory chapters' live checks and figures (:mod:`gaugebook.symmetry`,
-:mod:`gaugebook.taxonomy`, :mod:`gaugebook.dynamics`) and the appendix's collision figure: each figure draws on small inputs and returns a figure,
+:mod:`gaugebook.taxonomy`, :mod:`gaugebook.dynamics`) and the appendix's collision figure: each
+figure draws on small inputs and returns a figure,
 optimizers in the book's colours, legends outside the axes; each check finds what its theorem
 says on small float64 examples, and misses where the theorem does not apply."""
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from gaugekit.audit.factors import (
+from gaugekit.audit.factor_results import (
     BREAKS,
     CHAOS_FACTOR,
     CHAOTIC,
@@ -19,15 +19,17 @@ from gaugekit.audit.factors import (
     FLOAT64_THRESHOLD,
     KEEPS,
     UNJUDGED,
-    AuditError,
     AuditRow,
-    audit_equivariance,
-    audit_many,
     decide_verdict,
     default_threshold,
     format_audit_table,
     optimizer_hyperparameters,
     optimizer_name,
+)
+from gaugekit.audit.factors import (
+    AuditError,
+    audit_equivariance,
+    audit_many,
     registry_factories,
     sensing_loss,
     torch_optim_factories,

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from helpers import BROKEN, EXACT, generator, signed_permutation
 from torch import nn
 
-from gaugekit.audit.factors import BREAKS, CHAOTIC, KEEPS, UNJUDGED
+from gaugekit.audit.factor_results import BREAKS, CHAOTIC, KEEPS, UNJUDGED
 from gaugekit.audit.heads import (
     TWIN_KINDS,
     audit_twins,

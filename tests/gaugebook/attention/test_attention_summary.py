@@ -1,5 +1,5 @@
-"""The attention chapter's glued values (gaugebook.attention.attention_summary): the live gauge check
-holds to round-off, the numbers follow the head summary (dashes where records are missing,
+"""The attention chapter's glued values (gaugebook.attention.attention_summary): the live gauge
+check holds to round-off, the numbers follow the head summary (dashes where records are missing,
 collapsed runs left out), and the twin audit splits Adam's gauge twins only."""
 
 from __future__ import annotations

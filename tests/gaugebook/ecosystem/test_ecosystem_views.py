@@ -11,6 +11,7 @@ pytest.importorskip("gaugebook.present.viz")
 
 from gaugebook.ecosystem import ecosystem_runs as eco
 from gaugebook.ecosystem import ecosystem_views as views
+from gaugebook.ecosystem import eigenbasis_runs as eb
 from gaugebook.engine.records import read_records_dir
 
 
@@ -162,7 +163,8 @@ def test_the_comparison_values_read_the_comparison():
     values = views.comparison_values(comparison)
     assert "<table" in values["compare_table"]
     assert values["cmp_eigen_adam_gauge64"] == comparison.rows[3]["gauge64"]
-    assert values["eigen_lr_edge"] in ("yes", "no")
+    edge = comparison.sensing["lr"] in (min(eb.SENSING_LR_GRID), max(eb.SENSING_LR_GRID))
+    assert values["eigen_lr_edge"] == ("yes" if edge else "no")
     assert values["zoo_r"] == 3
 
 

@@ -21,8 +21,8 @@ from gaugebook.hyperspectral.hyperspectral_runs import (
     PAPER_HPARAMS,
     Budget,
     HyperspectralCompletion,
-    MatrixProtocol,
     HyperspectralConfig,
+    MatrixProtocol,
     get_config,
 )
 from gaugebook.hyperspectral.matched_loss import (

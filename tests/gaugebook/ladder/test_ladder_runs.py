@@ -37,7 +37,8 @@ def test_registered():
 
 @pytest.mark.parametrize("method", ladder.LADDER_METHODS)
 def test_lr_grid_is_the_base_grid_at_40_and_scales_with_n(method):
-    base = get_spec(method).ladder_lr_grid
+    base = ladder.LADDER_BASE_GRIDS[method]
+    assert list(base) == sorted(base) and all(lr > 0 for lr in base)
     assert ladder.ladder_lr_grid(method, 40) == base
     expected = {"gd": 1 / 4, "muon": 1 / 2, "shampoo": 1 / 2, "scaled_gd": 1 / 2}.get(method, 2.0)
     for lr, b in zip(ladder.ladder_lr_grid(method, 160), base, strict=True):

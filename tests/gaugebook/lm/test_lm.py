@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -86,17 +87,27 @@ def test_summaries_cover_every_optimizer(quick_records):
 
 
 def test_the_views_draw_every_table_and_figure(quick_records):
-    views = pytest.importorskip("gaugebook.lm.lm_views")
+    from gaugebook.lm import lm_views as views
+
     for table in (views.selection_table, views.fresh_table, views.twin_table,
                   views.cost_table):
         html = table(quick_records)
         assert "<table" in html and "Adam-mini" in html
-    for figure in (views.loss_figure, views.drift_figure):
-        fig = figure(quick_records)
-        assert fig.axes
-        # every optimizer's curve has points to draw, at the quick budget too
-        curves = [line for line in fig.axes[0].get_lines()]
-        assert curves and all(len(line.get_xdata()) >= 2 for line in curves)
+    # the loss figure: one curve per optimizer with fresh runs, on both panels, named in the
+    # legend, each ending at the last step of the budget
+    methods = [m for m in lm.METHODS if any(
+        r["config"]["method"] == m and r["config"].get("role") == "fresh" for r in quick_records)]
+    fig = views.loss_figure(quick_records)
+    steps, wall = fig.axes
+    assert len(steps.get_lines()) == len(wall.get_lines()) == len(methods)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        lm.METHOD_LABELS[m] for m in methods]
+    budget = lm.get_config("quick").num_steps
+    assert all(line.get_xdata()[-1] == budget for line in steps.get_lines())
+    # the drift figure: every curve has points to draw, and a drift is never negative
+    curves = views.drift_figure(quick_records).axes[0].get_lines()
+    assert curves and all(len(line.get_xdata()) >= 2 for line in curves)
+    assert all((line.get_ydata()[np.isfinite(line.get_ydata())] >= 0).all() for line in curves)
 
 
 # --------------------------------------------------------------------------------------------

@@ -49,18 +49,6 @@ def test_a_no_break_space_keeps_a_cell_on_one_line():
     assert "nowrap" not in cells["two words"]
 
 
-def test_records_note_breaks_a_long_command_before_its_options():
-    from gaugebook.present.viz import records_note
-
-    command = "python -m gaugebook run dial --scale paper" + "".join(
-        f" --part part_number_{i}" for i in range(6))
-    note = records_note(f"made by\n\n```bash\n{command}\n```\n").data
-    block = note.split("```bash\n")[1].split("\n```")[0].split("\n")
-    assert len(block) > 1 and all(len(line) <= 72 for line in block)
-    assert all(line.endswith(" \\") for line in block[:-1])
-    assert " ".join(line.rstrip(" \\").strip() for line in block) == command
-
-
 def test_viz_shows_the_tables_helpers_it_does_not_define():
     from gaugebook.present import tables
 

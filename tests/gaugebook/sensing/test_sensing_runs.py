@@ -434,3 +434,19 @@ def test_decay_rows_choose_lr_and_wd_together():
     (row,) = rows
     assert (row["lr"], row["wd"]) == (1e-3, 1e-3)
     assert row["interpolated"] and row["at_grid_edge"]
+
+
+#: the paper's grids (experiments/optimizer_zoo_bias.py): (first, last, number of points)
+PAPER_GRIDS = {
+    "gd": (0.01, 0.3, 4), "adam": (1e-3, 3e-2, 3), "scalar_adam": (1e-3, 3e-2, 4),
+    "rmsprop": (1e-4, 1e-2, 5), "signum": (1e-4, 3e-3, 4), "lion": (1e-4, 3e-3, 4),
+    "adafactor": (3e-4, 1e-2, 4), "muon": (3e-3, 0.1, 4), "shampoo": (3e-2, 1.0, 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_GRIDS))
+def test_paper_grids(name):
+    grid = ms.PAPER_LR_GRIDS[name]
+    first, last, count = PAPER_GRIDS[name]
+    assert (grid[0], grid[-1], len(grid)) == (first, last, count)
+    assert list(grid) == sorted(grid)

@@ -149,32 +149,3 @@ def test_state_is_one_tensor_per_parameter_half_of_adams():
     assert state_bytes(shared) == param_bytes + 3 * len(start) * 8  # one float64 per run
 
 
-def test_a_checkpoint_of_the_former_layout_is_converted_on_load():
-    """The former state (full ``exp_avg_sq``, no class marker) loads: ``v̄`` is its mean per
-    run, and the run continues like the former rule."""
-    start, loss = _problem()
-    params = _leaves(start)
-    former = FormerSharedScaleAdam(_groups(params), batch_dims=1)
-    _train(former, params, loss, 10)
-    groups = _groups(params)
-    index = {id(p): i for i, p in enumerate(q for g in groups for q in g["params"])}
-    saved = copy.deepcopy({  # as from disk: no tensor shared with the reference's state
-        "state": {index[key]: dict(st) for key, st in former.state.items()},
-        "param_groups": [
-            {**{k: v for k, v in g.items() if k != "params"}, "eps": EPS, "batch_dims": 1,
-             "params": [index[id(p)] for p in g["params"]]}
-            for g in groups
-        ],
-    })
-    resumed = _leaves(params)
-    opt = SharedScaleAdam(_groups(resumed), eps=EPS, batch_dims=1)
-    opt.load_state_dict(saved)
-    assert opt.param_groups[0][OPTIMIZER_KEY] == "SharedScaleAdam"
-    U_state = opt.state[resumed[0]]
-    assert "exp_avg_sq" not in U_state
-    assert_close(U_state["exp_avg_sq_mean"], former.state[id(params[0])]["exp_avg_sq"]
-                 .mean(dim=(1, 2)), atol=0, rtol=0)
-    _train(opt, resumed, loss, 10, start=10)
-    _train(former, params, loss, 10, start=10)
-    for a, b in zip(resumed, params, strict=True):
-        assert_close(a.detach(), b.detach(), atol=1e-12, rtol=1e-10)
