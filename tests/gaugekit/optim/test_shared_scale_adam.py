@@ -10,7 +10,6 @@ a checkpoint of the former layout converts on load.
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
@@ -19,7 +18,6 @@ from torch.testing import assert_close
 from zoo_support import DTYPE
 
 from gaugekit.optim import Adam, SharedScaleAdam
-from gaugekit.optim.base import OPTIMIZER_KEY
 
 NUM_STEPS = 30
 EPS = 1e-8
