@@ -1,1 +1,9 @@
-"""gaugebook.present"""
+"""What every page of the book shares (see the design page, ``book/design.md``).
+
+``tables``    the one HTML table (``table_html``), the one number format (``fmt`` and its
+              named styles), the one glue (``glue_page``), words and a records note
+``viz``       figures: the book's style and colours, one producer per figure
+``verdicts``  a claim of the paper, our number beside the published one, and the verdict
+
+Nothing here imports a chapter's module (``lint-imports``).
+"""
