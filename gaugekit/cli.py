@@ -3,8 +3,9 @@
 ::
 
     gaugekit --version
-    gaugekit list                                   # the registry: name, class, schedule, reason
-    gaugekit audit CLASS [KEY=VALUE ...] [--steps N] [--dtype float64|float32]
+    gaugekit list        # the registry: name, gauge class, schedule, why
+    gaugekit audit CLASS [KEY=VALUE ...] [--steps N]
+                         [--dtype float64|float32]
 
 ``audit`` runs the equivariance audit (:func:`gaugekit.audit.factors.audit_equivariance`) on any
 importable optimizer class (``torch.optim.AdamW``, ``gaugekit.optim.Muon``) or registry name
