@@ -444,8 +444,10 @@ def min_nuclear_norm_solution(instance: SensingInstance, solver: str | None = No
 # --------------------------------------------------------------------------------------------
 
 
-def _sensing_init(p: Mapping[str, Any], seed: int, dtype: torch.dtype,
-                  device: torch.device) -> tuple[Tensor, Tensor]:
+def config_init(p: Mapping[str, Any], seed: int, dtype: torch.dtype,
+                device: torch.device) -> tuple[Tensor, Tensor]:
+    """The initial factors of seed ``seed`` for a sensing-type problem config (``"n"``,
+    ``"k"``, ``"init_scale"``): :func:`init_factors`, shared by the sensing and tail families."""
     return init_factors(seed, p["n"], p["k"], p["init_scale"], dtype=dtype, device=device)
 
 
@@ -455,7 +457,7 @@ def _draw_sensing(p: Mapping[str, Any], seed: int, dtype: torch.dtype,
     :func:`make_instance` and its initial factors."""
     inst = make_instance(seed, p["n"], p["r"], p["m"], num_val=p["num_val"], dtype=dtype,
                          device=device)
-    return inst, _sensing_init(p, seed, dtype, device)
+    return inst, config_init(p, seed, dtype, device)
 
 
 #: kind ``"sensing"``: the zoo's planted low-rank sensing problem, as a family of the trainer

@@ -44,7 +44,7 @@ from gaugebook.sensing.measurements import (
     SensingBatch,
     SensingInstance,
     _check_sizes,
-    init_factors,
+    config_init,
 )
 
 __all__ = [
@@ -181,7 +181,7 @@ def _draw_tail(p: Mapping[str, Any], seed: int, dtype: torch.dtype,
     sensing initial factors."""
     inst = make_tail_instance(seed, p["tau"], p["n"], p["r"], p["m"], num_val=p["num_val"],
                               dtype=dtype, device=device)
-    return inst, init_factors(seed, p["n"], p["k"], p["init_scale"], dtype=dtype, device=device)
+    return inst, config_init(p, seed, dtype, device)
 
 
 #: kind ``"spectral_tail"``: sensing of a low-rank head plus a spectral tail at ``tau``, as a
