@@ -163,9 +163,12 @@ def clock_free(
     """``runs[method] = (losses, rec)``: recovery error against loss on log axes, the loss
     decreasing to the right, one colour per method."""
     fig, ax = plt.subplots(figsize=(WIDTH * 0.75, 3.4), layout="constrained")
-    for method, (losses, rec) in runs.items():
+    for z, (method, (losses, rec)) in enumerate(runs.items()):
+        lw = (widths or {}).get(method, 1.5)
+        # a wide line is drawn as a light band, so that a run on the same path stays visible
         ax.loglog(_np(losses), _np(rec), color=method_color(method), label=_label(method),
-                  lw=(widths or {}).get(method, 1.5), ls=(styles or {}).get(method, "-"))
+                  lw=lw, ls=(styles or {}).get(method, "-"), alpha=0.4 if lw > 3 else 1.0,
+                  zorder=2 + z)
     ax.invert_xaxis()
     ax.set(xlabel="loss (decreasing to the right)", ylabel="recovery error rec")
     legend_beside(ax)

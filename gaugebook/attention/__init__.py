@@ -40,7 +40,6 @@ from gaugebook.attention.attention_views import (
     multiseed_figure,
     multiseed_table,
     ratio_table,
-    ratio_verdicts,
     step1_table,
 )
 
@@ -66,7 +65,6 @@ __all__ = [
     "multiseed_table",
     "ratio_numbers",
     "ratio_table",
-    "ratio_verdicts",
     "run_rows",
     "setup_numbers",
     "step1_numbers",

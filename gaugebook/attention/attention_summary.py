@@ -1,9 +1,8 @@
 r"""The attention chapter's numbers, pure functions of the records of
 :func:`gaugebook.attention.attention_runs.collect`: one flat row per run (:func:`run_rows`), the
 runs that may enter an equivariance claim (:func:`usable`), the structural ratio, the machine's
-throughput, the closing note's measured numbers (:func:`headline`) and the README's rows
-(:func:`readme_headline`). The tables and figures drawn from them are in
-:mod:`gaugebook.attention.attention_views`.
+throughput, and the closing note's measured numbers (:func:`headline`). The tables and
+figures drawn from them are in :mod:`gaugebook.attention.attention_views`.
 
 Then the chapter's glued values, each formatted as the prose quotes it, one function per
 section (``setup_numbers`` to ``lm_numbers``: ``name → value`` for
@@ -29,7 +28,6 @@ import torch
 from gaugebook.attention import attention_runs as att
 from gaugebook.engine import transformer as A
 from gaugebook.present.tables import as_markdown, fmt
-from gaugebook.present.verdicts import HeadlineRow, number_verdict
 from gaugekit.audit import LossFn
 from gaugekit.gauge import relative_distance
 
@@ -103,12 +101,16 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if not a or not b else a / b
 
 
-def structural_ratio(rows: Sequence[Mapping[str, Any]], method: str = "adam") -> dict[str, Any]:
+def structural_ratio(rows: Sequence[Mapping[str, Any]], method: str = "adam", *,
+                     noise_inits: Sequence[int] | None = None) -> dict[str, Any]:
     """``min(final logit drift of gauge twins) / max(final logit drift of noise twins)`` over
-    the usable runs of ``method`` (the paper's 662× for Adam), with the extremes and counts."""
+    the usable runs of ``method`` (the paper's 662× for Adam), with the extremes and counts.
+    ``noise_inits`` keeps the noise twins of those init seeds only (the paper's set:
+    :data:`~gaugebook.attention.attention_runs.PAPER_NOISE_INITS`); ``None`` keeps all."""
     ok = [r for r in usable(rows) if r["method"] == method]
     gauge = [r["final_logit_drift"] for r in ok if r["kind"] == "gauge"]
-    noise = [r["final_logit_drift"] for r in ok if r["kind"] == "noise"]
+    noise = [r["final_logit_drift"] for r in ok if r["kind"] == "noise"
+             and (noise_inits is None or r["init_seed"] in noise_inits)]
     counts = {"num_gauge": len(gauge), "num_noise": len(noise)}
     if not gauge or not noise:
         return {"ratio": None, "gauge_min": None, "gauge_max": None, "noise_max": None, **counts}
@@ -181,24 +183,8 @@ def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
                                  *records.get("multiseed_controls", []),
                                  *records.get("single", [])]))
     out["structural"] = {m: structural_ratio(uniq, m) for m in att.METHODS}
+    out["structural_paper"] = structural_ratio(uniq, "adam", noise_inits=att.PAPER_NOISE_INITS)
     return out
-
-
-def readme_headline() -> list[Any]:
-    """README rows (:mod:`gaugebook.headline`) from the committed paper records:
-    Adam's and shared-scale Adam's final ``M_h`` drift of the gauge twin, and the structural
-    ratio; a missing value shows as a dash."""
-    h = headline(att.collect("paper").records)
-    ratio = h["structural"]["adam"]
-    rows = [("Adam: gauge twins' W_Qᵀ W_K apart at the end (mean rel.)",
-             h["adam"]["gauge_final_m"], "adam_final_m_drift"),
-            ("shared-scale Adam: the same drift (equivariant)",
-             h["scalar_adam"]["gauge_final_m"], "scalar_adam_final_m_drift"),
-            (f"Adam: min gauge / max noise drift ({ratio['num_gauge']} gauge, "
-             f"{ratio['num_noise']} noise twins)", ratio["ratio"], "structural_ratio")]
-    return [HeadlineRow(att.NAME, f"attention, {what}", fmt(ours, "ratio"),
-                        fmt(att.PUBLISHED[key], "ratio"), "8",
-                        number_verdict(ours, att.PUBLISHED[key])) for what, ours, key in rows]
 
 
 PUB = att.PUBLISHED
@@ -290,16 +276,16 @@ def accuracy_numbers(head: Mapping[str, Any]) -> Values:
             "pub_acc_gap": fmt(PUB["adam_final_accuracy_gap"], "g")}
 
 
-def ratio_numbers(head: Mapping[str, Any], verdicts: Mapping[str, str]) -> Values:
-    """Adam's structural ratio, how many twins it spans, the published ratio, and the
-    verdicts of :func:`gaugebook.attention.attention_views.ratio_verdicts`."""
-    sa = head["structural"]["adam"]
+def ratio_numbers(head: Mapping[str, Any]) -> Values:
+    """Adam's structural ratio over the paper's twin set and over all ours, the published
+    ratio, and the largest ratio of the other rules."""
+    others = [head["structural"][m]["ratio"] for m in att.METHODS if m != "adam"]
     return {
-        "ratio_adam": fmt(sa["ratio"], ".3g"),
-        "ratio_n": as_markdown(f"{sa['num_gauge']} gauge and {sa['num_noise']} noise twins"),
+        "ratio_paper": fmt(head["structural_paper"]["ratio"], ".3g"),
+        "ratio_adam": fmt(head["structural"]["adam"]["ratio"], ".3g"),
         "pub_ratio": fmt(PUB["structural_ratio"], "g"),
-        "ratio_verdict": as_markdown(verdicts["adam"]),
-        "ratio_controls": as_markdown(verdicts["controls"]),
+        "ratio_controls_max": fmt(max((r for r in others if r is not None), default=None),
+                                  ".2f"),
     }
 
 

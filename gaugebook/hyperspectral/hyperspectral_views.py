@@ -2,7 +2,7 @@ r"""What the hyperspectral chapter shows, computed from the records of
 :func:`gaugebook.hyperspectral.hyperspectral_runs.collect`: the parts a page shows
 (:func:`shown_parts`, :func:`waiting`) and their summaries (:func:`summary`), tables as rows for
 :func:`gaugebook.present.viz.table_html`, verdicts, and figures; and the same numbers for the
-command line (:func:`report_lines`) and the README (:func:`readme_headline`). The chapter's
+command line (:func:`report_lines`). The chapter's
 sections are :mod:`gaugebook.hyperspectral.hyperspectral_page`.
 
 Nothing here is typed in: our numbers come from the records through the matched-loss protocol
@@ -22,9 +22,7 @@ from gaugebook.engine.collection import Collected
 from gaugebook.engine.selection import at_level
 from gaugebook.hyperspectral import hyperspectral_runs as hs
 from gaugebook.hyperspectral import matched_loss as ml
-from gaugebook.hyperspectral.scenes import get_scene_info
 from gaugebook.present.tables import fmt, label
-from gaugebook.present.verdicts import HeadlineRow
 
 
 def shown_parts(c: Collected) -> list[hs.Part]:
@@ -405,41 +403,6 @@ def gap_verdict(ours: Mapping[str, Any], published: Mapping[str, Any], tol: floa
     if abs(g - p) <= tol and wins_ok:
         return "holds"
     return "partly" if g * p > 0 else "does not hold"
-
-
-def readme_headline() -> list[HeadlineRow]:
-    """README rows (:mod:`gaugebook.headline`): GD's held-out error below Adam's at
-    matched training loss, read from the committed records (whatever data is present): first
-    the paper's scenes in the paper's protocol beside the paper's number for the same scene and
-    density (a scene of the paper without records: "not run here"), then the other scenes,
-    marked as beyond the paper."""
-    got = hs.collect("paper")
-    rows, paper = [], paper_parts(got)
-    others = [p for p in main_parts(got) if (p.scene.name, p.density) not in hs.PUBLISHED_HEADLINE]
-    for part in [*paper, *others]:
-        h = summary(got, part)["headline"]
-        ours = "—" if not math.isfinite(h["gap"]) else (
-            f"{h['gap']:+.1%} ({h['wins']}/{len(h['seeds'])} seeds)")
-        pub = hs.PUBLISHED_HEADLINE.get((part.scene.name, part.density))
-        if pub is not None:
-            published, verdict = _published_gap(pub), gap_verdict(h, pub)
-            setting = "the paper's protocol"
-        else:
-            published, verdict = "not in the paper", "beyond the paper"
-            setting = "observed-only centring, float32; a scene the paper did not run"
-        level = "—" if h["level"] is None else f"{h['level']:g}"
-        rows.append(HeadlineRow(
-            hs.NAME, f"hyperspectral {part.scene.label}, density {part.density:g} ({setting}): "
-            f"GD's held-out error below Adam's at training MSE {level}", ours, published, "7",
-            verdict))
-    shown = {(p.scene.name, p.density) for p in paper}
-    for (scene, density), pub in hs.PUBLISHED_HEADLINE.items():
-        if (scene, density) not in shown:
-            rows.append(HeadlineRow(
-                hs.NAME, f"hyperspectral {get_scene_info(scene).label}, density {density:g}: GD's "
-                "held-out error below Adam's (no committed records)", "—", _published_gap(pub),
-                "7", "not run here"))
-    return rows
 
 
 def _published_gap(pub: Mapping[str, Any]) -> str:

@@ -20,7 +20,6 @@ from typing import Any
 from gaugebook.engine import selection
 from gaugebook.ladder import ladder_runs as ladder
 from gaugebook.present.tables import as_markdown, fmt, formatter, join_words, label, table_html
-from gaugebook.present.verdicts import HeadlineRow, number_verdict
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.sensing_views import split_sides, split_text
 
@@ -146,24 +145,6 @@ def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
         "split": split,
         "adam_worst_of_three": bool(adam > gd and adam > sa) if three else None,
     }
-
-
-def headline() -> list[HeadlineRow]:
-    """README row (:mod:`gaugebook.headline`): Muon's recovery at the largest size of
-    the ladder with a complete record at some seed, beside the paper's value for that size."""
-    config = ladder.get_config("paper")
-    got = ladder.collect("paper")
-    rows = [r for r in ladder.size_rows(config, got.records, protocol="oracle_loose")
-            if "muon" in r["rows"] and r["n"] in ladder.PUBLISHED_LADDER_REC["muon"]]
-    if not rows:
-        return []
-    top = max(rows, key=lambda r: r["n"])
-    n = top["n"]
-    ours, pub = float(top["rows"]["muon"]["rec"]), ladder.PUBLISHED_LADDER_REC["muon"][n]
-    return [HeadlineRow(
-        ladder.NAME, f"ladder: Muon recovers exactly at the largest size run here (n = {n}, "
-        f"{len(top['seeds'])} of {ladder.PUBLISHED_LADDER_SEEDS.get(n, 10)} seeds)",
-        f"{ours:.1e}", f"{pub:.4f}", "10", number_verdict(ours, pub))]
 
 
 # --------------------------------------------------------------------------------------------

@@ -218,11 +218,11 @@ def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
     if not agree and not disagree:
         return "not compared (no size of the paper's own setting has records)"
     if not disagree:
-        return "agrees at every size compared"
+        return "our records agree with the paper at every size compared"
     if not agree:
-        return "disagrees at every size compared"
-    return (f"agrees at n = {', '.join(map(str, agree))}; disagrees at "
-            f"n = {', '.join(map(str, disagree))}")
+        return "our records disagree with the paper at every size compared"
+    return (f"our records agree with the paper at n = {', '.join(map(str, agree))} and "
+            f"disagree at n = {', '.join(map(str, disagree))}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,10 +18,8 @@ from gaugebook.lm.lm_summary import (
     cost_rows,
     fresh_rows,
     split_rows,
-    split_sentence,
     timing,
     twin_rows,
-    verdict,
 )
 from gaugebook.lm.lm_views import (
     cost_table,
@@ -47,7 +45,6 @@ __all__ = [
     "loss_figure",
     "selection_table",
     "split_rows",
-    "split_sentence",
     "split_table",
     "state_numel",
     "suite_summary",
@@ -56,5 +53,4 @@ __all__ = [
     "timing",
     "twin_rows",
     "twin_table",
-    "verdict",
 ]

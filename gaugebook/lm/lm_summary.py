@@ -1,7 +1,7 @@
 r"""The language-model chapter's numbers, pure functions of the records of
 :func:`gaugebook.lm.lm_runs.collect`: the selection, the fresh seeds (at equal
 steps and equal wall time), the twins, the cost of the broken symmetry and the first-step split,
-the chapter's verdict sentences and the README's rows (:func:`readme_headline`). The tables and
+the chapter's verdict sentences. The tables and
 figures drawn from them are in :mod:`gaugebook.lm.lm_views`.
 """
 
@@ -14,7 +14,6 @@ from typing import Any
 
 from gaugebook.attention.attention_summary import twin_label
 from gaugebook.lm import lm_runs as lm
-from gaugebook.present.verdicts import HeadlineRow
 
 
 def _mean_sd(xs: Sequence[float]) -> tuple[float | None, float | None]:
@@ -168,80 +167,6 @@ def cost_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def verdict(fresh: Sequence[Mapping[str, Any]], costs: Sequence[Mapping[str, Any]]) -> str:
-    """One sentence for the chapter: whether the best gauge-keeping optimizer beats Adam by
-    more than the seeds' spread, and whether Adam's gauge twins are as far apart in loss as
-    its seeds."""
-    adam = next((r for r in fresh if r["method"] == "adam"), None)
-    keep = [r for r in fresh if r["keeps_gauge"] and r["val_loss"] is not None]
-    if adam is None or adam["val_loss"] is None or not keep:
-        return "The records needed for a verdict are missing."
-    best = min(keep, key=lambda r: r["val_loss"])
-    sd = max(x for x in (adam["val_loss_sd"], best["val_loss_sd"], 0.0) if x is not None)
-    gap = adam["val_loss"] - best["val_loss"]
-    if abs(gap) <= 2 * sd:
-        first = (f"at equal steps the best gauge-keeping optimizer ({best['label']}, "
-                 f"{best['val_loss']:.3f}) and Adam ({adam['val_loss']:.3f}) are within two "
-                 f"seed standard deviations ({sd:.3f}) of each other")
-    else:
-        better = best["label"] if gap > 0 else "Adam"
-        first = (f"at equal steps {better} is better: {best['label']} {best['val_loss']:.3f} "
-                 f"against Adam {adam['val_loss']:.3f}, a gap of {abs(gap):.3f}, more than "
-                 f"two seed standard deviations ({sd:.3f})")
-    beat = [r["label"] for r in keep
-            if adam["val_loss"] - r["val_loss"] > 2 * max(adam["val_loss_sd"] or 0.0,
-                                                         r["val_loss_sd"] or 0.0)]
-    rest = [r["label"] for r in keep if r["label"] not in beat]
-    if beat and rest:
-        first += (f". Of the gauge-keeping rules {', '.join(beat)} beat Adam by more than that, "
-                  f"{', '.join(rest)} do not: keeping the gauge is not by itself what makes "
-                  "the better model here")
-    cost = next((c for c in costs if c["method"] == "adam"), None)
-    if cost is None or cost["gauge_sd"] is None or cost["seeds_sd"] is None:
-        return first[0].upper() + first[1:] + "."
-    g, n, sd_seeds = cost["gauge_sd"], cost["noise_sd"], cost["seeds_sd"]
-    if g < 0.5 * sd_seeds:
-        second = (f"Adam's gauge twins end closer in loss (sd {g:.4f}) than its seeds (sd "
-                  f"{sd_seeds:.4f}): the basis moves the weights, not the loss")
-    elif n is not None and n >= 0.5 * g:
-        second = (f"Adam's gauge twins end about as far apart in loss (sd {g:.4f}) as its "
-                  f"seeds (sd {sd_seeds:.4f}), and so do its noise twins (sd {n:.4f}): "
-                  f"training is chaotic at this rate, so any tiny change of W_Q, W_K acts as "
-                  f"a new seed, and the basis costs no more than noise does")
-    else:
-        second = (f"Adam's gauge twins end about as far apart in loss (sd {g:.4f}) as its "
-                  f"seeds (sd {sd_seeds:.4f}) while its noise twins stay close"
-                  + ("" if n is None else f" (sd {n:.4f})")
-                  + ": the basis acts as a hidden seed")
-    return first[0].upper() + first[1:] + "; " + second + "."
-
-
-def readme_headline() -> list[HeadlineRow]:
-    """README rows (:mod:`gaugebook.headline`) from the committed paper records:
-    the best gauge-keeping optimizer against Adam at tuned rates, and Adam's gauge twins'
-    spread in loss against its seeds'. Beyond the paper: it ran no tuned comparison."""
-    got = lm.collect("paper")
-    records = [r for part in got.records.values() for r in part]
-    fresh = fresh_rows(records, timing(records))
-    keep = [r for r in fresh if r["keeps_gauge"] and r["val_loss"] is not None]
-    adam = next((r for r in fresh if r["method"] == "adam"), None)
-    rows = []
-    if adam and adam["val_loss"] is not None and keep:
-        best = min(keep, key=lambda r: r["val_loss"])
-        rows.append(HeadlineRow(
-            lm.NAME, "char-level transformer, each optimizer at its own tuned rate: validation "
-            "loss of the best gauge-keeping optimizer vs Adam (fresh seeds, equal steps)",
-            f"{best['label']} {best['val_loss']:.3f} vs Adam {adam['val_loss']:.3f}",
-            "not in the paper", "9", "beyond the paper"))
-    cost = next((c for c in cost_rows(records) if c["method"] == "adam"), None)
-    if cost and cost["gauge_sd"] is not None and cost["seeds_sd"] is not None:
-        rows.append(HeadlineRow(
-            lm.NAME, "char-level transformer, Adam: spread (sd) of validation loss between gauge "
-            "twins vs between seeds", f"{cost['gauge_sd']:.1e} vs {cost['seeds_sd']:.1e}",
-            "not in the paper", "9", "beyond the paper"))
-    return rows
-
-
 #: A gauge twin that starts this many times farther from its base than the 1e-7 noise twin
 #: has been split by the basis (the structural test of the first step).
 SPLIT_RATIO = 100.0
@@ -270,34 +195,13 @@ def split_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def split_sentence(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Which optimizers the basis splits at step 1, whether that is what each one's class
-    predicts, and how far apart the twins end."""
-    if not rows:
-        return "The twins' records are missing."
-    split = [r["label"] for r in rows if r["split"]]
-    kept = [r["label"] for r in rows if r["split"] is False]
-    wrong = [r["label"] for r in rows if r["split"] is not None and r["split"] == r["keeps_gauge"]]
-    loud = [r for r in rows if r["noise_step1"] is not None and r["noise_step1"] > 1e-4]
-    text = (f"At step 1 the gauge splits {', '.join(split) or 'no optimizer'} (gauge twin at "
-            f"least {SPLIT_RATIO:g} times farther from its base than the noise twin), and "
-            f"leaves {', '.join(kept) or 'none'} at the size of their noise twins")
-    text += ("; every optimizer does as its class predicts" if not wrong else
-             f"; against its class's prediction: {', '.join(wrong)}")
-    for r in loud:
-        text += (f". {r['label']}'s noise twin is already {r['noise_step1']:.1e} from its base "
-                 f"at step 1 (its 1e-7 change grown {r['noise_step1'] / 1e-7:.0e}-fold by one "
-                 "update), so its twins measure that amplification, not its basis")
-    loud_end = [r for r in rows if r["noise_final"] is not None and r["noise_final"] > 1e-2]
-    calm_end = [r for r in rows if r["noise_final"] is not None and r["noise_final"] <= 1e-2]
-    if loud_end:
-        ends = [r["noise_final"] for r in loud_end]
-        who = ("every optimizer" if not calm_end
-               else "every optimizer but " + ", ".join(r["label"] for r in calm_end))
-        text += (f". By the last step the noise twins of {who} are {min(ends):.2g}–"
-                 f"{max(ends):.2g} apart in logits: training at these tuned rates is chaotic, "
-                 "and the end state no longer tells a basis effect from amplified round-off")
-        for r in calm_end:
-            text += (f"; {r['label']}'s noise twin ends {r['noise_final']:.1e} apart and its "
-                     f"gauge twin {r['gauge_final']:.1e}")
-    return text + "."
+def paper_step1_ratio(records: Sequence[Mapping[str, Any]], method: str = "adam"
+                      ) -> float | None:
+    """The paper's step-1 structural ratio of ``method`` (its GPU suite's definition): the
+    smallest step-1 logit drift of a gauge twin over the largest of a noise twin, the 10⁻⁵
+    twin included; ``None`` without both kinds."""
+    ok = [r for r in twin_rows(records) if r["method"] == method and r["status"] == "ok"
+          and not r["collapsed"] and r["step1_logit_drift"] is not None]
+    gauge = [r["step1_logit_drift"] for r in ok if r["twin"].startswith("gauge")]
+    noise = [r["step1_logit_drift"] for r in ok if r["twin"].startswith("noise")]
+    return min(gauge) / max(noise) if gauge and noise and max(noise) > 0 else None

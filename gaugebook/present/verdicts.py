@@ -17,8 +17,10 @@ VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not run here",
 
 @dataclass(frozen=True)
 class HeadlineRow:
-    """One line of the README table: the claim, our number, the paper's, our verdict on the
-    claim (one of :data:`VERDICTS`), and the chapter that tells the story."""
+    """One line of the results table: the claim, our number, the paper's, our verdict on the
+    claim (one of :data:`VERDICTS`), the chapter that tells the story, the caveat that chapter
+    shows (a few words beside the verdict) and a note (the protocol and the numbers behind the
+    caveat)."""
 
     experiment: str
     claim: str
@@ -26,6 +28,8 @@ class HeadlineRow:
     published: str
     chapter: str
     verdict: str = "—"
+    caveat: str = ""
+    note: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

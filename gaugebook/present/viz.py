@@ -45,7 +45,7 @@ def class_color(method: str) -> str:
 #: first, then Tableau). Equivariant rules get the cool colours, coordinate-wise the warm ones.
 METHOD_COLORS: dict[str, str] = {
     "gd": "#0072B2", "momentum": "#56B4E9", "scalar_adam": "#009E73", "muon": "#332288",
-    "shampoo": "#44AA99", "scaled_gd": "#88CCEE", "gram": "#117733", "eigen_adam": "#999933",
+    "shampoo": "#1B1B1B", "scaled_gd": "#7570B3", "gram": "#117733", "eigen_adam": "#999933",
     "adam": "#D55E00", "rmsprop": "#E69F00", "lion": "#CC79A7", "signum": "#882255",
     "adafactor": "#AA4499", "flow_adam": "#661100", "adam_mini": "#225555",
 }

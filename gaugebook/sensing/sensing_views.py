@@ -18,15 +18,12 @@ from typing import Any
 from gaugebook.present.tables import (
     Record,
     Row,
-    fmt,
-    formatter,
     gauge_class,
     join_words,
     label,
     table_html,
     yes_no,
 )
-from gaugebook.present.verdicts import HeadlineRow, number_verdict
 from gaugebook.sensing import sensing_runs as ms
 from gaugekit.optim.registry import get_spec
 
@@ -385,47 +382,6 @@ def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
 # the README's headline (gaugebook.headline)
 # --------------------------------------------------------------------------------------------
 
-#: the methods the README shows, with the chapter that tells their story
-HEADLINE_METHODS: tuple[str, ...] = ("muon", "gd", "scalar_adam", "adam")
-
-
 def paper_zoo_rows() -> list[dict[str, Any]]:
     collected = ms.collect("paper", parts=["zoo"], mode="read")
     return ms.selection_rows(collected.records["zoo"], "oracle")
-
-
-def headline() -> list[HeadlineRow]:
-    """README rows: Table 2's recovery error of a few methods, the clean-split verdict, and the
-    paper's weight-decay ceiling for Adam, each with its verdict."""
-    rows = {r["method"]: r for r in paper_zoo_rows()}
-    out = []
-    for method in HEADLINE_METHODS:
-        r = rows[method]
-        pub = ms.PUBLISHED_TABLE2[method][0]
-        out.append(HeadlineRow(
-            ms.NAME, f"matrix sensing (n = 40), recovery error, {r['label']} "
-            f"({gauge_class(r['equivariant'])})",
-            fmt(r["rec"], "rec"), fmt(pub, "rec"), "4", number_verdict(r["rec"], pub)))
-    split, published = ms.split_summary(list(rows.values())), _published_split()
-    out.append(HeadlineRow(
-        ms.NAME, "every equivariant method below every coordinate-wise one (Table 2)",
-        *(split_text(s, yes_no(s["clean"]), formatter("rec")) for s in (split, published)), "4",
-        "holds" if split["clean"] == published["clean"] else "does not hold"))
-    decay = ms.collect("paper", parts=["decay"]).records.get("decay", [])
-    pub = ms.PUBLISHED_DECAY_CEILING
-    ceiling = next((r for r in ms.decay_rows(decay) if r["arm"] == pub["arm"]), None)
-    if ceiling is not None:
-        out.append(HeadlineRow(
-            ms.NAME, "matrix sensing (n = 40), Adam with tuned weight decay (the paper's ceiling), "
-            f"recovery error (lr {ceiling['lr']:g}, wd {ceiling['wd']:g})",
-            fmt(ceiling["rec"], "rec"),
-            f"{fmt(pub['rec'], 'rec')} (lr {pub['lr']:g}, wd {pub['wd']:g})", "4",
-            number_verdict(ceiling["rec"], pub["rec"])))
-    return out
-
-
-def _published_split() -> dict[str, Any]:
-    """:func:`~gaugebook.sensing.sensing_runs.split_summary` of the published Table 2."""
-    return ms.split_summary([{"method": m, "rec": rec, "equivariant": get_spec(m).equivariant,
-                              "at_grid_edge": False, "interpolated": True}
-                             for m, (rec, _) in ms.PUBLISHED_TABLE2.items()])

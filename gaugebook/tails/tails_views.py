@@ -18,8 +18,7 @@ from typing import Any
 import torch
 
 from gaugebook.engine import selection
-from gaugebook.present.tables import NBSP, Record, Row, fmt, label, rec_lr, table_html, yes_no
-from gaugebook.present.verdicts import HeadlineRow, number_verdict
+from gaugebook.present.tables import NBSP, Record, Row, label, rec_lr, table_html, yes_no
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.measurements import make_instance
 from gaugebook.tails import tail_theory as tt
@@ -442,14 +441,3 @@ def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str,
         "tails_bal_verdict": "holds" if all(per_tau) else ("narrows" if any(per_tau)
                                                            else "fails"),
     }
-
-
-def headline() -> list[HeadlineRow]:
-    """README row (:mod:`gaugebook.headline`): ``τ*`` by the paper's estimator on
-    the committed phase records beside the paper's CPU value (same grid, seeds and rule)."""
-    got = st.collect("paper", parts=["phase"])
-    tau = st.crossings(got.records["phase"], num_boot=1)["paper"].tau_star
-    pub = st.PUBLISHED_TAU_STAR["cpu"]["tau_star"]
-    return [HeadlineRow(
-        st.NAME, "spectral tails: τ* where Muon cedes to GD (the paper's estimator, CPU grid)",
-        fmt(tau, "g"), f"{pub:g}", "6", number_verdict(tau, pub, rel=1e-9))]

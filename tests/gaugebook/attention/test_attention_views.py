@@ -33,19 +33,16 @@ def test_tables_say_yes_or_no_and_keep_the_published_values(got):
     assert "noise\u00a010⁻⁷" in views.accuracy_table(rows["single"])  # never broken
 
 
-def test_ratio_verdicts_follow_the_ratios():
-    def head(adam, controls):
-        s = {"adam": {"ratio": adam}}
-        s |= {m: {"ratio": r} for m, r in zip(att.METHODS[1:], controls, strict=True)}
-        return {"structural": s}
-
-    good = views.ratio_verdicts(head(506.0, [0.001, 0.002, 0.9]))
-    assert good["adam"].startswith("every Adam gauge twin")
-    assert good["controls"].startswith("below 1 for every one")
-    bad = views.ratio_verdicts(head(0.5, [0.001, 1.5, None]))
-    assert bad["adam"].startswith("some Adam noise twin")
-    assert "at or above 1 for Shared-scale Adam" in bad["controls"]
-    assert "missing for Muon + Adam" in bad["controls"]
+def test_the_structural_ratio_takes_the_papers_twin_set_apart(got):
+    """The paper's multiseed script ran noise twins for init seed 42 only; its ratio (662) is
+    over that set. Ours adds init 123's noise twins, which can only lower the ratio."""
+    _, head = got
+    paper, ours = head["structural_paper"], head["structural"]["adam"]
+    assert paper["num_gauge"] == ours["num_gauge"] == 6
+    assert paper["num_noise"] == 2 and ours["num_noise"] == 4
+    assert paper["ratio"] >= ours["ratio"]
+    table = views.ratio_table(head)
+    assert "the paper&#x27;s twins" in table or "the paper's twins" in table
 
 
 def test_figures_have_colour_bars_and_legends_off_the_data(got):

@@ -11,6 +11,7 @@ import pytest
 import scipy.io
 import torch
 
+from gaugebook import headline
 from gaugebook.engine.collection import load_part
 from gaugebook.engine.factor_trainer import train_factored_batch
 from gaugebook.engine.selection import at_level
@@ -308,9 +309,9 @@ def test_a_paper_page_renders_whatever_data_files_are_present(tmp_path, monkeypa
         if data == "empty":
             assert waiting == []
             assert "not in the data folder" in absent(got, "indian_pines")
-        rows = hs_report.readme_headline()
+        rows = headline.hyperspectral_rows()
         claims[data] = [(r.claim, r.ours, r.verdict) for r in rows]
-        assert "Salinas-A, density 0.15" in rows[0].claim
+        assert "Salinas-A" in rows[0].claim and "ρ = 0.15" in rows[0].ours
         assert rows[0].verdict == "beyond the paper"
         assert {r.verdict for r in rows[1:]} == {"not run here"}     # the paper's four settings
     assert shown["empty"] == shown["real"] == ["salinas_a_low", "salinas_a_low_leak"]
