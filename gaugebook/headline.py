@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from gaugebook.engine.collection import MissingRecords, project_root
+from gaugebook.present.prose import ProseContradicted
 from gaugebook.present.tables import fmt
 from gaugebook.present.verdicts import HeadlineRow, number_verdict
 
@@ -36,10 +37,6 @@ END = "<!-- headline:end -->"
 FIGURE = "results/headline.png"
 
 Rows = list[HeadlineRow]
-
-
-class ProseContradicted(AssertionError):
-    """A row's words state something the records no longer show."""
 
 
 def _check(condition: bool, row: str, words: str) -> None:

@@ -17,6 +17,7 @@ from gaugebook.lm.lm_runs import (
 from gaugebook.lm.lm_summary import (
     cost_rows,
     fresh_rows,
+    paper_step1_ratio,
     split_rows,
     timing,
     twin_rows,
@@ -40,6 +41,7 @@ __all__ = [
     "cost_table",
     "drift_figure",
     "fresh_rows",
+    "paper_step1_ratio",
     "fresh_table",
     "get_config",
     "loss_figure",

@@ -20,6 +20,7 @@ from matplotlib.legend_handler import HandlerTuple
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from gaugebook.present.prose import check_prose as check_prose
 from gaugebook.present.tables import Record, finite
 from gaugebook.present.tables import as_markdown as as_markdown
 from gaugebook.present.tables import glue_page as glue_page
