@@ -20,9 +20,11 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "experiments": ("matplotlib", "scipy", "tqdm", "pooch", "torchdiffeq", "cvxpy"),
     "cluster": ("distributed",),
     "ecosystem": ("pytorch_optimizer", "heavyball"),
+    # the twin audit's tests on Hugging Face models (gaugekit never imports it)
+    "transformers": ("transformers",),
 }
 #: the extras of the library itself; the others serve the book, from a checkout
-LIBRARY_EXTRAS: frozenset[str] = frozenset({"flow"})
+LIBRARY_EXTRAS: frozenset[str] = frozenset({"flow", "transformers"})
 
 
 class MissingExtra(ImportError):

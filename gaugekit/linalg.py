@@ -20,6 +20,8 @@ def newton_schulz(
     steps: int = 5,
     eps: float = 1e-7,
     coefficients: tuple[float, float, float] = NS_COEFFICIENTS,
+    *,
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
     r"""Approximate the matrix sign ``msign(G) = U Vᵀ`` (``G = U Σ Vᵀ``) by quintic Newton–Schulz.
 
@@ -28,6 +30,12 @@ def newton_schulz(
     matrix, and transposed back. The iteration maps ``X = U Σ Vᵀ`` to ``U p(Σ) Vᵀ`` for an odd
     polynomial ``p``; hence for any orthogonal ``Q`` acting on the right, ``NS(G Q) = NS(G) Q``
     at every truncation (Gauge: equivariant).
+
+    ``dtype`` (e.g. ``torch.bfloat16``, as ``torch.optim.Muon`` and Keller Jordan's Muon): the
+    iteration runs in that dtype (``X₀`` is normalised in ``G``'s dtype, then cast; each step is
+    torch's ``baddbmm`` form ``A ← X Xᵀ``, ``B ← b A + c A A``, ``X ← a X + B X``) and the result
+    is cast back to ``G``'s dtype. Equivariant in exact arithmetic; in floating point the gauge
+    then holds to that dtype's round-off only. ``None`` (default): ``G``'s dtype.
     """
     if G.ndim < 2:
         raise ValueError(
@@ -41,6 +49,12 @@ def newton_schulz(
     transpose = G.shape[-2] > G.shape[-1]
     if transpose:
         X = X.mT
+    if dtype is not None and dtype != G.dtype:
+        X = X.to(dtype)
+        for _ in range(steps):
+            A = torch.bmm(X, X.mT)
+            X = torch.baddbmm(X, torch.baddbmm(A, A, A, beta=b, alpha=c), X, beta=a)
+        return (X.mT if transpose else X).to(G.dtype).reshape(G.shape)
     # One 3-d ``bmm`` per product; without autograd the scalings are done in place. Both give
     # the bits of ``b A + c A²`` and ``a X + B X`` written out (the sums only swap operands).
     in_place = not (torch.is_grad_enabled() and G.requires_grad)

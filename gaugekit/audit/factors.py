@@ -45,6 +45,7 @@ from gaugekit.gauge import haar_orthogonal, relative_distance
 
 __all__ = [
     "AUDIT_LRS",
+    "NO_GRAPH_ERROR",
     "AuditError",
     "FactorRun",
     "LossFn",
@@ -126,17 +127,27 @@ class FactorRun:
     params: list[Tensor]
 
 
+#: Torch's error (its tail) when a step differentiates gradients that carry no graph: the sign
+#: of a Hessian-vector optimizer (Sophia-H, AdaHessian) stepped after a plain backward.
+NO_GRAPH_ERROR = "does not require grad and does not have a grad_fn"
+
+
 def run_factor_optimizer(
     make_optimizer: OptimizerFactory,
     U0: Tensor,
     V0: Tensor,
     loss: LossFn,
     num_steps: int,
+    *,
+    create_graph: bool = False,
 ) -> FactorRun:
     """Run ``make_optimizer([U, V])`` from ``(U0, V0)`` for ``num_steps`` steps on ``loss``.
 
     Each step calls ``optimizer.step(closure)`` with a closure that clears the gradients,
     evaluates ``loss`` and back-propagates, so any ``torch.optim`` optimizer works (L-BFGS too).
+    With ``create_graph`` the gradients keep their graph (``loss.backward(create_graph=True)``,
+    computed as ``torch.autograd.grad`` so that no parameter holds its own graph after the run):
+    what a Hessian-vector optimizer (Sophia-H, AdaHessian) differentiates.
     Raises :class:`AuditError` when the factory or a step raises, or a step leaves non-finite
     parameters.
     """
@@ -153,18 +164,26 @@ def run_factor_optimizer(
         with torch.enable_grad():
             U.grad, V.grad = None, None
             value = loss(U, V)
-            value.backward()
+            if create_graph:
+                U.grad, V.grad = torch.autograd.grad(value, (U, V), create_graph=True,
+                                                     allow_unused=True)
+            else:
+                value.backward()
         return value
 
     iterates = []
-    for t in range(1, num_steps + 1):
-        try:
-            optimizer.step(closure)
-        except Exception as exc:  # noqa: BLE001 - reported, not swallowed
-            raise AuditError(f"step {t} raised {type(exc).__name__}: {exc}") from exc
-        if not (torch.isfinite(U).all() and torch.isfinite(V).all()):
-            raise AuditError(f"non-finite parameters after step {t}")
-        iterates.append((U.detach().clone(), V.detach().clone()))
+    try:
+        for t in range(1, num_steps + 1):
+            try:
+                optimizer.step(closure)
+            except Exception as exc:  # noqa: BLE001 - reported, not swallowed
+                raise AuditError(f"step {t} raised {type(exc).__name__}: {exc}") from exc
+            if not (torch.isfinite(U).all() and torch.isfinite(V).all()):
+                raise AuditError(f"non-finite parameters after step {t}")
+            iterates.append((U.detach().clone(), V.detach().clone()))
+    finally:
+        if create_graph:  # a gradient with a graph refers back to its parameter
+            U.grad, V.grad = None, None
     return FactorRun(iterates=iterates, optimizer=optimizer, params=[U, V])
 
 
@@ -184,6 +203,7 @@ def audit_equivariance(
     generator: torch.Generator | None = None,
     noise_scale: float | None = 1e-7,
     noise_seed: int = 888,
+    create_graph: bool | None = None,
 ) -> AuditResult:
     r"""Audit ``make_optimizer`` for gauge equivariance (the paper's Proposition 4.2) over
     ``num_steps`` steps.
@@ -201,6 +221,15 @@ def audit_equivariance(
     and ``E, F`` i.i.d. ``N(0, 1)`` from ``torch.Generator().manual_seed(noise_seed)`` (so the
     draws above do not change); its displacement residual against the plain run is the
     yardstick that tells a broken gauge from chaos (module doc). ``noise_scale=None`` skips it.
+
+    ``create_graph``: whether the backward pass keeps the gradients' graph, as a Hessian-vector
+    optimizer (Sophia-H, AdaHessian: they differentiate the gradient with a Hutchinson probe)
+    needs (:func:`run_factor_optimizer`). ``True`` or ``False`` is used as given. ``None``
+    (default) detects it: the first run steps after a plain backward, and when a step raises
+    torch's ``RuntimeError`` "element 0 of tensors does not require grad and does not have a
+    grad_fn" (:data:`NO_GRAPH_ERROR`) that run is repeated with ``create_graph=True``, which then
+    serves all three runs. The graph changes no gradient's value, so the verdict of any other
+    optimizer is the same either way.
 
     Raises :class:`AuditError` if the factory or a step raises or the run diverges, and
     ``ValueError`` if ``loss`` is not gauge-invariant at ``(U₀, V₀)`` (the audit would be void).
@@ -243,16 +272,26 @@ def audit_equivariance(
     if noise_scale is not None and not (math.isfinite(noise_scale) and noise_scale >= 0):
         raise ValueError(f"Invalid noise_scale: {noise_scale!r}; expected a finite float >= 0")
 
-    plain_run = run_factor_optimizer(make_optimizer, U0, V0, loss, num_steps)
+    try:
+        plain_run = run_factor_optimizer(make_optimizer, U0, V0, loss, num_steps,
+                                         create_graph=bool(create_graph))
+    except AuditError as exc:
+        if create_graph is not None or NO_GRAPH_ERROR not in str(exc.__cause__):
+            raise
+        create_graph = True  # a Hessian-vector optimizer: it differentiates the gradient
+        plain_run = run_factor_optimizer(make_optimizer, U0, V0, loss, num_steps,
+                                         create_graph=True)
+    run = partial(run_factor_optimizer, make_optimizer, loss=loss, num_steps=num_steps,
+                  create_graph=bool(create_graph))
     plain = plain_run.iterates
-    rotated = run_factor_optimizer(make_optimizer, U0Q, V0Q, loss, num_steps).iterates
+    rotated = run(U0Q, V0Q).iterates
     res_U, res_V = _displacement_residual(plain, rotated, U0, V0, U0Q, V0Q, Q)
     noise_residual = None
     if noise_scale is not None:
         noise = torch.Generator().manual_seed(noise_seed)
         U0n = U0 + noise_scale * torch.randn(U0.shape, generator=noise, dtype=dtype).to(U0.device)
         V0n = V0 + noise_scale * torch.randn(V0.shape, generator=noise, dtype=dtype).to(V0.device)
-        noisy = run_factor_optimizer(make_optimizer, U0n, V0n, loss, num_steps).iterates
+        noisy = run(U0n, V0n).iterates
         noise_residual = max(_displacement_residual(plain, noisy, U0, V0, U0n, V0n, None))
 
     U_T, V_T = plain[-1]

@@ -34,8 +34,9 @@ same other parameters) are the same function.
 
 Twins
 -----
-* gauge twin: a deep copy with ``A_h`` Haar on ``O(d_head)``, drawn from an explicit
-  :class:`torch.Generator` per site (layer), then per head;
+* gauge twin: a deep copy with ``A_h`` Haar on ``O(d_head)`` (on the residual gauge
+  ``SO(2)^{r/2} × O(d − r)`` where a rotary embedding acts), drawn from an explicit
+  :class:`torch.Generator` per site (layer), then per head (per key-value group);
 * identity twin: the same code path with ``A_h = I``. ``I W`` is computed exactly in floating
   point (each entry is ``1·w + Σ 0·w'``), so the copy is bit-identical and, trained by the same
   code on the same data, drifts **exactly** 0: the control that the machinery adds no drift;
@@ -60,9 +61,15 @@ What breaks the gauge (refused or flagged)
   and the twin's is ``qᵀ A_hᵀ R(p' − p) A_h k``; they agree for all positions only when ``A_h``
   commutes with every ``R(δ)``, i.e. (distinct frequencies) ``A_h`` is block-diagonal in the
   RoPE planes with a rotation in each 2×2 block (a reflection reverses the angle). A Haar
-  ``A_h`` does not commute. A module whose class or attribute name says rotary/RoPE is refused;
-  RoPE written as a plain function is invisible to that check (the probe check catches it).
-  Commuting ``A_h`` may be passed as ``rotations`` with ``check_structure=False``.
+  ``A_h`` does not commute. The residual gauge ``SO(2)^{r/2} × O(d − r)`` (derivation in
+  :mod:`gaugekit.audit.rotary`) is audited when the site knows the model's pairing layout
+  (:class:`~gaugekit.audit.rotary.RotaryLayout`, read by itself from ``transformers`` models:
+  half-split ``rotate_half`` or interleaved ``rotate_every_two``): the gauge twin is drawn from
+  it. Otherwise a module whose class or attribute name says rotary/RoPE is refused; RoPE
+  written as a plain function is invisible to that check (the probe check catches it).
+* Grouped-query attention (``G`` key heads for ``H`` query heads): query head ``h`` reads key
+  head ``g(h)``, so the gauge is one ``A_g`` per key-value group, on key head ``g`` and all the
+  query heads that read it; ``M_h = W̃_{Q,h}ᵀ W̃_{K,g(h)}`` per query head.
 * Anything else the structure check cannot see (a functional qk-norm, RoPE as a function, q or k
   used elsewhere, a wrong head count on separate projections): :func:`audit_twins` evaluates
   both twins on the probe before training and raises when the gauge twin is not the same
@@ -116,6 +123,7 @@ from gaugekit.audit.factor_results import (
     optimizer_hyperparameters,
     optimizer_name,
 )
+from gaugekit.audit.rotary import RotaryLayout
 from gaugekit.audit.sites import QKSite, SiteSpec, find_qk_sites
 from gaugekit.audit.twin_parts import (
     TWIN_KINDS,
@@ -134,6 +142,9 @@ from gaugekit.audit.twin_parts import (
     rel_distance,
     verdict_threshold,
 )
+from gaugekit.optim.muon import Muon
+from gaugekit.optim.muon_adam import MuonAdam
+from gaugekit.optim.params import muon_param_groups
 from gaugekit.optim.registry import get_spec, make_optimizer
 
 __all__ = [
@@ -141,6 +152,7 @@ __all__ = [
     "LossFn",
     "OptimizerFactory",
     "QKSite",
+    "RotaryLayout",
     "SiteSpec",
     "TwinAuditResult",
     "TwinCheckpoint",
@@ -180,18 +192,32 @@ class _RngSnapshot:
 
 def _make_factory(
     optimizer: str | OptimizerFactory, optimizer_kwargs: Mapping[str, Any] | None
-) -> OptimizerFactory:
+) -> Callable[[nn.Module], torch.optim.Optimizer]:
+    """``model -> optimizer``. A registry name builds its class on the model's parameters,
+    except Muon's rules, which update matrices only: ``"muon"`` is Muon's rule (with
+    :class:`~gaugekit.optim.Muon`'s defaults and ``optimizer_kwargs``, ``eps`` as ``ns_eps``) on
+    the matrices that :func:`~gaugekit.optim.muon_param_groups` routes to Muon, and shared-scale
+    Adam (which keeps the gauge, so the verdict is Muon's) on the rest — biases, norms,
+    embeddings, the head — in one :class:`~gaugekit.optim.MuonAdam`; a MuonAdam name gets
+    the same routing with its own settings."""
     kwargs = dict(optimizer_kwargs or {})
     if isinstance(optimizer, str):
-        get_spec(optimizer)  # an unknown name raises ValueError listing the known ones
-        return lambda params: make_optimizer(optimizer, params, **kwargs)
+        spec = get_spec(optimizer)  # an unknown name raises ValueError listing the known ones
+        if spec.cls is Muon:
+            settings = {("ns_eps" if k == "eps" else k): v
+                        for k, v in {**spec.defaults, **kwargs}.items()}
+            return lambda model: MuonAdam(muon_param_groups(model),
+                                          **{"adam": "shared_scale", **settings})
+        if issubclass(spec.cls, MuonAdam):
+            return lambda model: spec.make(muon_param_groups(model), **kwargs)
+        return lambda model: make_optimizer(optimizer, list(model.parameters()), **kwargs)
     if callable(optimizer):
         if kwargs:
             raise ValueError(
                 f"Invalid optimizer_kwargs: {kwargs!r}; expected None with a factory (bind the "
                 f"hyperparameters in the factory)"
             )
-        return optimizer
+        return lambda model: optimizer(list(model.parameters()))
     raise ValueError(
         f"Invalid optimizer: {optimizer!r}; expected a registry name or a callable "
         f"params -> torch.optim.Optimizer"
@@ -247,7 +273,9 @@ def audit_twins(
         probe: input of the output-drift check (``forward(model, probe)``); it also verifies
             before training that the gauge and identity twins compute the same function.
         sites, num_heads, check_structure: as in :func:`find_qk_sites`.
-        optimizer: a registry name (``make_optimizer(name, params, **optimizer_kwargs)``) or a
+        optimizer: a registry name (``make_optimizer(name, params, **optimizer_kwargs)``;
+            ``"muon"``: Muon on the model's hidden matrices and shared-scale Adam on the rest,
+            one :class:`~gaugekit.optim.MuonAdam`, so models with biases and norms work) or a
             factory ``params -> Optimizer`` (e.g. ``lambda p: torch.optim.Adam(p, lr=1e-3)``).
         steps: optimizer steps ``k >= 0``.
         batch: one batch used at every step (full batch); ignored when ``batches`` is given.
@@ -256,9 +284,10 @@ def audit_twins(
         checkpoints: steps at which drift is measured (default every step ``0 … k``).
         twins: kinds to build, a subset of ``("gauge", "identity", "noise")``.
         gauge_seed, noise_seed: seeds of the generators of the Haar ``A_h`` and of the noise.
-        rotations: orthogonal ``(H, d_head, d_head)`` stacks, one per site, used by the gauge
-            twin instead of the Haar draw (e.g. signed permutations, or ``A`` commuting with
-            rotary rotations); ``gauge_seed`` is then unused.
+        rotations: orthogonal ``(G, d_head, d_head)`` stacks, one per site (``G`` key-value
+            groups, ``= H`` without grouped-query attention), used by the gauge twin instead of
+            the Haar draw (e.g. signed permutations); on a rotary site each must commute with
+            the rotary map (:meth:`RotaryLayout.draw`); ``gauge_seed`` is then unused.
         noise_scale: standard deviation of the noise twin's perturbation.
         forward: ``forward(model, probe) -> Tensor`` (see :func:`output_drift`).
         init_tol: largest init output drift of the gauge twin (default :func:`init_tolerance`).
@@ -327,7 +356,7 @@ def audit_twins(
             )
 
     models = [base, *copies]
-    optimizers = [factory(list(m.parameters())) for m in models]
+    optimizers = [factory(m) for m in models]
     optimizer_class = optimizer_name(optimizers[0])
     hyperparameters = optimizer_hyperparameters(optimizers[0])
     label = describe_optimizer(optimizer_class, hyperparameters)

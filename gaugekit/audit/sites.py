@@ -4,7 +4,39 @@ A *site* is one attention layer: an ``nn.MultiheadAttention`` (packed ``in_proj_
 separate ``q_proj_weight``/``k_proj_weight``), a ``(query, key)`` pair of ``nn.Linear``
 projections, or a pair of 2-D weight parameters in Linear layout. :func:`find_qk_sites` resolves
 and validates them (head count, widths) and refuses the structures that break the gauge
-(qk-norms with a gain or mean-centring, rotary modules; see :mod:`gaugekit.audit.heads`).
+(qk-norms with a gain or mean-centring, rotary modules of unknown layout; see
+:mod:`gaugekit.audit.heads`).
+
+Models of Hugging Face ``transformers``
+---------------------------------------
+With ``sites=None`` the attention modules of ``transformers`` models are found too, recognised
+by their class's module (``transformers.…``) or a ``config`` with a head count, and by their
+children; ``transformers`` itself is never imported:
+
+* separate projections (BERT, RoBERTa, ViT, BART, T5, Llama, …): children ``query``/``key``,
+  ``q_proj``/``k_proj``, ``q_lin``/``k_lin``, ``q``/``k`` or ``query_proj``/``key_proj``
+  (``nn.Linear``), the head count and width read from the module (``num_heads``,
+  ``num_attention_heads``, ``head_dim``, ``attention_head_size``, …) or its config;
+* GPT-2's fused ``c_attn``, a ``transformers`` ``Conv1D`` (recognised by its class name and
+  ``nf``): ``y = x W + b`` with ``W`` of shape ``(in, 3E)``, columns ``[q | k | v]``. The query
+  weight in Linear layout is the *view* ``W[:, :E]ᵀ`` and the key ``W[:, E:2E]ᵀ`` (and the bias
+  slices), so rotating the rows of head ``h`` of the view rotates columns of ``c_attn`` in
+  place (kind ``"conv1d"``; with cross-attention the query is ``q_attn``: ``"conv1d_cross"``);
+* GPT-NeoX's and Bloom's fused ``query_key_value`` (``nn.Linear``, rows per head
+  ``[q_h | k_h | v_h]``): head-major views ``(H, d, in)`` (kind ``"fused_heads"``);
+* grouped-query attention (Llama, Mistral, Qwen; ``num_key_value_heads < num_attention_heads``):
+  key head ``g`` serves the ``H/G`` query heads ``h`` with ``g(h) = ⌊h G / H⌋`` (``repeat_kv``),
+  so ``M_h = W_{Q,h}ᵀ W_{K,g(h)}`` and the gauge is one ``A_g`` per key-value group, acting on
+  key head ``g`` and on every query head that reads it: ``q_hᵀ k_{g(h)} → (A_g q_h)ᵀ (A_g
+  k_{g(h)})``;
+* rotary embeddings: the site carries the model's :class:`~gaugekit.audit.rotary.RotaryLayout`,
+  read off the rotate function its ``apply_rotary_pos_emb`` calls (half-split ``rotate_half``
+  or interleaved ``rotate_every_two``), and the gauge twin is drawn from the residual gauge
+  ``SO(2)^{r/2} × O(d − r)`` that commutes with the rotary map (derivation in
+  :mod:`gaugekit.audit.rotary`).
+
+Anything else with a fused projection (``qkv_proj``, ``Wqkv``, Falcon's ``query_key_value``) is
+refused by name with the reason: its row layout is not known, so the views cannot be taken.
 """
 
 from __future__ import annotations
@@ -17,11 +49,13 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from gaugekit.audit.rotary import RotaryLayout, detect_rotary_layout, uses_rotary
+
 __all__ = ["QKSite", "SiteSpec", "find_qk_sites", "resolve_sites"]
 
 #: What names one attention site, an ``nn.MultiheadAttention`` (module or its name) or a
 #: ``(query, key)`` pair of ``nn.Linear`` projections or of 2-D weight parameters (objects or
-#: names).
+#: names). A resolved :class:`QKSite` is accepted wherever a site is (validated against the model).
 SiteSpec = (
     str | nn.MultiheadAttention
     | tuple[str | nn.Linear | nn.Parameter, str | nn.Linear | nn.Parameter]
@@ -36,13 +70,20 @@ class QKSite:
         label: display name (the MHA's module name, or ``"q_name|k_name"``).
         kind: ``"mha_packed"`` (``in_proj_weight``: q rows, then k, then v),
             ``"mha_separate"`` (``q_proj_weight``/``k_proj_weight``), ``"linear"`` (two
-            ``nn.Linear``) or ``"param"`` (two 2-D weight parameters in Linear layout).
-        modules: the module (or parameter) names, ``(mha,)`` or ``(q, k)`` (``""`` is the model
-            itself).
-        num_heads: number of heads ``H``.
+            ``nn.Linear``), ``"param"`` (two 2-D weight parameters in Linear layout),
+            ``"conv1d"`` (GPT-2's fused ``c_attn``), ``"conv1d_cross"`` (``q_attn`` and the
+            fused key/value ``c_attn``) or ``"fused_heads"`` (GPT-NeoX's per-head
+            ``query_key_value``); see the module doc.
+        modules: the module (or parameter) names, ``(mha,)``, ``(q, k)``, ``(c_attn,)``,
+            ``(q_attn, c_attn)`` or ``(query_key_value,)`` (``""`` is the model itself).
+        num_heads: number of (query) heads ``H``.
         d_head: rows per head.
         q_bias, k_bias: whether the query/key projection has a bias.
         bias_k: whether an MHA carries the learned extra key ``bias_k`` (``add_bias_kv``).
+        num_kv_heads: key heads ``G`` under grouped-query attention (``H`` a multiple of it);
+            ``None``: one key head per query head.
+        rotary: the rotary layout when the site applies a rotary embedding (its gauge twin is
+            drawn from the commuting subgroup); ``None``: no rotary embedding.
     """
 
     label: str
@@ -53,11 +94,25 @@ class QKSite:
     q_bias: bool
     k_bias: bool
     bias_k: bool = False
+    num_kv_heads: int | None = None
+    rotary: RotaryLayout | None = None
+
+    @property
+    def kv_heads(self) -> int:
+        """``G``: the key heads, one gauge rotation each (``H`` without grouped-query)."""
+        return self.num_heads if self.num_kv_heads is None else self.num_kv_heads
+
+    @property
+    def group_size(self) -> int:
+        """``H / G``: query heads per key head."""
+        return self.num_heads // self.kv_heads
 
 
 @dataclass
 class _QK:
-    """Views of one site's query/key tensors in one model (rows of head ``h`` contiguous)."""
+    """Views of one site's query/key tensors in one model: a weight in Linear layout
+    ``(heads·d_head, c)`` or head-major ``(heads, d_head, c)``, a bias ``(heads·d_head,)`` or
+    ``(heads, d_head, 1)``; the query side has ``H`` heads, the key side ``G``."""
 
     wq: Tensor
     wk: Tensor
@@ -165,14 +220,17 @@ def _projection(model: nn.Module, obj: Any) -> tuple[str, str, Tensor, Tensor | 
 def _linear_site(
     model: nn.Module, pair: tuple[Any, Any], num_heads: int | None
 ) -> QKSite:
+    q_kind, q_name, wq, bq = _projection(model, pair[0])
+    k_kind, k_name, wk, bk = _projection(model, pair[1])
+    parent = _common_parent(model, q_name, k_name) if q_kind == k_kind == "linear" else None
+    if num_heads is None and parent is not None and _is_transformers_attention(parent[1]):
+        num_heads = _declared_heads(parent[1], parent[0], wq.shape[0])[0]
     if num_heads is None:
         raise ValueError(
             "Invalid num_heads: None; expected an integer >= 1 (required for (q, k) pairs of "
-            "nn.Linear projections or weight parameters)"
+            "nn.Linear projections or weight parameters outside a transformers attention module)"
         )
     num_heads = _check_int_heads(num_heads)
-    q_kind, q_name, wq, bq = _projection(model, pair[0])
-    k_kind, k_name, wk, bk = _projection(model, pair[1])
     if q_kind != k_kind:
         raise ValueError(
             f"Invalid sites: ({q_name!r}, {k_name!r}); expected two nn.Linear or two weight "
@@ -182,21 +240,201 @@ def _linear_site(
         raise ValueError(
             f"Invalid sites: ({q_name!r}, {k_name!r}); expected two different projections"
         )
-    if wq.shape[0] != wk.shape[0]:
-        raise ValueError(
-            f"Invalid sites: ({q_name!r}, {k_name!r}) have out_features {wq.shape[0]} and "
-            f"{wk.shape[0]}; expected equal widths (grouped-query attention is not supported)"
-        )
     if wq.shape[0] % num_heads != 0:
         raise ValueError(
             f"Invalid num_heads: {num_heads!r}; expected a divisor of the projection width "
             f"{wq.shape[0]} of {q_name!r}"
         )
+    d_head = wq.shape[0] // num_heads
+    kv_heads = _kv_heads(f"({q_name!r}, {k_name!r})", num_heads, d_head, wq.shape[0],
+                         wk.shape[0])
+    rotary = None
+    if parent is not None and _is_transformers_attention(parent[1]) and uses_rotary(parent[1]):
+        rotary = detect_rotary_layout(model, parent[1], d_head, parent[0])
     return QKSite(
         label=f"{q_name}|{k_name}", kind=q_kind, modules=(q_name, k_name),
-        num_heads=num_heads, d_head=wq.shape[0] // num_heads,
+        num_heads=num_heads, d_head=d_head,
         q_bias=bq is not None, k_bias=bk is not None,
+        num_kv_heads=None if kv_heads == num_heads else kv_heads, rotary=rotary,
     )
+
+
+def _kv_heads(where: str, num_heads: int, d_head: int, q_width: int, k_width: int) -> int:
+    """``G = k_width / d_head`` key heads: ``H`` (equal widths) or a divisor of ``H``
+    (grouped-query attention)."""
+    if k_width == q_width:
+        return num_heads
+    if k_width % d_head or num_heads % (k_width // d_head) or k_width > q_width:
+        raise ValueError(
+            f"Invalid sites: {where} have out_features {q_width} and {k_width}; expected equal "
+            f"widths, or grouped-query attention: a key width G·d_head with G dividing the "
+            f"{num_heads} query heads (d_head = {d_head})"
+        )
+    return k_width // d_head
+
+
+# --------------------------------------------------------------------------------------------
+# attention modules of Hugging Face transformers (recognised without importing transformers)
+# --------------------------------------------------------------------------------------------
+
+#: pairs of child names of a module with separate query and key ``nn.Linear`` projections
+_PAIR_NAMES = (("query", "key"), ("q_proj", "k_proj"), ("q_lin", "k_lin"), ("q", "k"),
+               ("query_proj", "key_proj"))
+#: fused q/k/v children whose row layout the audit does not know (refused when found)
+_FUSED_NAMES = ("qkv_proj", "Wqkv", "qkv", "query_key_value", "c_attn", "in_proj")
+#: classes whose fused ``query_key_value`` rows are ``[q_h | k_h | v_h]`` per head
+_PER_HEAD_FUSED = ("GPTNeoXAttention", "GPTNeoXJapaneseAttention", "BloomAttention")
+_HEAD_COUNT_ATTRS = ("num_heads", "num_attention_heads", "n_head", "n_heads")
+_HEAD_DIM_ATTRS = ("head_dim", "attention_head_size", "head_size", "key_value_proj_dim")
+
+
+def _int_attr(obj: Any, names: Sequence[str]) -> int | None:
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _is_transformers_attention(mod: nn.Module) -> bool:
+    """A module of ``transformers`` (or of remote code loaded by it), or one carrying a
+    ``config`` with a head count: the head layout is declared, not guessed."""
+    if type(mod).__module__.startswith("transformers"):
+        return True
+    return _int_attr(getattr(mod, "config", None), ("num_attention_heads", "n_head")) is not None
+
+
+def _declared_heads(mod: nn.Module, name: str, q_width: int) -> tuple[int, int]:
+    """``(H, d_head)`` from the module's attributes (``num_heads``, ``head_dim``, …), then its
+    config (``num_attention_heads``, ``n_head``, ``head_dim``), checked against the query
+    width ``H·d_head``."""
+    heads = _int_attr(mod, _HEAD_COUNT_ATTRS)
+    d_head = _int_attr(mod, _HEAD_DIM_ATTRS)
+    config = getattr(mod, "config", None)
+    if heads is None:
+        heads = _int_attr(config, ("num_attention_heads", "n_head", "num_heads"))
+    if d_head is None and heads is None:
+        d_head = _int_attr(config, ("head_dim",))
+    if heads is None and d_head is not None and q_width % d_head == 0:
+        heads = q_width // d_head
+    if d_head is None and heads is not None and q_width % heads == 0:
+        d_head = q_width // heads
+    if heads is None or d_head is None or heads * d_head != q_width:
+        raise ValueError(
+            f"Invalid model: {name!r} ({type(mod).__name__}) declares heads={heads} and "
+            f"head_dim={d_head}; expected their product to be the query width {q_width} (the "
+            f"audit reads num_heads / num_attention_heads / n_head and head_dim / "
+            f"attention_head_size from the module or its config); pass explicit sites and "
+            f"num_heads"
+        )
+    return heads, d_head
+
+
+def _common_parent(model: nn.Module, *names: str) -> tuple[str, nn.Module] | None:
+    parents = {n.rsplit(".", 1)[0] if "." in n else "" for n in names}
+    if len(parents) != 1 or any(n == "" for n in names):
+        return None
+    parent = parents.pop()
+    return parent, dict(model.named_modules())[parent]
+
+
+def _is_conv1d(mod: Any) -> bool:
+    """``transformers``' ``Conv1D`` (GPT-2): ``y = x W + b``, ``W`` of shape ``(nx, nf)``."""
+    return (isinstance(mod, nn.Module) and type(mod).__name__ == "Conv1D"
+            and isinstance(getattr(mod, "weight", None), Tensor) and mod.weight.ndim == 2
+            and getattr(mod, "nf", None) == mod.weight.shape[1])
+
+
+def _transformers_site(model: nn.Module, name: str, mod: nn.Module) -> QKSite | None:
+    """The site of one ``transformers`` attention module, ``None`` when ``mod`` is not one.
+
+    Raises:
+        ValueError: a fused projection of unknown layout, or heads that do not fit.
+    """
+    if not _is_transformers_attention(mod):
+        return None
+    children = dict(mod.named_children())
+    prefix = f"{name}." if name else ""
+    for q_child, k_child in _PAIR_NAMES:
+        if (isinstance(children.get(q_child), nn.Linear)
+                and isinstance(children.get(k_child), nn.Linear)):
+            q_name, k_name = prefix + q_child, prefix + k_child
+            heads = _declared_heads(mod, name, children[q_child].out_features)[0]
+            return _linear_site(model, (q_name, k_name), heads)
+    c_attn = children.get("c_attn")
+    if _is_conv1d(c_attn):
+        heads, d_head = _declared_heads(mod, name, _int_attr(mod, ("embed_dim", "split_size"))
+                                        or c_attn.weight.shape[0])
+        E = heads * d_head
+        q_attn = children.get("q_attn")
+        cross = bool(getattr(mod, "is_cross_attention", False)) and _is_conv1d(q_attn)
+        expected = 2 * E if cross else 3 * E
+        if c_attn.weight.shape[1] != expected or (cross and q_attn.weight.shape[1] != E):
+            raise ValueError(
+                f"Invalid model: {prefix}c_attn is a Conv1D of shape "
+                f"{tuple(c_attn.weight.shape)}; expected (in, {expected}) = columns "
+                f"{'[k | v]' if cross else '[q | k | v]'} of {heads} heads of width {d_head}"
+            )
+        bias = c_attn.bias is not None
+        return QKSite(
+            label=name or "<model>", kind="conv1d_cross" if cross else "conv1d",
+            modules=(prefix + "q_attn", prefix + "c_attn") if cross else (prefix + "c_attn",),
+            num_heads=heads, d_head=d_head,
+            q_bias=(q_attn.bias is not None) if cross else bias, k_bias=bias,
+        )
+    fused = children.get("query_key_value")
+    if isinstance(fused, nn.Linear) and type(mod).__name__ in _PER_HEAD_FUSED:
+        if fused.out_features % 3:
+            raise ValueError(
+                f"Invalid model: {prefix}query_key_value has {fused.out_features} rows; "
+                f"expected 3·H·d_head ([q_h | k_h | v_h] per head)"
+            )
+        heads, d_head = _declared_heads(mod, name, fused.out_features // 3)
+        rotary = (detect_rotary_layout(model, mod, d_head, name) if uses_rotary(mod) else None)
+        return QKSite(
+            label=name or "<model>", kind="fused_heads", modules=(prefix + "query_key_value",),
+            num_heads=heads, d_head=d_head, q_bias=fused.bias is not None,
+            k_bias=fused.bias is not None, rotary=rotary,
+        )
+    for child in _FUSED_NAMES:
+        if child in children and any(True for _ in children[child].parameters()):
+            raise ValueError(
+                f"Invalid model: {prefix}{child} ({type(children[child]).__name__}) in "
+                f"{type(mod).__name__} is a fused q/k/v projection whose row layout the audit "
+                f"does not know, so it cannot take the query and key rows of a head as views; "
+                f"expected separate projections, GPT-2's Conv1D c_attn, or GPT-NeoX's per-head "
+                f"query_key_value (pass resolved QKSite objects, or sites=[...] of projections)"
+            )
+    return None
+
+
+def _validate_site(model: nn.Module, site: QKSite) -> QKSite:
+    """A :class:`QKSite` given by the caller: its tensors exist and have its head layout."""
+    try:
+        qk = qk_tensors(model, site)
+    except (KeyError, IndexError, AttributeError, RuntimeError) as err:
+        raise ValueError(
+            f"Invalid sites: QKSite {site.label!r} ({site.kind}, modules {site.modules}) does "
+            f"not fit the model ({type(err).__name__}: {err}); expected a site of this model"
+        ) from err
+    if site.num_heads % site.kv_heads:
+        raise ValueError(
+            f"Invalid sites: QKSite {site.label!r} has {site.num_heads} heads and "
+            f"{site.kv_heads} key heads; expected the key heads to divide the query heads"
+        )
+    for side, heads, w in (("query", site.num_heads, qk.wq), ("key", site.kv_heads, qk.wk)):
+        rows = w.shape[0] * w.shape[1] if w.ndim == 3 else w.shape[0]
+        if rows != heads * site.d_head:
+            raise ValueError(
+                f"Invalid sites: QKSite {site.label!r}: the {side} weight has {rows} rows; "
+                f"expected {heads} heads × d_head {site.d_head}"
+            )
+    if site.rotary is not None and site.rotary.d_head != site.d_head:
+        raise ValueError(
+            f"Invalid sites: QKSite {site.label!r}: rotary layout of width "
+            f"{site.rotary.d_head}; expected d_head = {site.d_head}"
+        )
+    return site
 
 
 _QK_TOKEN = r"(?:q|k|qk|query|key|queries|keys)"
@@ -208,8 +446,9 @@ _ROTARY_NAME = re.compile(r"[Rr]otary|ROTARY|RoPE|ROPE|Rope(?=[A-Z_\d]|$)|(?:^|_
 
 
 def _check_structure(model: nn.Module, site: QKSite) -> None:
-    """Refuse qk-norms with a gain or mean-centring, and rotary modules (see module doc)."""
-    for mod_name, mod in model.named_modules():
+    """Refuse qk-norms with a gain or mean-centring, and rotary modules when the site carries
+    no rotary layout (see module doc)."""
+    for mod_name, mod in model.named_modules() if site.rotary is None else ():
         if _ROTARY_NAME.search(type(mod).__name__) or _ROTARY_NAME.search(
             mod_name.rsplit(".", 1)[-1]
         ):
@@ -217,10 +456,12 @@ def _check_structure(model: nn.Module, site: QKSite) -> None:
                 f"Invalid model: {mod_name!r} ({type(mod).__name__}) looks like a rotary "
                 f"position embedding; it breaks the per-head gauge (only A_h commuting with "
                 f"every position's rotation keeps the logits), so the twins would not start "
-                f"as the same function; expected a model without rotary embeddings "
-                f"(pass check_structure=False to override; the probe check still runs)"
+                f"as the same function; expected a model without rotary embeddings, or a site "
+                f"that says its layout: QKSite(..., rotary=RotaryLayout.half_split(d_head)) "
+                f"or .interleaved(d_head) (found by itself in transformers models; pass "
+                f"check_structure=False to override; the probe check still runs)"
             )
-    if site.kind not in ("linear", "param"):
+    if site.kind not in ("linear", "param", "conv1d", "conv1d_cross", "fused_heads"):
         return
     parents = {n.rsplit(".", 1)[0] if "." in n else "" for n in site.modules}
     modules = dict(model.named_modules())
@@ -264,7 +505,7 @@ def _check_structure(model: nn.Module, site: QKSite) -> None:
 
 def find_qk_sites(
     model: nn.Module,
-    sites: Sequence[SiteSpec] | None = None,
+    sites: Sequence[SiteSpec | QKSite] | None = None,
     *,
     num_heads: int | Sequence[int | None] | None = None,
     check_structure: bool = True,
@@ -274,28 +515,43 @@ def find_qk_sites(
     Args:
         model: the model.
         sites: ``None`` (every ``nn.MultiheadAttention`` in ``model``, the model itself
-            included), or a list whose items are an ``nn.MultiheadAttention`` (module or name)
-            or a ``(query, key)`` pair of ``nn.Linear`` projections (modules or names such as
+            included, and every attention module of a ``transformers`` model: separate
+            projections, GPT-2's fused ``Conv1D``, GPT-NeoX's fused rows, grouped-query and
+            rotary attention; module doc), or a list whose items are an
+            ``nn.MultiheadAttention`` (module or name), a ``(query, key)`` pair of
+            ``nn.Linear`` projections (modules or names such as
             ``("layers.0.attn.q_proj", "layers.0.attn.k_proj")``) or of 2-D weight parameters
-            in Linear layout (parameters or names such as ``("layers_0_q", "layers_0_k")``).
-            A single ``(query, key)`` tuple is one site.
+            in Linear layout (parameters or names such as ``("layers_0_q", "layers_0_k")``), or
+            a resolved :class:`QKSite` (e.g. with a ``rotary`` layout). A single
+            ``(query, key)`` tuple is one site. A pair inside a ``transformers`` attention
+            module may have a key width ``G·d_head`` (grouped-query) and gets the module's
+            rotary layout.
         num_heads: head count, one for all sites or one per site. Required for ``nn.Linear``
-            pairs; for an MHA it is read from the module and, when given, must agree.
-        check_structure: refuse qk-norms with a gain or mean-centring and rotary modules.
+            pairs outside a ``transformers`` attention module (inside one it is read from the
+            module); for an MHA it is read from the module and, when given, must agree.
+        check_structure: refuse qk-norms with a gain or mean-centring, and rotary modules for
+            sites without a rotary layout.
 
     Raises:
         ValueError: naming the argument, for an unknown name, a module that is not a
             projection, a head count that does not fit, or a structure that breaks the gauge.
     """
     if sites is None:
-        found = [n for n, m in model.named_modules() if isinstance(m, nn.MultiheadAttention)]
-        if not found:
+        specs: list[Any] = []
+        for n, m in model.named_modules():
+            if isinstance(m, nn.MultiheadAttention):
+                specs.append(n)
+            else:
+                found = _transformers_site(model, n, m)
+                if found is not None:
+                    specs.append(found)
+        if not specs:
             raise ValueError(
                 "Invalid sites: None; expected a list of sites, since the model has no "
-                "nn.MultiheadAttention (pass (q_name, k_name) pairs of nn.Linear projections)"
+                "nn.MultiheadAttention and no attention module of transformers (pass "
+                "(q_name, k_name) pairs of nn.Linear projections)"
             )
-        specs: list[Any] = list(found)
-    elif isinstance(sites, str | nn.Module) or (
+    elif isinstance(sites, str | nn.Module | QKSite) or (
         isinstance(sites, tuple) and len(sites) == 2
         and all(isinstance(s, str | nn.Linear | nn.Parameter) for s in sites)
         and not all(isinstance(s, str) and _is_mha_name(model, s) for s in sites)
@@ -316,7 +572,14 @@ def find_qk_sites(
             )
     out = []
     for spec, h in zip(specs, heads, strict=True):
-        if isinstance(spec, tuple | list):
+        if isinstance(spec, QKSite):
+            if h is not None and _check_int_heads(h) != spec.num_heads:
+                raise ValueError(
+                    f"Invalid num_heads: {h!r}; expected {spec.num_heads}, the head count of "
+                    f"site {spec.label!r}"
+                )
+            site = _validate_site(model, spec)
+        elif isinstance(spec, tuple | list):
             if len(spec) != 2:
                 raise ValueError(
                     f"Invalid sites: {spec!r}; expected a (query, key) pair of nn.Linear"
@@ -343,8 +606,31 @@ def _is_mha_name(model: nn.Module, name: str) -> bool:
 
 
 def qk_tensors(model: nn.Module, site: QKSite) -> _QK:
-    """The query/key tensors of ``site`` in ``model`` (views: writing them writes the model)."""
+    """The query/key tensors of ``site`` in ``model`` (views: writing them writes the model).
+
+    GPT-2's ``Conv1D`` holds ``W`` of shape ``(in, 3E)`` (``y = x W + b``): the query weight in
+    Linear layout is the transposed view ``W[:, :E]ᵀ`` and the key ``W[:, E:2E]ᵀ``. GPT-NeoX's
+    ``query_key_value`` rows are ``[q_h | k_h | v_h]`` per head: head-major views
+    ``W.unflatten(0, (H, 3, d))[:, 0]`` (query) and ``[:, 1]`` (key).
+    """
     modules = dict(model.named_modules())
+    E = site.num_heads * site.d_head
+    if site.kind in ("conv1d", "conv1d_cross"):
+        fused = modules[site.modules[-1]]
+        W, b = fused.weight, fused.bias
+        if site.kind == "conv1d":
+            wq, wk = W[:, :E].mT, W[:, E : 2 * E].mT
+            bq, bk = (None, None) if b is None else (b[:E], b[E : 2 * E])
+            return _QK(wq, wk, bq, bk, None)
+        q = modules[site.modules[0]]
+        return _QK(q.weight.mT, W[:, :E].mT, q.bias, None if b is None else b[:E], None)
+    if site.kind == "fused_heads":
+        fused = modules[site.modules[0]]
+        W = fused.weight.unflatten(0, (site.num_heads, 3, site.d_head))
+        b = (None if fused.bias is None else
+             fused.bias.unflatten(0, (site.num_heads, 3, site.d_head)).unsqueeze(-1))
+        return _QK(W[:, 0], W[:, 1], None if b is None else b[:, 0],
+                   None if b is None else b[:, 1], None)
     if site.kind == "linear":
         q, k = modules[site.modules[0]], modules[site.modules[1]]
         return _QK(q.weight, k.weight, q.bias, k.bias, None)
@@ -365,7 +651,7 @@ def qk_tensors(model: nn.Module, site: QKSite) -> _QK:
 
 def resolve_sites(
     model: nn.Module,
-    sites: Sequence[SiteSpec] | Sequence[QKSite] | None,
+    sites: Sequence[SiteSpec | QKSite] | None,
     num_heads: int | Sequence[int | None] | None,
     check_structure: bool,
 ) -> list[QKSite]:

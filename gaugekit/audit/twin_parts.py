@@ -2,9 +2,13 @@ r"""The parts of the twin audit (:mod:`gaugekit.audit.heads`): twins, drifts, re
 
 The twins: gauge (``A_h`` per head), identity (``A = I``) and noise twins, each a deep copy of
 the model; see :mod:`gaugekit.audit.heads` for why the gauge twin is the same function and what
-the other two are for. The rotation is drawn by :func:`gaugekit.gauge.random_head_rotations` and
-applied by :func:`gaugekit.gauge.rotate_head_rows` (in float64, rounded back to the parameter's
-dtype).
+the other two are for. The rotation is drawn by :func:`gaugekit.gauge.random_head_rotations`
+(Haar on ``O(d_head)``), or from the residual gauge ``SO(2)^{r/2} × O(d − r)`` of a site with a
+rotary embedding (:meth:`gaugekit.audit.rotary.RotaryLayout.draw`), one per key-value group
+``g`` (one per head without grouped-query attention), and applied as in
+:func:`gaugekit.gauge.rotate_head_rows`: ``A_g`` times the rows of key head ``g`` and of every
+query head ``h`` with ``g(h) = g`` (in float64, rounded back to the parameter's dtype, through
+views, so fused and transposed layouts are written in place).
 
 What it measures: the per-head invariants ``M_h`` and ``rel`` as defined in
 :mod:`gaugekit.audit.heads` ("The invariant reported"), compared per head and on the outputs of
@@ -32,15 +36,14 @@ from gaugekit.audit.factor_results import (
     GaugeVerdict,
     decide_verdict,
     default_threshold,
+    low_precision_step,
     text_table,
 )
-from gaugekit.audit.sites import QKSite, SiteSpec, qk_tensors, resolve_sites
+from gaugekit.audit.sites import _QK, QKSite, SiteSpec, qk_tensors, resolve_sites
 from gaugekit.gauge import (
-    head_logit_bilinears,
     orthogonality_defect,
     random_head_rotations,
     relative_distance,
-    rotate_head_rows,
 )
 
 __all__ = ["TWIN_KINDS", "TwinAuditResult", "TwinCheckpoint", "TwinTrace", "draw_head_rotations",
@@ -54,11 +57,19 @@ TWIN_KINDS: tuple[str, ...] = ("gauge", "identity", "noise")
 def draw_head_rotations(
     sites: Sequence[QKSite], *, generator: torch.Generator, dtype: torch.dtype = torch.float64
 ) -> list[Tensor]:
-    """Haar ``A_h ∈ O(d_head)``, one ``(H, d_head, d_head)`` stack per site, drawn site by site
-    (layer by layer) then head by head from ``generator``
-    (:func:`gaugekit.gauge.random_head_rotations`)."""
-    return random_head_rotations([(s.num_heads, s.d_head) for s in sites], generator=generator,
-                                 dtype=dtype)
+    """One ``(G, d_head, d_head)`` stack per site (``G`` key-value groups, ``= H`` without
+    grouped-query attention), drawn site by site (layer by layer) then group by group from
+    ``generator``: Haar on ``O(d_head)`` (:func:`gaugekit.gauge.random_head_rotations`), or
+    Haar on the residual gauge of a rotary site (:meth:`RotaryLayout.draw
+    <gaugekit.audit.rotary.RotaryLayout.draw>`)."""
+    out = []
+    for s in sites:
+        if s.rotary is not None:
+            out.append(s.rotary.draw(s.kv_heads, generator=generator, dtype=dtype))
+        else:
+            out.extend(random_head_rotations([(s.kv_heads, s.d_head)], generator=generator,
+                                             dtype=dtype))
+    return out
 
 
 def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> None:
@@ -67,10 +78,11 @@ def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> No
             f"Invalid rotations: {len(rotations)} stacks; expected one per site ({len(sites)})"
         )
     for A, s in zip(rotations, sites, strict=True):
-        if tuple(A.shape) != (s.num_heads, s.d_head, s.d_head):
+        if tuple(A.shape) != (s.kv_heads, s.d_head, s.d_head):
+            groups = "num_heads" if s.num_kv_heads is None else "key-value groups"
             raise ValueError(
                 f"Invalid rotations: shape {tuple(A.shape)} for site {s.label!r}; expected "
-                f"(num_heads, d_head, d_head) = ({s.num_heads}, {s.d_head}, {s.d_head})"
+                f"({groups}, d_head, d_head) = ({s.kv_heads}, {s.d_head}, {s.d_head})"
             )
         defect = orthogonality_defect(A.double()).max().item()
         if not defect <= 1e-5:
@@ -78,6 +90,41 @@ def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> No
                 f"Invalid rotations: ‖AᵀA − I‖_F = {defect:.3g} for site {s.label!r}; expected "
                 f"orthogonal matrices (the gauge needs A_hᵀ A_h = I)"
             )
+        if s.rotary is not None:
+            off = s.rotary.commutant_defect(A.double().cpu()).max().item()
+            if not off <= 1e-5:
+                raise ValueError(
+                    f"Invalid rotations: ‖A − Π(A)‖_F = {off:.3g} for site {s.label!r}, which "
+                    f"applies a rotary embedding ({s.rotary.style} pairs); expected rotations "
+                    f"that commute with the rotary map at every position (SO(2) on each pair, "
+                    f"any orthogonal block on the unrotated coordinates: RotaryLayout.draw), "
+                    f"since Aᵀ R(δ) A ≠ R(δ) changes the logits"
+                )
+
+
+def _by_head(t: Tensor, heads: int) -> Tensor:
+    """A head-major view ``(heads, d_head, c)`` of a weight ``(heads·d_head, c)``, a bias
+    ``(heads·d_head,)`` (``c = 1``) or a tensor already head-major."""
+    if t.ndim == 3:
+        return t
+    if t.ndim == 1:
+        return t.unflatten(0, (heads, -1)).unsqueeze(-1)
+    return t.unflatten(0, (heads, -1))
+
+
+def _rotate_site(qk: _QK, site: QKSite, A: Tensor) -> None:
+    """``W_{K,g} → A_g W_{K,g}`` on key head ``g`` and ``W_{Q,h} → A_{g(h)} W_{Q,h}`` on query
+    head ``h`` (``g(h) = ⌊h / (H/G)⌋``), biases alike, in place through the views (float64
+    products, as :func:`gaugekit.gauge.rotate_head_rows`)."""
+    A_query = A.repeat_interleave(site.group_size, dim=0) if site.group_size > 1 else A
+    for t, R, heads in ((qk.wq, A_query, site.num_heads), (qk.wk, A, site.kv_heads),
+                        (qk.bq, A_query, site.num_heads), (qk.bk, A, site.kv_heads),
+                        (qk.bias_k, A, site.kv_heads)):
+        if t is None:
+            continue
+        view = _by_head(t, heads)
+        work = t.dtype if t.device.type == "mps" else torch.float64
+        view.copy_(R.to(device=t.device, dtype=work) @ view.to(work))
 
 
 def gauge_twin(
@@ -92,8 +139,11 @@ def gauge_twin(
     """A deep copy of ``model`` with the q/k rows (and biases) of head ``h`` left-multiplied by
     ``A_h``; returns ``(twin, rotations)``.
 
-    ``rotations`` (one ``(H, d_head, d_head)`` orthogonal stack per site) or ``generator``
-    (Haar draws, :func:`draw_head_rotations`) must be given. ``model`` is not modified.
+    ``rotations`` (one ``(G, d_head, d_head)`` orthogonal stack per site, ``G`` the key-value
+    groups, ``= H`` without grouped-query attention; on a rotary site each ``A_g`` must commute
+    with the rotary map) or ``generator`` (:func:`draw_head_rotations`) must be given. Under
+    grouped-query attention ``A_g`` rotates key head ``g`` and every query head that reads it.
+    ``model`` is not modified.
     """
     resolved = resolve_sites(model, sites, num_heads, check_structure)
     if rotations is None:
@@ -107,9 +157,7 @@ def gauge_twin(
     twin = copy.deepcopy(model)
     with torch.no_grad():
         for site, A in zip(resolved, rotations, strict=True):
-            for t in qk_tensors(twin, site).tensors():
-                work = t.dtype if t.device.type == "mps" else torch.float64
-                t.copy_(rotate_head_rows(t.to(work), A.to(device=t.device, dtype=work)))
+            _rotate_site(qk_tensors(twin, site), site, A)
     return twin, list(rotations)
 
 
@@ -124,7 +172,7 @@ def identity_twin(
     copy is bit-identical to ``model``."""
     resolved = resolve_sites(model, sites, num_heads, check_structure)
     eye = [
-        torch.eye(s.d_head, dtype=torch.float64).expand(s.num_heads, -1, -1).clone()
+        torch.eye(s.d_head, dtype=torch.float64).expand(s.kv_heads, -1, -1).clone()
         for s in resolved
     ]
     twin, _ = gauge_twin(model, resolved, rotations=eye)
@@ -183,25 +231,32 @@ def init_tolerance(dtype: torch.dtype) -> float:
 
 
 
-def _columns(*parts: Tensor | None) -> Tensor:
-    """``[W | b | …]`` in float64: the weight and one column per bias vector that exists."""
-    return torch.cat([t.double() if t.ndim == 2 else t.double()[:, None]
-                      for t in parts if t is not None], dim=-1)
+def _columns(heads: int, *parts: Tensor | None) -> Tensor:
+    """``[W | b | …]`` head-major in float64, ``(heads, d_head, c)``: the weight and one column
+    per bias vector that exists."""
+    return torch.cat([_by_head(t, heads).double() for t in parts if t is not None], dim=-1)
 
 
 def head_invariants(model: nn.Module, sites: Sequence[QKSite]) -> list[Tensor]:
-    r"""``M_h = W̃_{Q,h}ᵀ W̃_{K,h}`` of every head, one float64 ``(H, a, b)`` tensor per site.
+    r"""``M_h = W̃_{Q,h}ᵀ W̃_{K,g(h)}`` of every query head, one float64 ``(H, a, b)`` tensor per
+    site.
 
     ``W̃ = [W | b]`` carries a bias column when the bias exists (and, for an MHA with
     ``add_bias_kv``, ``W̃_K`` one more column ``bias_k``); without biases ``M_h = W_{Q,h}ᵀ W_{K,h}``
-    (:func:`gaugekit.gauge.head_logit_bilinears` of ``W̃_Q, W̃_K``).
+    (:func:`gaugekit.gauge.head_logit_bilinears` of ``W̃_Q, W̃_K``). Under grouped-query
+    attention query head ``h`` reads key head ``g(h) = ⌊h / (H/G)⌋``. With a rotary embedding
+    the logits see ``W̃_{Q,h}ᵀ R(δ) W̃_{K,g(h)}`` at offset ``δ``; ``M_h`` is its ``δ = 0`` member,
+    and the residual gauge keeps every member (:mod:`gaugekit.audit.rotary`).
     """
     out = []
     with torch.no_grad():
         for site in sites:
             qk = qk_tensors(model, site)
-            out.append(head_logit_bilinears(_columns(qk.wq, qk.bq),
-                                            _columns(qk.wk, qk.bk, qk.bias_k), site.num_heads))
+            Q = _columns(site.num_heads, qk.wq, qk.bq)
+            K = _columns(site.kv_heads, qk.wk, qk.bk, qk.bias_k)
+            if site.group_size > 1:
+                K = K.repeat_interleave(site.group_size, dim=0)
+            out.append(Q.mT @ K)
     return out
 
 
@@ -393,7 +448,9 @@ class TwinAuditResult:
             return None
         noise = kinds["noise"].max_drift if "noise" in kinds else None
         why = "training diverged (a loss was not finite)" if self.diverged else ""
-        return decide_verdict(kinds["gauge"].max_drift, noise, self.threshold, unjudged=why)
+        return decide_verdict(kinds["gauge"].max_drift, noise, self.threshold, unjudged=why,
+                              low_precision=low_precision_step(self.optimizer_class,
+                                                               self.hyperparameters))
 
     def verdict_line(self) -> str:
         """One plain line: the optimizer as built, its verdict, the numbers and the rule."""

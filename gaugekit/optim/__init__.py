@@ -8,7 +8,8 @@ update in math, its deviations from the paper and its gauge class).
 ``rmsprop``               :class:`RMSprop` (``rmsprop.py``)
 ``lion`` ``signum``       :class:`Lion`, :class:`Signum` (``sign.py``)
 ``adafactor``             :class:`Adafactor` (``adafactor.py``)
-``muon`` ``shampoo``      :class:`Muon`, :class:`Shampoo` (``muon.py``, ``shampoo.py``)
+``muon`` ``shampoo``      :class:`Muon`, :class:`Shampoo` (``muon.py``, ``shampoo.py``);
+                          :class:`MuonAdam`, Muon and Adam in one optimizer (``muon_adam.py``)
 ``scaled_gd`` ``gram``    :class:`ScaledGD`, :class:`GramPreconditioned` (``scaled_gd.py``,
                           ``gram.py``)
 ``eigen_adam``            :class:`EigenAdam` (``eigen_adam.py``)
@@ -20,7 +21,8 @@ Around them: the functional cores (``functional.py``: the math of every rule, on
 base class (``base.py``: validation, stacked runs, weight decay, checkpoints, non-finite
 gradients; :class:`ZooOptimizer`), the registry (``registry.py``: name → class, schedule and
 gauge class with the reason), the learning-rate schedules (``schedules.py``), the routing of
-matrices and the rest (:func:`split_matrix_params`) and the reductions under ``torch.distributed``
+matrices and the rest (``params.py``: :func:`split_matrix_params` by shape,
+:func:`muon_param_groups` by module) and the reductions under ``torch.distributed``
 (``distributed.py``).
 """
 from gaugekit.optim.adafactor import Adafactor
@@ -30,7 +32,8 @@ from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.flow_adam import FlowAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
-from gaugekit.optim.params import split_matrix_params
+from gaugekit.optim.muon_adam import MuonAdam
+from gaugekit.optim.params import muon_param_groups, split_matrix_params
 from gaugekit.optim.registry import (
     OptimizerSpec,
     all_specs,
@@ -57,6 +60,7 @@ __all__ = [
     "Lion",
     "Momentum",
     "Muon",
+    "MuonAdam",
     "OptimizerSpec",
     "RMSprop",
     "ScaledGD",
@@ -68,6 +72,7 @@ __all__ = [
     "get_spec",
     "lr_factor",
     "make_optimizer",
+    "muon_param_groups",
     "optimizer_names",
     "per_run",
     "register_optimizer",

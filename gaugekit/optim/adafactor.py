@@ -12,12 +12,23 @@ from gaugekit.optim.base import ZooOptimizer
 class Adafactor(ZooOptimizer):
     r"""Adafactor's factored second moment (Shazeer & Stern, 2018), the paper's simplified form.
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import Adafactor
+        >>> model = torch.nn.Linear(8, 4)
+        >>> optimizer = Adafactor(model.parameters(), lr=1e-3)
+        >>> model(torch.randn(16, 8)).square().mean().backward()
+        >>> optimizer.step()
+
     For a matrix gradient ``G`` (``n × k``, the last two dims after the batch dims):
 
     .. math::
-        R_t = β_2 R_{t-1} + (1-β_2)\,\operatorname{rowmean}(G^2),\quad
-        C_t = β_2 C_{t-1} + (1-β_2)\,\operatorname{colmean}(G^2),\\
-        \hat v_t = R_t C_t / (\operatorname{mean}(R_t) + 10^{-30}),\qquad
+        R_t = β_2 R_{t-1} + (1-β_2)\,\operatorname{rowmean}(G^2),
+
+        C_t = β_2 C_{t-1} + (1-β_2)\,\operatorname{colmean}(G^2),
+
+        \hat v_t = R_t C_t / (\operatorname{mean}(R_t) + 10^{-30}),
+
         θ_t = θ_{t-1}(1 − \mathrm{lr}\,λ) − \mathrm{lr}\, G / (\sqrt{\hat v_t} + ε)
 
     with decoupled weight decay λ (as ``torch.optim.Adafactor``'s; ``maximize`` uses ``−G``).

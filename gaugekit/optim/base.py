@@ -18,7 +18,10 @@ torch.optim arguments a rule does not implement (``amsgrad``, ``foreach``, ``dam
 and the optimizer, in the constructor and in a param group, unless their value asks for nothing
 (``foreach=None``, ``amsgrad=False``, …). Any other key of a param group passes through, as in
 torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown constructor keyword is a
-``TypeError``.
+``TypeError``. SharedScaleAdam and AdamMini implement ``foreach`` (``torch._foreach_*`` passes;
+``None``: on when every parameter is on a GPU, as torch.optim) and ``fused`` (the step compiled
+into one pass by ``torch.compile``); every other rule refuses ``foreach=True`` and
+``fused=True``.
 
 Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
 ``state_dict()``, also through tools that keep only ``state`` and ``param_groups``), and
@@ -50,11 +53,27 @@ decoupled_weight_decay=True)``), RMSprop and SGD (GD, Momentum) coincide with to
 decay and ``maximize`` included. ScaledGD's ``sequential=True`` reproduces the script's order
 (``V``'s Gram from the updated ``U``).
 
-Non-finite gradients: no check and no host synchronisation; a NaN or inf propagates, like in
-torch.optim, into what the rule couples — the entry (elementwise rules; ``sign(NaN)`` is NaN
-here, not torch's 0), the row of the factor (ScaledGD), the whole matrix (Adafactor, Muon,
-Shampoo, Gram; their ``eigh`` never sees the NaN, the result is set to NaN instead), or every
-parameter of the run (SharedScaleAdam) — and never into another run of the stack.
+Non-finite gradients. A rule that reduces a statistic over several parameters (SharedScaleAdam,
+FlowAdam, MuonAdam with ``adam="shared_scale"``) would let one NaN or inf turn every parameter
+non-finite, across param groups, without a word; those rules take ``nonfinite``:
+
+* ``"skip"`` (the default with ``batch_dims = 0``): a step whose shared statistic is not finite
+  changes nothing — no parameter, no state, no step count — and warns (``RuntimeWarning``)
+  naming the parameters whose gradient is not finite;
+* ``"raise"``: the same check, then ``RuntimeError`` (nothing changed either);
+* ``"propagate"`` (the default with ``batch_dims > 0``): no check; the NaN spreads through the
+  shared statistic into every parameter of its run, and never into another run of the stack
+  (a diverged run stays the sweep's to see; skipping would freeze the healthy runs with it).
+
+The check reads one value per step on the host: the sum of the per-parameter sums of squares
+that the shared statistic is made of anyway (no extra pass over the gradients in SharedScaleAdam
+and MuonAdam; one in FlowAdam, whose statistic is taken after its moments). Off the CPU that read
+is a synchronisation; ``nonfinite="propagate"`` avoids it. Every other rule checks nothing and
+does not synchronise: a NaN or inf propagates, as in torch.optim, into what the rule couples —
+the entry (elementwise rules; ``sign(NaN)`` is NaN here, not torch's 0), the row of the factor
+(ScaledGD), the block (AdamMini), the whole matrix (Adafactor, Muon, Shampoo, Gram; their
+``eigh`` never sees the NaN, the result is set to NaN instead) — and never into another run of
+the stack.
 
 Distributed training (:mod:`gaugekit.optim.distributed`): DDP needs nothing (every rank holds
 whole parameters and averaged gradients). With DTensor parameters (FSDP2 ``fully_shard``) every
@@ -69,7 +88,8 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -83,8 +103,14 @@ from gaugekit.optim._validation import (
     Check,
     Hyper,
     check_torch_option,
+    choice_check,
     invalid,
 )
+
+#: the policies of ``nonfinite`` (module docstring); ``None`` picks by ``batch_dims``.
+NONFINITE_POLICIES: tuple[str | None, ...] = (None, "skip", "raise", "propagate")
+#: the check of a ``nonfinite`` argument.
+NONFINITE = choice_check(*NONFINITE_POLICIES)
 
 #: The param-group key naming the class that owns the group (and wrote a checkpoint of it).
 OPTIMIZER_KEY = "gaugekit_optimizer"
@@ -205,7 +231,8 @@ class ZooOptimizer(Optimizer):
                     f"({batch_dims + 2} dims in all): {name} updates matrices only. Route "
                     "the other parameters to an elementwise rule, e.g. "
                     "`matrices, others = gaugekit.optim.split_matrix_params(model)`, then "
-                    f"{name}(matrices, ...) and Adam(others, ...)",
+                    f"{name}(matrices, ...) and Adam(others, ...); for Muon, one optimizer: "
+                    "MuonAdam(gaugekit.optim.muon_param_groups(model))",
                 )
             for hyper in self.hyper_checks:
                 for label, tensor in _tensor_entries(hyper, group[hyper]):
@@ -293,6 +320,46 @@ class ZooOptimizer(Optimizer):
 
     def _update_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    # ------------------------------------------------------------------- non-finite gradients
+    def _nonfinite_policy(self) -> str:
+        """``"skip"``, ``"raise"`` or ``"propagate"``: ``defaults["nonfinite"]``, where ``None``
+        (and a rule without the option) resolves by ``batch_dims`` (module docstring)."""
+        policy = self.defaults.get("nonfinite")
+        if policy is None:
+            return "skip" if self.defaults["batch_dims"] == 0 else "propagate"
+        return policy
+
+    def _finite_or_skip(self, sums: Sequence[Tensor], params: Sequence[Tensor]) -> bool:
+        """Whether the step may go on, under the non-finite policy: ``sums[i]`` is the statistic
+        (sum of squares) of ``params[i]``'s gradient. With ``"skip"`` or ``"raise"`` their total
+        is read once on the host; when it is not finite the offenders are named in a
+        ``RuntimeWarning`` (and ``False`` is returned) or a ``RuntimeError``."""
+        policy = self._nonfinite_policy()
+        if policy == "propagate" or not sums:
+            return True
+        if bool(torch.isfinite(torch.stack([s.sum() for s in sums]).sum())):
+            return True
+        bad = [self._param_label(p) for p, s in zip(params, sums, strict=True)
+               if not bool(torch.isfinite(s).all())]
+        message = (f"{type(self).__name__}: non-finite gradient (or a sum of its squares that "
+                   f"overflows) in {', '.join(bad)}; it would reach every parameter through the "
+                   f"statistic they share")
+        if policy == "raise":
+            raise RuntimeError(f"{message}. Nothing was changed (nonfinite='raise')")
+        warnings.warn(f"{message}. The step was skipped: no parameter, state or step count "
+                      "changed (nonfinite='skip')", RuntimeWarning, stacklevel=4)
+        return False
+
+    def _param_label(self, p: Tensor) -> str:
+        """``'name'`` (named parameters) or ``param_groups[i]['params'][j]``, with the shape."""
+        for i, group in enumerate(self.param_groups):
+            for j, q in enumerate(group["params"]):
+                if q is p:
+                    names = group.get("param_names")
+                    where = repr(names[j]) if names else f"param_groups[{i}]['params'][{j}]"
+                    return f"{where} (shape {tuple(p.shape)})"
+        return f"a parameter of shape {tuple(p.shape)}"
 
     # -------------------------------------------------------------------------------- helpers
     @staticmethod

@@ -5,7 +5,52 @@ Run it instead in a basis that rotates with the gauge, and the gauge cannot see 
 ``n × k`` factor with the gauge acting on the right (``U → U Q``, ``G → G Q``) the ``k × k``
 second-moment statistic ``R = EMA(Gᵀ G)`` transforms as ``R → Qᵀ R Q``, its eigenvectors as
 ``E → Qᵀ E``, and the gradient *in that basis*, ``G E``, does not change at all. Adam applied to
-``G E`` and rotated back with ``Eᵀ`` gives a step that transforms as ``Δ → Δ Q``.
+``G E`` and rotated back with ``Eᵀ`` gives a step that transforms as ``Δ → Δ Q``
+(:class:`EigenAdam`; its statistic ``R``, basis ``E``, rotated gradient ``G̃ = G E``, moments
+``m̃``, ``v``).
+
+The gauge, the exact condition. Let ``R_s`` be the statistic at the refresh steps ``s`` (on the
+gauge side; the statistic of the other side is never used). Under ``G → G Q`` every quantity
+transforms as ``R → QᵀRQ``, ``E → QᵀE·P`` with ``P`` a signed permutation, ``G̃, m̃ → ·P``,
+``v → ·|P|``, and coordinate-wise Adam commutes with signed permutations. Hence the rule is
+gauge-equivariant **whenever every refresh sees a simple spectrum** (``k`` distinct
+eigenvalues of ``R_s``, zero counted as an eigenvalue), and generically not otherwise: with a
+simple spectrum each eigenvector is fixed up to sign, and sign and order do not matter —
+they are fixed (descending eigenvalues, sign by the first moment) only so that one run is
+reproducible. When two eigenvalues collide, ``eigh`` returns an arbitrary orthonormal basis of
+their eigenspace, which does not rotate with ``Q``, and Adam's per-coordinate denominator
+inside that plane breaks the gauge at first order (measured by the tests and in the book's
+ecosystem appendix). Near a collision, with gap
+``δ``, the eigenvectors are determined only to ``u/δ`` (``u`` the unit round-off), so the
+audit residual grows like ``u ‖R‖/δ`` before it jumps at ``δ = 0``. A factor with ``k ≥ n + 2``
+(right side) has at least two zero eigenvalues at the first refresh (``rank GᵀG ≤ n``): not
+equivariant there.
+
+Collisions, repaired. With ``cluster_tol`` set, eigenvalues closer than ``cluster_tol · λ₁``
+form clusters (:func:`cluster_pooling`, computed from the invariant eigenvalues at each
+refresh) and ``v`` is averaged over each cluster after every update: inside a cluster the
+step is then ``m̃`` times one shared scalar, which commutes with any rotation of the
+cluster's eigenspace, so the rule is equivariant for every spectrum (a cluster's mean of
+``G̃²`` is the squared norm of ``G``'s projection on the eigenspace, an invariant; the
+transfer of a cluster-constant ``v`` is invariant too). The price is adaptivity inside a
+cluster. On a simple spectrum with all gaps above the tolerance nothing changes.
+
+Wide layers. The statistic and its ``eigh`` are ``s × s`` with ``s`` the gauge side's width
+(``k`` for ``side="right"``, ``n`` for ``"left"``): a refresh costs ``O(s³)``. A parameter
+with ``s > max_precond_dim`` (default 1024; ``None``: no limit) is not rotated: its basis is
+the identity for good and it is stepped by plain Adam (no ``gram``, ``basis`` or ``pool`` in
+its state, no ``eigh``), as SOAP's ``max_precond_dim`` leaves a side unrotated. Gauge: each
+parameter's step depends on its own gradients only, so the equivariance above holds
+parameter by parameter where the gauge side is rotated (``s ≤ max_precond_dim``), and a
+gauge acting on several parameters (``U`` and ``V`` of one product ``UVᵀ``) is kept when all
+of them are rotated; a parameter beyond the limit keeps only the symmetries of
+coordinate-wise Adam, the signed permutations of its ``s`` coordinates. The gauge acts on
+the rank side, so the factors of a rank-``k`` product keep their equivariance for
+``k ≤ max_precond_dim`` however large ``n`` is; the limit binds where the gauge side itself
+is wide (a ``10 × 2048`` weight with ``side="right"`` would refresh a ``2048 × 2048``
+``eigh``). Rotating the other side instead would not restore it: that side's statistic
+(``GGᵀ`` for ``side="right"``) is gauge-invariant, and Adam in its eigenbasis still divides
+coordinate by coordinate along the gauge side, which ``Q`` mixes.
 """
 
 from __future__ import annotations
@@ -38,6 +83,16 @@ def _update_freq_check(name: str, value: Any) -> None:
     """``None`` (the basis stays the identity: plain Adam) or an integer ``>= 1``."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise invalid(name, value, "an integer >= 1 or None (never refresh)")
+
+
+def _max_precond_dim_check(name: str, value: Any) -> None:
+    """``None`` (no limit) or an integer ``>= 1``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise invalid(name, value, "an integer >= 1 or None (no limit)")
+
+
+#: the dtypes ``torch.linalg.eigh`` computes in (no float16 or bfloat16 kernel, CPU or CUDA)
+EIGH_DTYPES = (torch.float32, torch.float64)
 
 
 def _cluster_tol_check(name: str, value: Any) -> None:
@@ -107,11 +162,20 @@ def transfer_second_moment(exp_avg_sq: Tensor, old: Tensor, new: Tensor, side: s
 class EigenAdam(ZooOptimizer):
     r"""Adam run in the eigenbasis of the factor's second-moment statistic on the gauge side.
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import EigenAdam
+        >>> U, V = (torch.randn(n, 3, requires_grad=True) for n in (10, 8))
+        >>> optimizer = EigenAdam([U, V], lr=1e-2)
+        >>> (U @ V.T - torch.eye(10, 8)).square().sum().backward()
+        >>> optimizer.step()
+
     For every matrix ``θ`` (``n × k`` after the batch dims) with gradient ``G_t``, with
     ``side="right"`` (the gauge acts as ``θ → θ Q``, ``Q ∈ O(k)``; the factor problems):
 
     .. math::
-        m_t = β_1 m_{t-1} + (1-β_1) G_t,\qquad
+        m_t = β_1 m_{t-1} + (1-β_1) G_t,
+
         R_t = β_R R_{t-1} + (1-β_R)\, G_t^\top G_t \quad (k × k),
 
     at the refresh steps ``t = 1, 1 + K, 1 + 2K, …`` (``K = update_freq``) the basis ``E`` is
@@ -120,7 +184,8 @@ class EigenAdam(ZooOptimizer):
     (:func:`transfer_second_moment`); then, with ``G̃ = G_t E`` and ``m̃ = m_t E``,
 
     .. math::
-        v_t = β_2 v_{t-1} + (1-β_2)\, \tilde G \odot \tilde G,\qquad
+        v_t = β_2 v_{t-1} + (1-β_2)\, \tilde G \odot \tilde G,
+
         θ_t = θ_{t-1}(1 − \mathrm{lr}\,λ) − \mathrm{lr}\,\Big(\frac{\tilde m/(1-β_1^t)}
         {\sqrt{v_t/(1-β_2^t)} + ε}\Big) E^\top,
 
@@ -134,31 +199,16 @@ class EigenAdam(ZooOptimizer):
     numbers as ``torch.optim.Adam`` with ``weight_decay=0``, and as ``torch.optim.AdamW``
     with ``weight_decay=λ``), a parity the tests check.
 
-    Gauge — the exact condition. Let ``R_s`` be the statistic at the refresh steps ``s`` (on the
-    gauge side; the statistic of the other side is never used). Under ``G → G Q`` every quantity
-    transforms as ``R → QᵀRQ``, ``E → QᵀE·P`` with ``P`` a signed permutation, ``G̃, m̃ → ·P``,
-    ``v → ·|P|``, and coordinate-wise Adam commutes with signed permutations. Hence the rule is
-    gauge-equivariant **whenever every refresh sees a simple spectrum** (``k`` distinct
-    eigenvalues of ``R_s``, zero counted as an eigenvalue), and generically not otherwise: with a
-    simple spectrum each eigenvector is fixed up to sign, and sign and order do not matter —
-    they are fixed (descending eigenvalues, sign by the first moment) only so that one run is
-    reproducible. When two eigenvalues collide, ``eigh``
-    returns an arbitrary orthonormal basis of their eigenspace, which does not rotate with ``Q``,
-    and Adam's per-coordinate denominator inside that plane breaks the gauge at first order
-    (measured by the tests and in the book's ecosystem appendix). Near a collision, with gap
-    ``δ``, the eigenvectors are determined only to ``u/δ`` (``u`` the unit round-off), so the
-    audit residual grows like ``u ‖R‖/δ`` before it jumps at ``δ = 0``. A factor with ``k ≥ n + 2``
-    (right side) has at least two zero eigenvalues at the first refresh (``rank GᵀG ≤ n``): not
-    equivariant there.
+    Gauge: equivariant whenever every basis refresh sees a simple spectrum (``k`` distinct
+    eigenvalues of the statistic, zero counted), for every spectrum with ``cluster_tol``, on the
+    parameters whose gauge side is rotated (``s ≤ max_precond_dim``, default 1024; a wider one
+    is stepped by plain Adam, with no ``eigh``). The derivation, collisions and their repair,
+    and the limit on wide layers are in the module docstring.
 
-    Collisions, repaired. With ``cluster_tol`` set, eigenvalues closer than ``cluster_tol · λ₁``
-    form clusters (:func:`cluster_pooling`, computed from the invariant eigenvalues at each
-    refresh) and ``v`` is averaged over each cluster after every update: inside a cluster the
-    step is then ``m̃`` times one shared scalar, which commutes with any rotation of the
-    cluster's eigenspace, so the rule is equivariant for every spectrum (a cluster's mean of
-    ``G̃²`` is the squared norm of ``G``'s projection on the eigenspace, an invariant; the
-    transfer of a cluster-constant ``v`` is invariant too). The price is adaptivity inside a
-    cluster. On a simple spectrum with all gaps above the tolerance nothing changes.
+    Dtypes: float32 and float64 parameters only. ``torch.linalg.eigh`` has no float16 or
+    bfloat16 kernel, so a half-precision parameter is refused at construction (``ValueError``
+    naming it); keep the parameters in float32 and let ``torch.autocast`` run the forward pass
+    in low precision.
 
     Deviations from SOAP (Vyas et al., 2024): one-sided (only the gauge side's statistic; a
     two-sided rotation would add the ``n × n`` invariant Gram, harmless in exact arithmetic but
@@ -168,7 +218,8 @@ class EigenAdam(ZooOptimizer):
 
     State: ``step``, ``exp_avg`` (``m``, parameter coordinates), ``exp_avg_sq`` (``v``,
     eigenbasis coordinates), ``gram`` (``R`` or ``L``), ``basis`` (``E``), and with
-    ``cluster_tol`` ``pool`` (the cluster averaging matrix).
+    ``cluster_tol`` ``pool`` (the cluster averaging matrix); a parameter beyond
+    ``max_precond_dim`` holds the first three only.
 
     Args:
         params: matrices (``batch_dims + 2`` dims each) or param-group dicts.
@@ -182,6 +233,8 @@ class EigenAdam(ZooOptimizer):
             gauge ``θ → Qθ``).
         cluster_tol: ``None`` (no pooling) or the relative eigenvalue gap ``[0, 1)`` below which
             eigenvalues share one second moment (see "Collisions, repaired").
+        max_precond_dim: the widest gauge side ``s`` that is rotated, an integer ``>= 1``, or
+            ``None`` (no limit); a wider parameter is stepped by plain Adam (see "Wide layers").
     """
 
     matrix_only = True
@@ -193,6 +246,7 @@ class EigenAdam(ZooOptimizer):
         "update_freq": _update_freq_check,
         "side": choice_check("right", "left"),
         "cluster_tol": _cluster_tol_check,
+        "max_precond_dim": _max_precond_dim_check,
         "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check,
     }
@@ -201,12 +255,13 @@ class EigenAdam(ZooOptimizer):
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, gram_beta: float = 0.95,
         update_freq: int | None = 10, side: str = "right", cluster_tol: float | None = None,
-        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
+        max_precond_dim: int | None = 1024, maximize: bool = False, batch_dims: int = 0,
+        **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
             "gram_beta": gram_beta, "update_freq": update_freq, "side": side,
-            "cluster_tol": cluster_tol, "maximize": maximize,
+            "cluster_tol": cluster_tol, "max_precond_dim": max_precond_dim, "maximize": maximize,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
         for group in self.param_groups:
@@ -220,17 +275,39 @@ class EigenAdam(ZooOptimizer):
                         "support sharded parameters"
                     )
 
+    def _check_group(self, group: dict[str, Any]) -> None:
+        """Refuse a parameter whose dtype ``eigh`` cannot compute in (float16, bfloat16)."""
+        index = len(self.param_groups)
+        for i, p in enumerate(group["params"]):
+            if p.dtype not in EIGH_DTYPES:
+                raise invalid(
+                    "params",
+                    f"param_groups[{index}]['params'][{i}] of shape {tuple(p.shape)} and dtype "
+                    f"{p.dtype}",
+                    "torch.float32 or torch.float64 parameters: EigenAdam's eigenbasis needs "
+                    "torch.linalg.eigh, which has no float16 or bfloat16 kernel (keep the "
+                    "parameters in float32; torch.autocast still runs the forward pass in low "
+                    "precision)",
+                )
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:  # a checkpoint from before the limit: none, as then
+            group.setdefault("max_precond_dim", None)
+
     def _update_group(self, group: dict[str, Any]) -> None:
         side = group["side"]
         freq = group["update_freq"]
         gram_beta = group["gram_beta"]
+        limit = group["max_precond_dim"]
         for p, g in self._with_grad(group["params"]):
             g = F.signed(g, group["maximize"])
             lr = self._hyper(group, "lr", p)
             F.decoupled_decay_(p, lr=lr, weight_decay=self._hyper(group, "weight_decay", p))
             state = self._state(p, "exp_avg", "exp_avg_sq", step=True)
-            if "basis" not in state:
-                s = p.shape[-1] if side == "right" else p.shape[-2]
+            s = p.shape[-1] if side == "right" else p.shape[-2]
+            rotated = limit is None or s <= limit  # else a wide gauge side: plain Adam (E = I)
+            if rotated and "basis" not in state:
                 batch = p.shape[:-2]
                 eye = torch.eye(s, dtype=p.dtype, device=p.device)
                 state["gram"] = p.new_zeros(batch + (s, s))
@@ -239,9 +316,10 @@ class EigenAdam(ZooOptimizer):
                     state["pool"] = eye.expand(batch + (s, s)).clone()
             step = state["step"]
             beta1, beta2 = self._hyper(group, "betas", p)
-            m, v, E = state["exp_avg"], state["exp_avg_sq"], state["basis"]
+            m, v = state["exp_avg"], state["exp_avg_sq"]
+            E = state["basis"] if rotated else None
             F.ema_(m, g, beta1)
-            if freq is not None:
+            if E is not None and freq is not None:
                 outer = g.mT @ g if side == "right" else g @ g.mT
                 F.ema_(state["gram"], outer, gram_beta)
                 if (step - 1) % freq == 0:
@@ -250,7 +328,9 @@ class EigenAdam(ZooOptimizer):
                     E.copy_(new)
                     if "pool" in state:
                         state["pool"].copy_(cluster_pooling(state["gram"], group["cluster_tol"]))
-            if side == "right":
+            if E is None:
+                g_rot, m_rot = g, m
+            elif side == "right":
                 g_rot, m_rot = g @ E, m @ E
             else:
                 g_rot, m_rot = E.mT @ g, E.mT @ m
@@ -261,5 +341,6 @@ class EigenAdam(ZooOptimizer):
             m_hat = F.bias_corrected(m_rot, beta1, step)
             v_hat = F.bias_corrected(v, beta2, step)
             direction = m_hat / (v_hat.sqrt() + self._hyper(group, "eps", p))
-            update = direction @ E.mT if side == "right" else E @ direction
-            p.sub_(lr * update)
+            if E is not None:
+                direction = direction @ E.mT if side == "right" else E @ direction
+            p.sub_(lr * direction)

@@ -33,7 +33,7 @@ from gaugekit.optim._validation import (
     invalid,
     real_check,
 )
-from gaugekit.optim.base import ZooOptimizer
+from gaugekit.optim.base import NONFINITE, ZooOptimizer
 from gaugekit.optim.flow_functional import (
     CLIP_MODES,
     PRECOND_SCALARS,
@@ -94,9 +94,18 @@ class FlowAdam(ZooOptimizer):
     r"""Adam with the anisotropy dial and a clipped gradient-flow path (the math and its
     conventions: :mod:`gaugekit.optim.flow_functional`).
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import FlowAdam
+        >>> model = torch.nn.Linear(8, 4)
+        >>> optimizer = FlowAdam(model.parameters(), lr=1e-3)
+        >>> model(torch.randn(16, 8)).square().mean().backward()
+        >>> optimizer.step()
+
     .. math::
-        m ← β_1 m + (1-β_1) g,\quad v ← β_2 v + (1-β_2) g^2,\quad
-        θ ← θ − \mathrm{lr}\,\frac{m/(1-β_1^t)}{s^p \bar s^{1-p} + ε},\quad s = \sqrt{v/(1-β_2^t)}
+        m ← β_1 m + (1-β_1) g,\qquad v ← β_2 v + (1-β_2) g^2,
+
+        θ ← θ − \mathrm{lr}\,\frac{m/(1-β_1^t)}{s^p \bar s^{1-p} + ε},\qquad s = \sqrt{v/(1-β_2^t)}
 
     on dial steps; on flow steps (plateau or stiff gradient statistics after the warm-up)
     ``θ`` follows the clipped gradient flow for time ``flow_time_scale`` and the flow velocity
@@ -108,8 +117,9 @@ class FlowAdam(ZooOptimizer):
     ``grad_change_avg`` (per run), the counters ``flow_steps``, ``plateau_triggers``,
     ``stiff_triggers`` (int64 per run), ``failures`` and ``extra_grad_evals`` (ints); read them
     with :meth:`flow_counters`. Off the CPU nothing on the hot path synchronises with the host
-    (Euler); on the CPU, where a read is free, the Euler step reads the trigger to skip the terms
-    that every run weights by 0. A multi-stage method reads the trigger once per step after the
+    (Euler) but the non-finite check (below; ``nonfinite="propagate"`` drops it); on the CPU,
+    where a read is free, the Euler step reads the trigger to skip the terms that every run
+    weights by 0. A multi-stage method reads the trigger once per step after the
     warm-up.
 
     Deviations from the paper's prototype: any number of param groups (per-group ``lr``,
@@ -123,6 +133,16 @@ class FlowAdam(ZooOptimizer):
 
     Gauge: equivariant for ``precond_power=0, precond_scalar='rms', flow_clip_mode='globalnorm'``
     (the defaults, preset ``'invariant'``); not equivariant otherwise.
+
+    Non-finite gradients (``nonfinite``, :mod:`gaugekit.optim.base`): ``s̄``, the norms and the
+    clip are shared by all parameters, so one NaN or inf would reach every parameter. By
+    default (``batch_dims = 0``) a step whose gradients are not all finite is skipped — no
+    parameter, moment, counter or step count changes — with a ``RuntimeWarning`` naming the
+    offending parameters; ``"raise"`` raises instead; ``"propagate"`` (the default for stacked
+    runs) checks nothing. The check sums ``g²`` over every gradient before the moments (one pass
+    over the gradients; with DTensor parameters one more ``all_reduce``) and reads the total on
+    the host: one read per step, which off the CPU is a synchronisation (``"propagate"`` keeps
+    the hot path free of it).
 
     Distributed: with DTensor parameters (FSDP2 ``fully_shard``) every reduction of a step —
     ``s̄``, ``‖g‖``, ``‖g − g_prev‖``, the per-parameter norms of the clip and the velocity cap —
@@ -154,6 +174,8 @@ class FlowAdam(ZooOptimizer):
         flow_stat_beta: EMA factor in ``[0, 1)`` of the trigger statistics.
         flow_tol: ``rtol = atol > 0`` of adaptive torchdiffeq methods.
         maximize: maximize the objective (``−g`` everywhere ``g`` enters, flow included).
+        nonfinite: ``"skip"``, ``"raise"``, ``"propagate"`` or ``None`` (``"skip"`` for one run,
+            ``"propagate"`` for stacked runs): what a non-finite gradient does.
     """
 
     hyper_checks = {
@@ -171,6 +193,7 @@ class FlowAdam(ZooOptimizer):
         "flow_warmup": int_check(0),
         "flow_stat_beta": real_check(0.0, 1.0, high_open=True, per_run=False),
         "flow_tol": real_check(0.0, low_open=True, per_run=False),
+        "nonfinite": NONFINITE,
     }
 
     def __init__(
@@ -180,8 +203,8 @@ class FlowAdam(ZooOptimizer):
         flow_time_scale: float = 0.5, flow_plateau: float = 0.9, flow_stiffness: float = 0.1,
         flow_clip_mode: str = "globalnorm", flow_clip: float = 10.0, flow_blend: float = 0.5,
         flow_velocity_cap: float = 5.0, flow_warmup: int = 10, flow_stat_beta: float = 0.9,
-        flow_tol: float = 1e-4, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        flow_tol: float = 1e-4, maximize: bool = False, nonfinite: str | None = None,
+        batch_dims: int = 0, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
@@ -191,6 +214,7 @@ class FlowAdam(ZooOptimizer):
             "flow_clip_mode": flow_clip_mode, "flow_clip": flow_clip, "flow_blend": flow_blend,
             "flow_velocity_cap": flow_velocity_cap, "flow_warmup": flow_warmup,
             "flow_stat_beta": flow_stat_beta, "flow_tol": flow_tol, "maximize": maximize,
+            "nonfinite": nonfinite,
         }
         if flow is True and flow_method in MULTI_STAGE_METHODS:
             if batch_dims != 0:
@@ -212,7 +236,8 @@ class FlowAdam(ZooOptimizer):
     # ----------------------------------------------------------------------------- validation
     def _check_group(self, group: dict[str, Any]) -> None:
         # the options that define the shared quantities: one value for the whole optimizer
-        wide = ("batch_dims", "precond_scalar", *(k for k in self.defaults if k.startswith("flow")))
+        wide = ("batch_dims", "precond_scalar", "nonfinite",
+                *(k for k in self.defaults if k.startswith("flow")))
         check_optimizer_wide(group, self.defaults, wide, "it cannot differ by group")
         check_common_batch_shape(self.param_groups, group)
         if self._multi_stage and any(D.is_dtensor(p) for p in group["params"]):
@@ -254,12 +279,18 @@ class FlowAdam(ZooOptimizer):
         opts = self.defaults
         entries: list[tuple[dict[str, Any], Tensor, Tensor, dict[str, Any]]] = []
         keys = ("exp_avg", "exp_avg_sq", "prev_grad")[: 3 if opts["flow"] else 2]
-        for group in self.param_groups:
-            for p, g in self._with_grad(group["params"]):
-                state = self._state(p, *keys, step=True)
-                entries.append((group, p, F.signed(g, group["maximize"]), state))
-        if not entries:
+        pairs = [(group, p, g) for group in self.param_groups
+                 for p, g in self._with_grad(group["params"])]
+        if not pairs:
             return
+        if self._nonfinite_policy() != "propagate" and not self._finite_or_skip(
+            F.run_sums_of_squares([g for *_, g in pairs], opts["batch_dims"]),
+            [p for _, p, _ in pairs],
+        ):
+            return
+        for group, p, g in pairs:
+            state = self._state(p, *keys, step=True)
+            entries.append((group, p, F.signed(g, group["maximize"]), state))
 
         for group, p, g, state in entries:
             F.decoupled_decay_(p, lr=self._hyper(group, "lr", p),

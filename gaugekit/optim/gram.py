@@ -20,9 +20,18 @@ from gaugekit.optim.base import ZooOptimizer
 class GramPreconditioned(ZooOptimizer):
     r"""Stateless Gram-preconditioned descent, the form of the paper's Theorem 4.5.
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import GramPreconditioned
+        >>> U, V = (torch.randn(n, 3, requires_grad=True) for n in (10, 8))
+        >>> optimizer = GramPreconditioned([U, V], lr=0.01)
+        >>> (U @ V.T - torch.eye(10, 8)).square().sum().backward()
+        >>> optimizer.step()
+
     .. math::
-        θ_t = θ_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\,Φ(G_t),\qquad
-        Φ(G) = H(G G^\top)\, G \ \ (\texttt{side="left"}),\quad
+        θ_t = θ_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\,Φ(G_t),
+
+        Φ(G) = H(G G^\top)\, G \ \ (\texttt{side="left"}),\qquad
         Φ(G) = G\, H(G^\top G) \ \ (\texttt{side="right"})
 
     ``w = weight_decay`` is a decoupled weight decay (``maximize`` uses ``−G_t``). ``H`` is

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+from torch import Tensor
+
 from gaugekit.linalg import NS_COEFFICIENTS
 from gaugekit.optim import functional as F
 from gaugekit.optim._validation import (
@@ -15,13 +18,61 @@ from gaugekit.optim._validation import (
     choice_check,
     coefficients_check,
     int_check,
+    invalid,
     real_check,
 )
 from gaugekit.optim.base import ZooOptimizer
 
 
+def _ns_dtype_check(name: str, value: Any) -> None:
+    """``None`` or a real floating ``torch.dtype`` (the Newton–Schulz iteration's)."""
+    if value is not None and not (isinstance(value, torch.dtype) and value.is_floating_point
+                                  and not value.is_complex):
+        raise invalid(name, value, "None (the parameter's dtype) or a floating torch.dtype, "
+                                   "e.g. torch.bfloat16")
+
+
+def _check_split_rows(group: dict[str, Any], params: list[Tensor]) -> None:
+    """Refuse a ``split_rows`` that does not divide the rows of a parameter of its group."""
+    split, batch_dims = group["split_rows"], group["batch_dims"]
+    for p in params:
+        if p.ndim > batch_dims and p.shape[batch_dims] % split:
+            raise invalid("split_rows", split, "a divisor of the rows of every matrix of its "
+                          f"group (got a parameter of shape {tuple(p.shape)} with "
+                          f"batch_dims={batch_dims})")
+
+
+def _muon_group_step_(opt: ZooOptimizer, group: dict[str, Any], params: list[Tensor],
+                      grads: list[Tensor], *, eps_key: str = "eps") -> None:
+    """One Muon step of ``params`` (of ``group``) through
+    :func:`gaugekit.optim.functional.muon_many_`; state ``momentum_buffer``. Shared by
+    :class:`Muon` and :class:`~gaugekit.optim.MuonAdam`
+    (whose Newton–Schulz ε is the group key ``ns_eps``)."""
+    if not params:
+        return
+    bufs = [opt._state(p, "momentum_buffer")["momentum_buffer"] for p in params]
+    F.muon_many_(
+        params, grads, bufs, lrs=[opt._hyper(group, "lr", p) for p in params],
+        momentums=[opt._hyper(group, "momentum", p) for p in params],
+        weight_decays=[opt._hyper(group, "weight_decay", p) for p in params],
+        nesterov=group["nesterov"], ns_steps=group["ns_steps"],
+        ns_coefficients=group["ns_coefficients"], eps=group[eps_key],
+        adjust_lr_fn=group["adjust_lr_fn"], maximize=group["maximize"],
+        batch_dims=group["batch_dims"], split_rows=group["split_rows"],
+        ns_dtype=group["ns_dtype"],
+    )
+
+
 class Muon(ZooOptimizer):
     r"""Muon (Jordan et al., 2024) in the paper's convention.
+
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import Muon
+        >>> U, V = (torch.randn(n, 3, requires_grad=True) for n in (10, 8))
+        >>> optimizer = Muon([U, V], lr=0.02)
+        >>> (U @ V.T - torch.eye(10, 8)).square().sum().backward()
+        >>> optimizer.step()
 
     .. math::
         M_t = μ M_{t-1} + G_t,\qquad
@@ -35,11 +86,20 @@ class Muon(ZooOptimizer):
     ``"match_rms_adamw"`` (``0.2 √max(n, k)``) are torch's shape factors. ``nesterov=True``
     orthogonalizes ``G_t + μ M_t``. State: ``momentum_buffer``.
 
+    ``ns_dtype=torch.bfloat16`` runs the iteration in bfloat16 (torch.optim.Muon's and Keller
+    Jordan's precision; faster where bfloat16 matrix products are, e.g. a CPU with AMX, see
+    ``bench/bench_optimizer_step.py``): the update is equivariant only to bfloat16 round-off,
+    and the factor audit says so (:mod:`gaugekit.audit.factor_results`). ``split_rows = s``
+    orthogonalizes ``s`` row blocks of each matrix separately (a fused ``[W_Q; W_K; W_V]``:
+    ``s = 3``), the shape factor taken on a block. Same-shape matrices of a group are stacked
+    into one Newton–Schulz call where that pays (:func:`gaugekit.optim.functional.orthogonalize`).
+
     Deviations from ``torch.optim.Muon``: un-damped buffer ``μ M + G`` (torch: ``μ M + (1−μ) G``,
     i.e. ``(1−μ)`` times ours, which NS undoes up to ε); ``nesterov=False``, ``ρ = 1`` and no
     weight decay by default; ``‖M‖ + ε`` instead of ``max(‖M‖, ε)``; the NS iteration runs in the
-    parameter's dtype (torch runs it in bfloat16). From the paper: none (μ = 0.9, no Nesterov,
-    λ = 0).
+    parameter's dtype by default (torch runs it in bfloat16: ``ns_dtype=torch.bfloat16``). From
+    the paper: none (μ = 0.9, no Nesterov, λ = 0). Defaults side by side with torch's and Keller
+    Jordan's: :class:`~gaugekit.optim.MuonAdam`, whose defaults are Keller Jordan's.
 
     Gauge: equivariant — ``M`` is linear in past gradients and ``NS(M Q) = NS(M) Q`` for every
     orthogonal ``Q`` (odd matrix polynomial; ``‖M Q‖_F = ‖M‖_F``), with or without the transpose;
@@ -59,6 +119,8 @@ class Muon(ZooOptimizer):
         ns_coefficients: quintic coefficients ``(a, b, c)``.
         eps: ``ε >= 0`` added to the Frobenius norm before the iteration.
         adjust_lr_fn: ``None`` (paper), ``"original"`` or ``"match_rms_adamw"`` (torch).
+        ns_dtype: dtype of the Newton–Schulz iteration; ``None``: the parameter's.
+        split_rows: row blocks per matrix, each orthogonalized alone (divides the rows).
     """
 
     matrix_only = True
@@ -72,29 +134,29 @@ class Muon(ZooOptimizer):
         "adjust_lr_fn": choice_check(None, "original", "match_rms_adamw"),
         "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check,
+        "ns_dtype": _ns_dtype_check,
+        "split_rows": int_check(1),
     }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-2, momentum: Hyper = 0.9, *,
         weight_decay: Hyper = 0.0, nesterov: bool = False, ns_steps: int = 5,
         ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS, eps: float = 1e-7,
-        adjust_lr_fn: str | None = None, maximize: bool = False, batch_dims: int = 0,
+        adjust_lr_fn: str | None = None, ns_dtype: torch.dtype | None = None,
+        split_rows: int = 1, maximize: bool = False, batch_dims: int = 0,
         **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
             "ns_steps": ns_steps, "ns_coefficients": ns_coefficients, "eps": eps,
-            "adjust_lr_fn": adjust_lr_fn, "maximize": maximize,
+            "adjust_lr_fn": adjust_lr_fn, "ns_dtype": ns_dtype, "split_rows": split_rows,
+            "maximize": maximize,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
+    def _check_group(self, group: dict[str, Any]) -> None:
+        _check_split_rows(group, group["params"])
+
     def _update_group(self, group: dict[str, Any]) -> None:
-        for p, g in self._with_grad(group["params"]):
-            state = self._state(p, "momentum_buffer")
-            F.muon_(
-                p, g, state["momentum_buffer"], lr=self._hyper(group, "lr", p),
-                momentum=self._hyper(group, "momentum", p), nesterov=group["nesterov"],
-                ns_steps=group["ns_steps"], ns_coefficients=group["ns_coefficients"],
-                eps=group["eps"], adjust_lr_fn=group["adjust_lr_fn"],
-                weight_decay=self._hyper(group, "weight_decay", p), maximize=group["maximize"],
-            )
+        pairs = list(self._with_grad(group["params"]))
+        _muon_group_step_(self, group, [p for p, _ in pairs], [g for _, g in pairs])

@@ -1,7 +1,14 @@
 """The zoo's registry: name → :class:`OptimizerSpec`. Tests, the CLI and the book read it.
 
 To add an optimizer, append one :class:`OptimizerSpec` to ``_SPECS`` below (or call
-:func:`register_optimizer` from code that imports this module). The class's own defaults (plus
+:func:`register_optimizer` from code that imports this module).
+
+Names. :func:`get_spec` and :func:`make_optimizer` take a registry name (``"scalar_adam"``),
+a class name (``"SharedScaleAdam"``: the class's entry without ``options``) or an alias
+(``"adamw"``: :class:`~gaugekit.optim.adam.Adam` with ``decoupled_weight_decay=True`` and
+``weight_decay=0.01``, torch's AdamW; :data:`ALIASES`), ignoring case, ``_`` and ``-``
+(``"shared-scale-adam"``). Aliases are no rows of the zoo: :func:`optimizer_names` and
+:func:`all_specs` list the registered names only. The class's own defaults (plus
 the spec's ``options``) must let ``make_optimizer(name, [U, V])`` run on two ``n × k`` factors.
 
 Defaults have one source, the class: ``make_optimizer(name, params)`` builds ``cls(params)``
@@ -100,7 +107,7 @@ class OptimizerSpec:
 _SPECS: tuple[OptimizerSpec, ...] = (
     OptimizerSpec(
         name="gd", cls=GD, equivariant=True,
-        reason="linear in the gradient, so G -> GQ gives dU -> dU Q",
+        reason="linear in the gradient, so G → GQ gives ΔU → ΔU Q",
         lr_schedule="constant", label="GD",
     ),
     OptimizerSpec(
@@ -110,70 +117,69 @@ _SPECS: tuple[OptimizerSpec, ...] = (
     ),
     OptimizerSpec(
         name="adam", cls=Adam, equivariant=False,
-        reason="per-entry denominator sqrt(v_hat) does not commute with rotations of the entries",
+        reason="the per-entry denominator √v̂ does not commute with rotations of the entries",
         lr_schedule="constant", label="Adam",
     ),
     OptimizerSpec(
         name="scalar_adam", cls=SharedScaleAdam, equivariant=True,
-        reason="one shared denominator sqrt(mean v_hat): a gauge-invariant scalar times m_hat",
+        reason="one shared denominator √(mean v̂): a gauge-invariant scalar times m̂",
         lr_schedule="constant", label="Shared-scale Adam",
     ),
     OptimizerSpec(
         name="rmsprop", cls=RMSprop, equivariant=False,
-        reason="per-entry denominator sqrt(v) does not commute with rotations of the entries",
+        reason="the per-entry denominator √v does not commute with rotations of the entries",
         lr_schedule="cosine", label="RMSProp",
     ),
     OptimizerSpec(
         name="lion", cls=Lion, equivariant=False,
-        reason="entrywise sign: sign(GQ) != sign(G) Q",
+        reason="entrywise sign: sign(GQ) ≠ sign(G) Q",
         lr_schedule="cosine", label="Lion",
     ),
     OptimizerSpec(
         name="signum", cls=Signum, equivariant=False,
-        reason="entrywise sign: sign(GQ) != sign(G) Q",
+        reason="entrywise sign: sign(GQ) ≠ sign(G) Q",
         lr_schedule="cosine", label="Signum",
     ),
     OptimizerSpec(
         name="adafactor", cls=Adafactor, equivariant=False,
-        reason="row/column statistics of G^2 are taken in the given basis; G -> GQ changes them",
+        reason="row and column statistics of G² are taken in the given basis; G → GQ changes them",
         lr_schedule="constant", label="Adafactor",
     ),
     OptimizerSpec(
         name="muon", cls=Muon, equivariant=True,
-        reason="Newton-Schulz is an odd matrix polynomial: NS(MQ) = NS(M) Q",
+        reason="Newton–Schulz is an odd matrix polynomial: NS(MQ) = NS(M) Q",
         lr_schedule="cosine", label="Muon",
     ),
     OptimizerSpec(
         name="shampoo", cls=Shampoo, equivariant=True,
-        reason="L is invariant and R -> Q^T R Q, so L^-1/4 G R^-1/4 -> (L^-1/4 G R^-1/4) Q",
+        reason="L is invariant and R → QᵀRQ, so L⁻¼ G R⁻¼ → (L⁻¼ G R⁻¼) Q",
         lr_schedule="constant", label="Shampoo",
     ),
     OptimizerSpec(
         name="scaled_gd", cls=ScaledGD, equivariant=True,
-        reason="G_U (V^T V + lam I)^-1 -> G_U (V^T V + lam I)^-1 Q with lam a gauge-invariant "
-        "trace",
+        reason="G_U (VᵀV + λI)⁻¹ → G_U (VᵀV + λI)⁻¹ Q, with λ a gauge-invariant trace",
         lr_schedule="constant", label="ScaledGD", paired=True,
     ),
     OptimizerSpec(
         name="gram", cls=GramPreconditioned, equivariant=True,
-        reason="H(G G^T) G with the gauge-invariant left Gram (the paper's Theorem 4.5)",
+        reason="H(GGᵀ) G with the gauge-invariant left Gram GGᵀ (the paper's Theorem 4.5)",
         lr_schedule="constant", label="Gram-preconditioned",
     ),
     OptimizerSpec(
         name="eigen_adam", cls=EigenAdam, equivariant=True,
-        reason="Adam in the eigenbasis of EMA(G^T G), which rotates as E -> Q^T E: G E is "
-        "invariant (needs a simple spectrum at every basis refresh)",
+        reason="Adam in the eigenbasis E of EMA(GᵀG), which rotates as E → QᵀE: GE is invariant "
+        "(needs a simple spectrum at every basis refresh)",
         lr_schedule="constant", label="Eigenbasis Adam",
     ),
     OptimizerSpec(
         name="adam_mini", cls=AdamMini, equivariant=True,
-        reason="one second moment per block of whole rows: G -> GQ keeps every row's norm, so "
-        "each block's mean g^2 is invariant",
+        reason="one second moment per block of whole rows: G → GQ keeps every row's norm, so "
+        "each block's mean g² is invariant",
         lr_schedule="constant", label="Adam-mini",
     ),
     OptimizerSpec(
         name="flow_adam", cls=FlowAdam, equivariant=True,
-        reason="p = 0 with the RMS scale, Frobenius-norm triggers and global-norm clip: every "
+        reason="p = 0 with the RMS scale, Frobenius-norm triggers and a global-norm clip: every "
         "step is a covariant gradient or moment times gauge-invariant scalars",
         lr_schedule="constant", label="FlowAdam (invariant)",
     ),
@@ -206,12 +212,48 @@ def optimizer_names(equivariant: bool | None = None) -> list[str]:
     return [n for n, s in _REGISTRY.items() if equivariant is None or s.equivariant is equivariant]
 
 
+#: Other names of registered rules, each a spec of its own (not a row of the zoo). ``adamw`` is
+#: torch's AdamW: decoupled decay with torch.optim.AdamW's default ``weight_decay = 0.01``.
+ALIASES: dict[str, OptimizerSpec] = {
+    "adamw": OptimizerSpec(
+        name="adamw", cls=Adam, equivariant=False,
+        reason="as adam: the per-entry denominator √v̂ does not commute with rotations of the "
+        "entries (the decoupled decay θ ← θ(1 − lr λ) is a scalar multiple of θ)",
+        lr_schedule="constant", label="AdamW",
+        options={"decoupled_weight_decay": True, "weight_decay": 1e-2},
+    ),
+}
+
+
+def _folded(name: str) -> str:
+    """``name`` without case, ``_`` and ``-``: ``"Shared_Scale-Adam"`` → ``"sharedscaleadam"``."""
+    return name.lower().replace("_", "").replace("-", "")
+
+
 def get_spec(name: str) -> OptimizerSpec:
-    """The spec of ``name``; an unknown name raises ``ValueError`` listing the known ones."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise invalid("name", name, f"one of {optimizer_names()}") from None
+    """The spec of ``name``: a registry name, a class name (the class's entry without
+    ``options``) or an alias of :data:`ALIASES`, ignoring case, ``_`` and ``-``.
+
+    An unknown name raises ``ValueError`` listing the allowed ones.
+    """
+    if isinstance(name, str):
+        if name in _REGISTRY:
+            return _REGISTRY[name]
+        key = _folded(name)
+        for spec in _REGISTRY.values():  # a registry name, in another case or spelling
+            if _folded(spec.name) == key:
+                return spec
+        for alias, spec in ALIASES.items():
+            if _folded(alias) == key:
+                return spec
+        for spec in _REGISTRY.values():  # a class name: the class's plain entry
+            if not spec.options and _folded(spec.cls.__name__) == key:
+                return spec
+    classes = list(dict.fromkeys(s.cls.__name__ for s in _REGISTRY.values() if not s.options))
+    raise invalid(
+        "name", name, f"a registry name {optimizer_names()}, an alias {sorted(ALIASES)} or a "
+        f"class name {classes} (case, '_' and '-' ignored)"
+    )
 
 
 def all_specs() -> list[OptimizerSpec]:

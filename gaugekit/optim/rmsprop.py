@@ -12,9 +12,18 @@ from gaugekit.optim.base import ZooOptimizer
 class RMSprop(ZooOptimizer):
     r"""RMSprop, coordinate-wise, no momentum, no centering, no bias correction.
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import RMSprop
+        >>> model = torch.nn.Linear(8, 4)
+        >>> optimizer = RMSprop(model.parameters(), lr=1e-3)
+        >>> model(torch.randn(16, 8)).square().mean().backward()
+        >>> optimizer.step()
+
     .. math::
-        v_t = α v_{t-1} + (1-α) d_t^2,\qquad θ_t = θ_{t-1} − \mathrm{lr}\, d_t / (\sqrt{v_t} + ε),
-        \qquad d_t = g_t + λ θ_{t-1}
+        d_t = g_t + λ θ_{t-1},\qquad v_t = α v_{t-1} + (1-α) d_t^2,
+
+        θ_t = θ_{t-1} − \mathrm{lr}\, d_t / (\sqrt{v_t} + ε)
 
     with torch RMSprop's coupled weight decay λ (L2; ``maximize`` uses ``−g_t``). State:
     ``step``, ``square_avg`` (torch's names). Same numbers as ``torch.optim.RMSprop``

@@ -12,8 +12,17 @@ from gaugekit.optim.base import ZooOptimizer
 class ScaledGD(ZooOptimizer):
     r"""Scaled gradient descent on a factor pair; each param group holds exactly one ``[U, V]``.
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import ScaledGD
+        >>> U, V = (torch.randn(n, 3, requires_grad=True) for n in (10, 8))
+        >>> optimizer = ScaledGD([U, V], lr=0.1)
+        >>> (U @ V.T - torch.eye(10, 8)).square().sum().backward()
+        >>> optimizer.step()
+
     .. math::
-        U_t = U_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\, G_U (V^\top V + λ_V I)^{-1},\qquad
+        U_t = U_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\, G_U (V^\top V + λ_V I)^{-1},
+
         V_t = V_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\, G_V (U^\top U + λ_U I)^{-1}
 
     with decoupled weight decay ``w = weight_decay`` (``maximize`` uses ``−G``), ``U`` of shape

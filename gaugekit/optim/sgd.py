@@ -12,6 +12,14 @@ from gaugekit.optim.base import ZooOptimizer
 class GD(ZooOptimizer):
     r"""Plain gradient descent.
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import GD
+        >>> model = torch.nn.Linear(8, 4)
+        >>> optimizer = GD(model.parameters(), lr=0.1)
+        >>> model(torch.randn(16, 8)).square().mean().backward()
+        >>> optimizer.step()
+
     .. math:: θ_{t} = θ_{t-1} − \mathrm{lr}\,(g_t + λ θ_{t-1})
 
     with torch SGD's coupled weight decay λ (L2; ``maximize`` uses ``−g_t``): the numbers of
@@ -48,6 +56,14 @@ class GD(ZooOptimizer):
 
 class Momentum(ZooOptimizer):
     r"""Heavy-ball momentum (torch's SGD convention with ``dampening = 0``).
+
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import Momentum
+        >>> model = torch.nn.Linear(8, 4)
+        >>> optimizer = Momentum(model.parameters(), lr=0.1, momentum=0.9)
+        >>> model(torch.randn(16, 8)).square().mean().backward()
+        >>> optimizer.step()
 
     .. math:: b_t = μ\, b_{t-1} + g_t + λ θ_{t-1},\qquad θ_t = θ_{t-1} − \mathrm{lr}\, b_t
 

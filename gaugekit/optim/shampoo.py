@@ -13,6 +13,14 @@ from gaugekit.optim.base import ZooOptimizer
 class Shampoo(ZooOptimizer):
     r"""Shampoo (Gupta, Koren & Singer, 2018), two-sided, in the paper's convention.
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import Shampoo
+        >>> U, V = (torch.randn(n, 3, requires_grad=True) for n in (10, 8))
+        >>> optimizer = Shampoo([U, V], lr=0.1)
+        >>> (U @ V.T - torch.eye(10, 8)).square().sum().backward()
+        >>> optimizer.step()
+
     .. math::
         L_t = L_{t-1} + G_t G_t^\top,\quad R_t = R_{t-1} + G_t^\top G_t,\\
         θ_t = θ_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\,(L_s + λI)^{-1/4}\, G_t\, (R_s + λI)^{-1/4}

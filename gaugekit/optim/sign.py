@@ -12,6 +12,14 @@ from gaugekit.optim.base import ZooOptimizer
 class Signum(ZooOptimizer):
     r"""Signum: sign of an exponential moving average (Bernstein et al., 2018).
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import Signum
+        >>> model = torch.nn.Linear(8, 4)
+        >>> optimizer = Signum(model.parameters(), lr=1e-3)
+        >>> model(torch.randn(16, 8)).square().mean().backward()
+        >>> optimizer.step()
+
     .. math::
         m_t = β m_{t-1} + (1-β) g_t,\qquad
         θ_t = θ_{t-1}(1 − \mathrm{lr}\,λ) − \mathrm{lr}\,\operatorname{sign}(m_t)
@@ -58,9 +66,18 @@ class Signum(ZooOptimizer):
 class Lion(ZooOptimizer):
     r"""Lion (Chen et al., 2023).
 
+    Example:
+        >>> import torch
+        >>> from gaugekit.optim import Lion
+        >>> model = torch.nn.Linear(8, 4)
+        >>> optimizer = Lion(model.parameters(), lr=1e-4)
+        >>> model(torch.randn(16, 8)).square().mean().backward()
+        >>> optimizer.step()
+
     .. math::
-        c_t = \operatorname{sign}(β_1 m_{t-1} + (1-β_1) g_t),\quad
-        m_t = β_2 m_{t-1} + (1-β_2) g_t,\quad
+        c_t = \operatorname{sign}(β_1 m_{t-1} + (1-β_1) g_t),\qquad
+        m_t = β_2 m_{t-1} + (1-β_2) g_t,
+
         θ_t = θ_{t-1}(1 − \mathrm{lr}\,λ) − \mathrm{lr}\, c_t
 
     with decoupled weight decay λ, as in Lion's paper (``maximize`` uses ``−g_t``). State:

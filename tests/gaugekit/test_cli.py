@@ -75,6 +75,97 @@ def test_audit_bad_class_or_key_is_one_line_and_exit_2(capsys, argv, message):
     assert captured.err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["torch.optim.AdamW", "lr=abc"],
+         "Invalid lr: 'abc'; expected a number (the default is 0.001)"),
+        (["torch.optim.AdamW", "lr=None"], "Invalid lr: 'None'; expected a number"),
+        (["torch.optim.AdamW", "betas=(0.9,)"],
+         "Invalid betas: '(0.9,)'; expected a tuple of 2 numbers (the default is (0.9, 0.999))"),
+        (["torch.optim.AdamW", "betas=(0.9,x)"], "Invalid betas: '(0.9,x)'; expected a tuple"),
+        (["torch.optim.AdamW", "amsgrad=1"],
+         "Invalid amsgrad: '1'; expected a bool (True or False) (the default is False)"),
+        (["torch.optim.AdamW", "foreach=yes"],
+         "Invalid foreach: 'yes'; expected a bool (True or False) or None (the default is None)"),
+        (["torch.optim.Muon", "ns_steps=5.0"],
+         "Invalid ns_steps: '5.0'; expected an integer (the default is 5)"),
+        (["gaugekit.optim.SGD", "lr=abc"], "gaugekit.optim has no SGD"),
+        (["adam", "lr=1e-3x"], "Invalid lr: '1e-3x'; expected a number (the default is 0.001)"),
+        (["SharedScaleAdam", "eps=[1]"], "Invalid eps: '[1]'; expected a number"),
+        (["flow_adam", "flow_method=5"],
+         "Invalid flow_method: '5'; expected a string (the default is 'euler')"),
+        (["eigen_adam", "update_freq=ten"],
+         "Invalid update_freq: 'ten'; expected an integer or None (the default is 10)"),
+    ],
+)
+def test_audit_bad_value_names_key_value_and_type_exit_2(capsys, argv, message):
+    assert cli.main(["audit", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("gaugekit: error: ") and message in captured.err
+
+
+def test_a_bad_value_from_the_shell_exits_2_with_one_line_on_stderr():
+    done = subprocess.run([sys.executable, "-m", "gaugekit", "audit", "torch.optim.AdamW",
+                           "lr=abc"], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("gaugekit: error: Invalid lr: 'abc'; expected a number (the default "
+                           "is 0.001)\n")
+
+
+def test_values_of_the_right_type_pass_as_typed():
+    import torch
+
+    from gaugekit.optim import EigenAdam, FlowAdam
+
+    assert cli.parse_hyperparameters(
+        ["lr=1", "betas=[0.9, 0.95]", "foreach=None", "amsgrad=False"], torch.optim.AdamW
+    ) == {"lr": 1, "betas": (0.9, 0.95), "foreach": None, "amsgrad": False}
+    assert cli.parse_hyperparameters(["adjust_lr_fn=match_rms_adamw"], torch.optim.Muon) == {
+        "adjust_lr_fn": "match_rms_adamw"}  # a bare word where the argument takes a string
+    assert cli.parse_hyperparameters(["flow_method=dopri5", "flow_warmup=3"], FlowAdam) == {
+        "flow_method": "dopri5", "flow_warmup": 3}
+    assert cli.parse_hyperparameters(["update_freq=None", "side='left'"], EigenAdam) == {
+        "update_freq": None, "side": "left"}
+    # a keyword the class does not take is left to the class (its TypeError, a usage error)
+    assert cli.parse_hyperparameters(["foo=bar"], torch.optim.AdamW) == {"foo": "bar"}
+
+
+def test_audit_takes_class_names_and_aliases(capsys):
+    assert cli.main(["audit", "SharedScaleAdam", "lr=0.01", "--steps", "3"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "gaugekit.optim.SharedScaleAdam(lr=0.01," in last
+    assert ": keeps the gauge: " in last
+    assert cli.main(["audit", "adamw", "--steps", "3"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "weight_decay=0.01, decoupled_weight_decay=True" in last
+    assert ": breaks the gauge: " in last
+
+
+@pytest.mark.parametrize(("flag", "passed"), [([], None), (["--create-graph"], True),
+                                              (["--no-create-graph"], False)])
+def test_audit_passes_create_graph_through(monkeypatch, capsys, flag, passed):
+    from gaugekit.audit import factors
+
+    seen = []
+    original = factors.audit_equivariance
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["create_graph"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(factors, "audit_equivariance", spy)
+    assert cli.main(["audit", "torch.optim.SGD", "lr=0.01", "--steps", "2", *flag]) == 0
+    assert seen == [passed] and ": keeps the gauge: " in capsys.readouterr().out
+
+
+def test_list_shows_the_aliases(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "  adamw        Adam(decoupled_weight_decay=True, weight_decay=0.01)\n" in out
+
+
 def test_parse_hyperparameters_reads_literals_and_keeps_strings():
     parsed = cli.parse_hyperparameters(["lr=1e-3", "betas=(0.9,0.95)", "nesterov=True",
                                         "eps=None", "mode=fast", "name='x=y'"])

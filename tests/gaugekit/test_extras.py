@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gaugekit
-from gaugekit._extras import EXTRAS, MissingExtra, require_extra
+from gaugekit._extras import EXTRAS, LIBRARY_EXTRAS, MissingExtra, require_extra
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +63,8 @@ def test_the_library_imports_and_trains_without_any_extra_and_never_loads_the_bo
     ("import gaugebook", "gaugebook", "experiments", "pip install -e '.[experiments]'"),
     ("gaugekit.optim.FlowAdam([torch.zeros(2, 2, requires_grad=True)], flow_method='rk4')",
      "FlowAdam(flow_method='rk4')", "flow", "pip install 'gaugekit[flow]'"),
+    ("gaugekit.optim.FlowAdam([torch.zeros(2, 2, requires_grad=True)], flow_method='dopri5')",
+     "FlowAdam(flow_method='dopri5')", "flow", "pip install 'gaugekit[flow]'"),
 ])
 def test_a_part_without_its_extra_names_it(statement, part, extra, install):
     done = _without_extras(f"""
@@ -77,6 +79,35 @@ def test_a_part_without_its_extra_names_it(statement, part, extra, install):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"{part} needs the {extra!r} extra (missing: ")
     assert install in done.stdout
+
+
+def test_flow_adams_ode_option_asks_for_the_flow_extra_alone():
+    """torchdiffeq is the one module FlowAdam's multi-stage flow needs: the error names the
+    library's ``flow`` extra and that module, never the book's ``experiments`` extra (cvxpy,
+    matplotlib, ...), from Python and from the command line."""
+    assert EXTRAS["flow"] == ("torchdiffeq",) and "flow" in LIBRARY_EXTRAS
+    done = _without_extras("""
+        import torch
+        import gaugekit
+        from gaugekit.cli import main
+        try:
+            gaugekit.optim.FlowAdam([torch.zeros(2, 2, requires_grad=True)],
+                                    flow_method="dopri5")
+        except ImportError as err:
+            print(type(err).__name__, err.name, err.extra, err.missing)
+            print(err)
+        print("status", main(["audit", "flow_adam", "flow_method=dopri5"]))
+    """)
+    assert done.returncode == 0, done.stderr
+    kind, message, status = done.stdout.splitlines()
+    assert kind == "MissingExtra torchdiffeq flow ('torchdiffeq',)"
+    assert message == ("FlowAdam(flow_method='dopri5') needs the 'flow' extra (missing: "
+                       "torchdiffeq): pip install 'gaugekit[flow]'; flow_method='euler' needs "
+                       "nothing")
+    assert status == "status 2"
+    assert done.stderr == f"gaugekit: error: {message}\n"
+    # not the book's extra (that one names the checkout: the gaugebook case above)
+    assert "experiments" not in done.stdout + done.stderr and "cvxpy" not in done.stdout
 
 
 def test_the_command_line_needs_no_extra():

@@ -49,8 +49,9 @@ MATRIX_SHAPES: tuple[tuple[int, ...], ...] = ((7, 3), (5, 4), (3, 2))
 Factory = Callable[[list[Tensor]], torch.optim.Optimizer]
 Loss = Callable[[list[Tensor]], Tensor]
 
-#: FlowAdam with a short warm-up so that the flow path fires within NUM_STEPS.
-FLOW = {"flow_warmup": 2}
+#: FlowAdam with a short warm-up so that the flow path fires within NUM_STEPS, and without the
+#: non-finite check (its one more all_reduce is counted by ``flow_adam_checked``).
+FLOW = {"flow_warmup": 2, "nonfinite": "propagate"}
 #: optimizers whose sharded and replicated trajectories are compared with one process.
 RULES: dict[str, tuple[Factory, tuple[tuple[int, ...], ...]]] = {
     "shared_scale_adam": (lambda ps: SharedScaleAdam(ps, lr=0.05), SHAPES),
@@ -67,8 +68,9 @@ RULES: dict[str, tuple[Factory, tuple[tuple[int, ...], ...]]] = {
     "flow_adam_p0.25_weight_decay": (
         lambda ps: FlowAdam(ps, lr=0.05, precond_power=0.25, weight_decay=0.1, **FLOW), SHAPES
     ),
-    "flow_adam_no_flow": (lambda ps: FlowAdam(ps, lr=0.05, precond_power=0.0, flow=False),
-                          SHAPES),
+    "flow_adam_no_flow": (lambda ps: FlowAdam(ps, lr=0.05, precond_power=0.0, flow=False,
+                                              nonfinite="propagate"), SHAPES),
+    "flow_adam_checked": (lambda ps: FlowAdam(ps, lr=0.05, flow_warmup=2), SHAPES),
     "adam": (lambda ps: Adam(ps, lr=0.05), SHAPES),
     "lion": (lambda ps: Lion(ps, lr=0.01), SHAPES),
     "adafactor": (lambda ps: Adafactor(ps, lr=0.05), SHAPES),

@@ -81,6 +81,14 @@ def test_reductions_over_parameters_cost_one_all_reduce_per_step(results, rule):
     assert row["replicate_collectives"] == [0] * NUM_STEPS, row  # replicated: nothing to sum
 
 
+def test_the_non_finite_check_of_flow_adam_costs_one_more_all_reduce(results):
+    """FlowAdam's default ``nonfinite="skip"`` sums ``g²`` before its moments: one more
+    ``all_reduce`` per step (the other rules' rows run with ``nonfinite="propagate"``)."""
+    row = _scenario(results, "trajectories")["flow_adam_checked"]
+    assert row["shard_all_reduces"] == [2] * NUM_STEPS, row
+    assert row["replicate_collectives"] == [0] * NUM_STEPS, row
+
+
 @pytest.mark.parametrize("layout", ["hsdp_1x2", "hsdp_2x1"])
 @pytest.mark.parametrize("rule", REDUCING)
 def test_two_dimensional_meshes_reduce_over_the_sharded_dimension_only(results, rule, layout):

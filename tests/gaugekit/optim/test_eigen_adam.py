@@ -8,6 +8,7 @@ rotation inside a plane does not); state_dict round trip across refreshes; valid
 
 from __future__ import annotations
 
+import inspect
 import io
 import math
 
@@ -300,7 +301,9 @@ def test_param_groups_with_their_own_lr_and_side():
      ({"update_freq": True}, "update_freq"), ({"side": "both"}, "side"),
      ({"gram_beta": 1.0}, "gram_beta"), ({"gram_beta": math.nan}, "gram_beta"),
      ({"betas": (0.9, 1.0)}, "betas"), ({"eps": -1.0}, "eps"), ({"lr": -0.1}, "lr"),
-     ({"cluster_tol": 1.0}, "cluster_tol"), ({"cluster_tol": True}, "cluster_tol")],
+     ({"cluster_tol": 1.0}, "cluster_tol"), ({"cluster_tol": True}, "cluster_tol"),
+     ({"max_precond_dim": 0}, "max_precond_dim"), ({"max_precond_dim": 2.0}, "max_precond_dim"),
+     ({"max_precond_dim": True}, "max_precond_dim")],
 )
 def test_invalid_arguments_name_themselves(kwargs, name):
     P = torch.zeros(3, 2, dtype=DTYPE, requires_grad=True)
@@ -312,6 +315,102 @@ def test_vectors_are_refused_and_none_is_a_valid_update_freq():
     with pytest.raises(ValueError, match="^Invalid params"):
         EigenAdam([torch.zeros(3, dtype=DTYPE, requires_grad=True)])
     EigenAdam([torch.zeros(3, 2, dtype=DTYPE, requires_grad=True)], update_freq=None)
+
+
+# --------------------------------------------------------------------------------------------
+# dtypes: eigh has no half-precision kernel
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_is_refused_at_construction_naming_the_parameter(dtype):
+    with pytest.raises(RuntimeError):  # the premise: eigh itself refuses it
+        torch.linalg.eigh(torch.eye(2, dtype=dtype))
+    ok = torch.zeros(3, 2, requires_grad=True)
+    half = torch.zeros(4, 2, dtype=dtype, requires_grad=True)
+    expected = (rf"^Invalid params: \"param_groups\[0\]\['params'\]\[1\] of shape \(4, 2\) and "
+                rf"dtype {dtype}\"; expected torch.float32 or torch.float64 parameters: "
+                r"EigenAdam's eigenbasis needs torch.linalg.eigh, which has no float16")
+    with pytest.raises(ValueError, match=expected):
+        EigenAdam([ok, half])
+    opt = EigenAdam([ok])
+    with pytest.raises(ValueError, match=r"^Invalid params: \"param_groups\[1\]\['params'\]\[0\]"):
+        opt.add_param_group({"params": [half]})
+    assert len(opt.param_groups) == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_single_and_double_precision_are_taken_and_step(dtype):
+    P = torch.zeros(4, 2, dtype=dtype, requires_grad=True)
+    opt = EigenAdam([P], lr=0.1)
+    P.grad = torch.randn(4, 2, generator=generator(31), dtype=dtype)
+    opt.step()
+    assert opt.state[P]["basis"].dtype == dtype and P.abs().max() > 0.05
+
+
+# --------------------------------------------------------------------------------------------
+# wide layers: max_precond_dim
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_gauge_side_beyond_max_precond_dim_is_plain_adam():
+    loss = sensing(seed=32)
+    U0, V0 = random_factors(7, 5, 3, seed=33)
+    wide, adam = leaves(U0, V0), leaves(U0, V0)
+    opt = train(EigenAdam(wide, lr=1e-2, max_precond_dim=2), wide, loss, NUM_STEPS)
+    train(Adam(adam, lr=1e-2), adam, loss, NUM_STEPS)
+    for a, b in zip(wide, adam, strict=True):
+        assert_close(a.detach(), b.detach(), atol=0, rtol=0)
+    assert set(opt.state[wide[0]]) == {"step", "exp_avg", "exp_avg_sq"}
+    # the gauge (k = 3) is then broken; at the limit k = 3 it is kept
+    assert audit_equivariance(_eigen(max_precond_dim=2), num_steps=20).residual > BROKEN
+    kept = audit_equivariance(_eigen(max_precond_dim=3), num_steps=20)
+    assert kept.equivariant and kept.residual < EXACT
+
+
+def test_max_precond_dim_measures_the_gauge_side():
+    """``side="left"`` measures the rows; the other side's width does not count."""
+    A = torch.zeros(3, 50, dtype=DTYPE, requires_grad=True)
+    for side, limit, rotated in (("left", 3, True), ("left", 2, False), ("right", 3, False),
+                                 ("right", 50, True)):
+        opt = EigenAdam([A], side=side, max_precond_dim=limit)
+        A.grad = torch.ones_like(A)
+        opt.step()
+        assert ("basis" in opt.state[A]) is rotated, (side, limit)
+
+
+def test_the_default_limit_keeps_a_wide_layer_off_eigh(monkeypatch):
+    """A ``10 × 2048``-like layer (``side="right"``, 1100 > 1024 columns) refreshes no eigh; a
+    narrow one beside it does."""
+    assert inspect.signature(EigenAdam).parameters["max_precond_dim"].default == 1024
+    sizes = []
+    original = eigen_module.covariant_eigenbasis
+
+    def spy(stat, reference, side):
+        sizes.append(stat.shape[-1])
+        return original(stat, reference, side)
+
+    monkeypatch.setattr(eigen_module, "covariant_eigenbasis", spy)
+    wide = torch.zeros(2, 1100, requires_grad=True)
+    narrow = torch.zeros(6, 8, requires_grad=True)
+    opt = EigenAdam([wide, narrow], update_freq=1)
+    for _ in range(2):
+        wide.grad, narrow.grad = torch.ones_like(wide), torch.ones_like(narrow)
+        opt.step()
+    assert sizes == [8, 8] and "basis" not in opt.state[wide]
+    EigenAdam([wide], update_freq=1, max_precond_dim=None).step()  # control: no limit, eigh
+    assert sizes == [8, 8, 1100]
+
+
+def test_a_checkpoint_from_before_the_limit_loads_without_one():
+    U, V = leaves(*random_factors(7, 5, 3, seed=34))
+    saved = _saved(train(EigenAdam([U, V], lr=1e-2), [U, V], sensing(seed=35), 2))
+    for group in saved["param_groups"]:
+        del group["max_precond_dim"]
+    fresh = EigenAdam([U, V], lr=1e-2)
+    assert fresh.param_groups[0]["max_precond_dim"] == 1024
+    fresh.load_state_dict(saved)
+    assert fresh.param_groups[0]["max_precond_dim"] is None
 
 
 def test_registry_entry():

@@ -487,10 +487,11 @@ def forbid_host_sync(monkeypatch):
 
 @pytest.mark.parametrize("flow", [False, True], ids=["flow-off", "euler-flow-on"])
 def test_hot_path_never_synchronises(flow, forbid_host_sync, monkeypatch):
-    """Off the CPU (simulated here: host reads declared not free) no step reads a value."""
+    """Off the CPU (simulated here: host reads declared not free) no step reads a value, with
+    the non-finite check off (``nonfinite="propagate"``; the default reads one total)."""
     loss, U0, V0 = _problem()
     U, V = leaves(U0, V0)
-    opt = FlowAdam([U, V], lr=2e-2, flow=flow, **ALWAYS)
+    opt = FlowAdam([U, V], lr=2e-2, flow=flow, nonfinite="propagate", **ALWAYS)
     monkeypatch.setattr(flow_adam_module, "_host_reads_are_free", lambda device: False)
     forbid_host_sync()
     for _ in range(15):

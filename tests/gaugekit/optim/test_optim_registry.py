@@ -7,9 +7,11 @@ import math
 
 import pytest
 import torch
+from torch.testing import assert_close
 from zoo_support import DTYPE, leaves
 
 from gaugekit.optim import (
+    Adam,
     OptimizerSpec,
     all_specs,
     get_spec,
@@ -39,11 +41,57 @@ def test_equivariance_classification():
     assert all(get_spec(n).reason for n in optimizer_names())
 
 
-def test_unknown_name_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"^Invalid name: 'adamw'.*'adam'.*'muon'"):
-        get_spec("adamw")
-    with pytest.raises(ValueError, match="^Invalid name"):
-        make_optimizer("adamw", [torch.zeros(2, requires_grad=True)])
+def test_unknown_name_lists_the_allowed_ones():
+    expected = (r"^Invalid name: 'adamx'; expected a registry name \[.*'adam'.*'muon'.*\], an "
+                r"alias \['adamw'\] or a class name \[.*'SharedScaleAdam'.*\]")
+    with pytest.raises(ValueError, match=expected):
+        get_spec("adamx")
+    with pytest.raises(ValueError, match="^Invalid name: 'adamx'"):
+        make_optimizer("adamx", [torch.zeros(2, requires_grad=True)])
+    with pytest.raises(ValueError, match="^Invalid name: None"):
+        get_spec(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "entry"), [
+    ("SharedScaleAdam", "scalar_adam"), ("sharedscaleadam", "scalar_adam"),
+    ("shared-scale-adam", "scalar_adam"), ("Scalar_Adam", "scalar_adam"), ("Adam", "adam"),
+    ("EigenAdam", "eigen_adam"), ("FlowAdam", "flow_adam"), ("ScaledGD", "scaled_gd"),
+    ("GramPreconditioned", "gram"), ("MUON", "muon"), ("gd", "gd"),
+])
+def test_class_names_and_spellings_find_the_entry(name, entry):
+    assert get_spec(name) is get_spec(entry)
+
+
+def _three_steps(opt, params):
+    for _ in range(3):
+        opt.zero_grad()
+        ((params[0] @ params[1].T) ** 2).sum().backward()
+        opt.step()
+    return params[0].detach()
+
+
+def test_adamw_is_the_decoupled_adam_with_torchs_defaults():
+    spec = get_spec("adamw")
+    assert get_spec("AdamW") is spec and "adamw" not in optimizer_names()
+    assert spec.cls is Adam and not spec.equivariant
+    assert spec.options == {"decoupled_weight_decay": True, "weight_decay": 1e-2}
+    g = torch.Generator().manual_seed(3)
+    start = torch.randn(6, 3, generator=g, dtype=DTYPE), torch.randn(5, 3, generator=g, dtype=DTYPE)
+    ours, theirs, coupled = leaves(*start), leaves(*start), leaves(*start)
+    adamw = make_optimizer("adamw", ours, lr=0.1)
+    assert adamw.defaults["weight_decay"] == torch.optim.AdamW(theirs).defaults["weight_decay"]
+    U = _three_steps(adamw, ours)
+    assert_close(U, _three_steps(torch.optim.AdamW(theirs, lr=0.1), theirs), atol=1e-12, rtol=0)
+    # negative control: the coupled decay (torch.optim.Adam's L2) leaves AdamW's path
+    U_coupled = _three_steps(make_optimizer("adam", coupled, lr=0.1, weight_decay=1e-2), coupled)
+    assert (U - U_coupled).abs().max() > 1e-4
+
+
+def test_reasons_are_written_in_unicode_math():
+    reasons = [spec.reason for spec in all_specs()]
+    assert any("→" in r for r in reasons) and any("√" in r for r in reasons)
+    for ascii_math in ("->", "sqrt(", "^", "!=", "_hat", "lam "):
+        assert not any(ascii_math in r for r in reasons), ascii_math
 
 
 def test_specs_are_consistent(zoo_name):

@@ -45,8 +45,16 @@ BAD_VALUES: dict[str, list] = {
     # EigenAdam (gaugekit/optim/eigen_adam.py)
     "gram_beta": [1.0, -0.1, torch.tensor(0.9, dtype=DTYPE)],
     "cluster_tol": [-0.1, 1.0, "0.1", math.nan],
+    "max_precond_dim": [0, 2.5, True],
     # AdamMini (gaugekit/optim/adam.py)
     "blocks": [0, -1, 1.5, True, "rows"],
+    # the rules that share a statistic (base.py), Muon's precision and row blocks
+    "nonfinite": ["ignore", True],
+    "ns_dtype": ["bfloat16", torch.int32, torch.complex64],
+    "split_rows": [0, 1.5, True],
+    # SharedScaleAdam's and AdamMini's implementation switches
+    "foreach": [1, "yes"],
+    "fused": [1, "yes"],
     # every rule
     "weight_decay": [-0.1, math.nan, True, torch.tensor(-1.0, dtype=DTYPE),
                      torch.tensor([0.1], dtype=DTYPE)],
