@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent
 DEFAULT_TORCH = "torch==2.13.0"
 # the extras the book and the test suite need (pyproject.toml); `book` and `test` both pull
 # `experiments`, named here too so that the list reads as what gets installed
-EXTRAS = "experiments,book,test,dev,cluster"
+EXTRAS = "experiments,book,test,dev,cluster,transformers"
 
 
 def _venv_dir() -> Path:
@@ -127,6 +127,17 @@ def _env(
     return env
 
 
+def quiet_kernel_profile() -> Path:
+    """An IPython profile for the book's kernels (under ``_build``): each kernel logs only its
+    errors, so the build log does not repeat ipykernel's warning that a local kernel talks over
+    TCP without encryption once per chapter. Warnings raised by a chapter's code still show."""
+    folder = ROOT / "_build" / ".ipython"
+    config = folder / "profile_default" / "ipython_kernel_config.py"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('c.IPKernelApp.log_level = "ERROR"\n')
+    return folder
+
+
 def cmd_book(args: argparse.Namespace) -> None:
     ensure_env()
     t0 = time.perf_counter()
@@ -134,9 +145,11 @@ def cmd_book(args: argparse.Namespace) -> None:
         shutil.rmtree(ROOT / "_build", ignore_errors=True)
     # --all: a full build, so that -W sees every warning; execution is forced in _config.yml.
     records = "make" if args.make_records else None
+    env = _env(args.scale, args.device, records)
+    env["IPYTHONDIR"] = str(quiet_kernel_profile())
     _run(
         [_bin("jupyter-book"), "build", ROOT, "--all", "-W", "-n", "--keep-going"],
-        env=_env(args.scale, args.device, records),
+        env=env,
     )
     print(f"[dev] book ({args.scale} scale): {time.perf_counter() - t0:.0f} s", flush=True)
     cmd_check(args)

@@ -23,9 +23,7 @@ from gaugebook.ecosystem.ecosystem_views import (
     followup_values,
     gap_collision,
     initial_q_gradients,
-    live_note,
     live_residuals,
-    live_text,
     verdict_values,
 )
 
@@ -40,9 +38,7 @@ __all__ = [
     "gap_collision",
     "initial_q_gradients",
     "LIBRARIES",
-    "live_note",
     "live_residuals",
-    "live_text",
     "table_rows",
     "verdict_values",
 ]

@@ -26,7 +26,7 @@ from gaugebook.ecosystem import ecosystem_runs as eco
 from gaugebook.ecosystem import eigenbasis_runs as eb
 from gaugebook.engine.transformer import cross_entropy, forward, init_params, make_modadd_data
 from gaugebook.present import tables
-from gaugebook.present.tables import Row, as_markdown, join_words, table_html, value_text
+from gaugebook.present.tables import Row, as_markdown, table_html, value_text
 from gaugebook.present.viz import legend_beside, method_color
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.symmetry import WIDTH
@@ -191,39 +191,29 @@ NAMED_MAIN: dict[str, tuple[str, ...]] = {
     "pytorch_optimizer": ("SOAP", "Conda", "Adai", "MSVAG", "TRAC", "ApolloDQN", "RAdam"),
 }
 _TAG = {"heavyball": "hb", "pytorch_optimizer": "po"}
-_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
-          "ten")
 
 
 def _residual(row: Row) -> float:
     return math.nan if row["residual"] is None else row["residual"]
 
 
-def counts_sentence(both: Mapping[str, int]) -> str:
-    """The verdict counts of ``both`` (the last row of :func:`count_rows`) in tenths, in
-    words: "Three in ten exported classes break the gauge, ..."."""
-    def in_ten(count: int) -> str:
-        return f"{_WORDS[round(10 * count / both['classes'])]} in ten"
-
-    kept = both["equivariant"] + both["approximately"]
-    return (f"{in_ten(both['not']).capitalize()} exported classes break the gauge, "
-            f"{in_ten(kept)} keep it exactly or approximately, and "
-            f"{in_ten(both['could not run'])} gave no verdict")
-
-
 def verdict_values(records: Mapping[str, Sequence[Row]], rows: Sequence[Row]
                    ) -> dict[str, Any]:
     """The audit's settings (``eco_steps``, the thresholds ``eco_t64``/``eco_t32``, the band
     ``eco_approx``, ``eco_timeout``) and the verdicts of the main audits ``rows``: the count
-    table and its sentence, the kept and failed tables, the names of the broken classes and the
-    smallest and median residual among them."""
+    table and its counts over both libraries (``n_total`` classes, ``eco_n_not`` break the
+    gauge, ``eco_n_kept`` keep it exactly or approximately, ``eco_n_failed`` gave no
+    verdict), the kept and failed tables, the names of the broken classes and the smallest and
+    median residual among them."""
     counts = count_rows(rows)
     values: dict[str, Any] = {
         "eco_steps": eco.NUM_STEPS, "eco_t64": FLOAT64_THRESHOLD,
         "eco_t32": FLOAT32_THRESHOLD, "eco_approx": eco.APPROXIMATE_BOUND,
         "eco_timeout": records["heavyball"][0]["config"]["timeout_s"], "n_total": len(rows),
         "count_table": table_html(counts, ["library", "classes", *eco.VERDICTS]),
-        "eco_counts_sentence": as_markdown(counts_sentence(counts[-1])),
+        "eco_n_not": counts[-1]["not"],
+        "eco_n_kept": counts[-1]["equivariant"] + counts[-1]["approximately"],
+        "eco_n_failed": counts[-1]["could not run"],
     }
     for lib in eco.LIBRARIES:
         values[f"kept_table_{lib}"] = table_html(kept_rows(rows, lib),
@@ -278,21 +268,6 @@ def live_residuals(followups: Sequence[Row], keys: Sequence[str], timeout_s: flo
         now = (iso.value or {}).get("result") or {}
         live.append((key, now.get("residual"), recorded[key]))
     return live
-
-
-def live_text(live: Sequence[tuple[str, float | None, float]]) -> str:
-    """What the live re-run prints: a line per follow-up, or why nothing ran."""
-    if not live:
-        return ("pytorch-optimizer / heavyball not installed here: the page shows\n"
-                "the committed records only (the `ecosystem` extra runs it live).")
-    return "\n".join(f"{key}: live residual {now}, recorded {then}" for key, now, then in live)
-
-
-def live_note(live: Sequence[tuple[str, float, float]]) -> Any:
-    """The live re-run in a sentence (``live_note``), or that it did not run."""
-    checks = [f"`{k}` live {a:.1e} against recorded {b:.1e}" for k, a, b in live]
-    return as_markdown("; ".join(checks) or "not run in this build "
-                    "(the `ecosystem` extra is not installed)")
 
 
 #: The gaps δ of the collision audit: the first refresh sees the spectrum (1, (1+δ)², 4).
@@ -411,14 +386,17 @@ def eigen_adam_comparison(scale: str = "paper") -> Comparison:
 
 
 def comparison_values(comparison: Comparison) -> dict[str, Any]:
-    """What the page says of the :class:`Comparison`: its records note (``eb_note``), the
-    table, how EigenAdam's recovery error ranks, the float64 twins (EigenAdam's, the pooled
-    variant's against round-off, and both twins' logit drift after one step) and EigenAdam's
-    sensing selection (grid, edge, effective rank, steps; NaN without records)."""
+    """What the page quotes of the :class:`Comparison`: its records note (``eb_note``), the
+    table, EigenAdam's recovery error (``eigen_rec``) and how many of the other rules with one
+    are below it (``eigen_lower`` of ``eigen_others``), the float64 gauge twins (EigenAdam's
+    and the pooled variant's final drift, ``cmp_eigen_adam_gauge64``,
+    ``cmp_pooled_gauge64``; both twins' logit drift after one step) and EigenAdam's sensing
+    selection (``eigen_lr`` on the grid ``eigen_grid``, ``eigen_at_edge``, effective rank,
+    steps; NaN without records)."""
     compare, sensing = comparison.rows, comparison.sensing
     eigen = get_spec("eigen_adam").label
     eigen_row = next(r for r in compare if r["method"] == eigen)
-    beaten = [r["method"] for r in compare if r["rec"] < eigen_row["rec"]]
+    others = [r for r in compare if r is not eigen_row and math.isfinite(r["rec"])]
     g1 = comparison.float64_twin("eigen_adam")
     g1s = comparison.float64_twin("scalar_adam")
     return {
@@ -429,13 +407,12 @@ def comparison_values(comparison: Comparison) -> dict[str, Any]:
                      "noise": "noise twin", "gauge64": "gauge twin, float64"},
             formats={"rec": ".4g", "lr": "g", "gauge": ".2g", "noise": ".2g",
                      "gauge64": ".1e"}),
-        "eigen_rec_sentence": as_markdown(f"larger than that of {join_words(beaten)}" if beaten
-                                       else "not larger than that of the other rules"),
+        "eigen_rec": eigen_row["rec"], "eigen_others": len(others),
+        "eigen_lower": sum(r["rec"] < eigen_row["rec"] for r in others),
         "cmp_eigen_adam_gauge64": eigen_row["gauge64"],
-        "pooled_f64_sentence": as_markdown(
-            "down to round-off" if compare[-1]["gauge64"] <= FLOAT64_THRESHOLD
-            else "down, but not to round-off"),
-        "eigen_lr_edge": "yes" if sensing and sensing["at_grid_edge"] else "no",
+        "cmp_pooled_gauge64": compare[-1]["gauge64"],
+        "eigen_lr": eigen_row["lr"],
+        "eigen_at_edge": bool(sensing and sensing["at_grid_edge"]),
         "eigen_grid": ", ".join(f"{lr:g}" for lr in eb.SENSING_LR_GRID),
         "eigen_eff_rank": sensing["effective_rank"] if sensing else math.nan,
         "eigen_steps": sensing["steps"] if sensing else math.nan,

@@ -130,7 +130,8 @@ class Collected:
         return (
             f"{self.scale} scale: {self.report.ran} runs recomputed for this page in "
             f"{self.seconds:.0f} s on {self.report.batches} batches (records in a temporary "
-            f"folder); build with `python3 dev.py book` to see the committed paper-scale records."
+            f"folder). The numbers on this page are these small runs'; its sentences describe "
+            f"the committed paper-scale records, which `python3 dev.py book` shows."
         )
 
     def note(self) -> str:

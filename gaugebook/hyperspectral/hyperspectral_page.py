@@ -1,13 +1,14 @@
-r"""What chapter 7 pastes, one function per section: each returns its glue items (name → text;
+r"""What chapter 7 pastes, one function per section: each returns its glue items (name → value;
 names with ``_tab_`` are HTML tables through :func:`gaugebook.present.viz.table_html`), from the
-records of :func:`gaugebook.hyperspectral.hyperspectral_runs.collect` through the rows and
-sentences of
-:mod:`gaugebook.hyperspectral.hyperspectral_views`; and the page's notes on those records
-(:func:`source_note`, :func:`waiting_markdown`, :func:`absent`).
+records of :func:`gaugebook.hyperspectral.hyperspectral_runs.collect` through the rows of
+:mod:`gaugebook.hyperspectral.hyperspectral_views`: the tables, and the numbers the chapter's
+own sentences quote and check (with :func:`gaugebook.present.viz.check_prose`); and the page's
+notes on those records (:func:`source_note`, :func:`waiting_markdown`, :func:`absent`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -19,7 +20,6 @@ from gaugebook.hyperspectral import hyperspectral_views as views
 from gaugebook.hyperspectral.hyperspectral_views import label
 from gaugebook.hyperspectral.scenes import get_scene_info
 from gaugebook.present import viz
-from gaugebook.present.tables import fmt
 
 
 def source_note(c: Collected) -> Any:
@@ -56,23 +56,53 @@ def _ip_parts(c: Collected) -> list[hs.Part]:
     return [p for p in views.paper_parts(c) if p.scene.name == "indian_pines"]
 
 
-def claim_items() -> dict[str, str]:
-    """The paper's claims quoted in the chapter, from the published constants."""
+def _pct(gap: float | None) -> float:
+    """A gap (a fraction) in percent for ``{glue:text}`` (NaN without one)."""
+    return math.nan if gap is None or not math.isfinite(gap) else 100 * gap
+
+
+def _all_won(wins: str | None) -> bool:
+    """Whether a ``"k/n"`` seed count (:func:`~gaugebook.hyperspectral.hyperspectral_views.
+    seeds_won`) is every seed."""
+    won, _, seeds = (wins or "").partition("/")
+    return bool(seeds) and won == seeds
+
+
+def _none_won(wins: str | None) -> bool:
+    """Whether a ``"k/n"`` seed count is no seed of several."""
+    won, _, seeds = (wins or "").partition("/")
+    return bool(seeds) and won == "0"
+
+
+def _by_density(parts: Sequence[hs.Part]) -> dict[str, hs.Part]:
+    """``parts`` by density label (``low``, ``high``)."""
+    return {p.density_label: p for p in parts}
+
+
+def claim_items() -> dict[str, Any]:
+    """The paper's numbers the chapter quotes, from the published constants: Table 5's selected
+    rates and deepest-level RMSE and effective rank per method (``hsi_pub_lr_<m>``,
+    ``hsi_pub_rmse_<m>``, ``hsi_pub_erank_<m>``), GD's gap below Adam at Adam's slowest and
+    fastest rate of the paper's grid (``hsi_pub_sens_<low|high>_<lo|hi>``, percent) and Pavia
+    University's headline (``hsi_pavia_<low|high>`` percent, ``hsi_pavia_rho_<low|high>``)."""
     pub5 = hs.PUBLISHED_TABLE5[("indian_pines", 0.15)]
     deep = hs.THRESHOLDS[-1]
-    t5 = ("At density 0.15 the paper selects "
-          + ", ".join(f"{label(m)} at {v['lr']:g}" for m, v in pub5.items())
-          + f"; at the deepest level, {deep:g}, its held-out RMSE and effective rank are "
-          + ", ".join(f"{v['levels'][deep][0]:.5f} and {v['levels'][deep][1]} for {label(m)}"
-                      for m, v in pub5.items()) + ".")
-    sens = "; ".join(
-        f"at ρ = {rho:g} " + ", ".join(f"{fmt(g, 'pct')} against Adam at {lr:g}"
-                                      for lr, g in v.items())
-        for (scene, rho), v in hs.PUBLISHED_FIXED_LR_GAPS.items() if scene == "indian_pines")
-    pavia = [(rho, v) for (scene, rho), v in hs.PUBLISHED_HEADLINE.items() if scene == "pavia_u"]
-    return {"hsi_claim_t5": t5, "hsi_claim_sens": sens,
-            "hsi_pavia_pub": " and ".join(f"{fmt(v['gap'], 'pct')} at ρ = {rho:g}"
-                                          for rho, v in pavia)}
+    values: dict[str, Any] = {}
+    for m, v in pub5.items():
+        rmse, erank = v["levels"][deep]
+        values |= {f"hsi_pub_lr_{m}": v["lr"], f"hsi_pub_rmse_{m}": rmse,
+                   f"hsi_pub_erank_{m}": erank}
+    for key, (_, rho) in zip(("low", "high"), sorted(
+            k for k in hs.PUBLISHED_FIXED_LR_GAPS if k[0] == "indian_pines"), strict=True):
+        gaps = hs.PUBLISHED_FIXED_LR_GAPS[("indian_pines", rho)]
+        values |= {f"hsi_pub_sens_{key}_lo": _pct(gaps[min(gaps)]),
+                   f"hsi_pub_sens_{key}_hi": _pct(gaps[max(gaps)])}
+    pavia = sorted(rho for scene, rho in hs.PUBLISHED_HEADLINE if scene == "pavia_u")
+    for key, rho in zip(("low", "high"), pavia, strict=True):
+        values |= {f"hsi_pavia_{key}": _pct(hs.PUBLISHED_HEADLINE[("pavia_u", rho)]["gap"]),
+                   f"hsi_pavia_rho_{key}": rho}
+    return values
+
 
 
 def waiting_markdown(c: Collected) -> str:
@@ -111,8 +141,37 @@ def protocol_items() -> dict[str, str]:
                                        ["step", "what"])}
 
 
-def table5_items(c: Collected) -> dict[str, str]:
-    """Table 5 cell by cell, its verdict, and the sentences that read it."""
+def level_values(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What :func:`~gaugebook.hyperspectral.hyperspectral_views.table5_rows` shows along the
+    levels, per method key ``m`` (mean held-out RMSE over the levels some seed reached):
+    ``hsi_lv_<m>_deep`` (at the deepest), ``_min`` and ``_min_at`` (the lowest and its level),
+    ``_max`` and ``_max_at``, ``_falls`` (whether it falls or stays at every level) and
+    ``_falls_after_max`` (whether it does so from its highest level on)."""
+    keys = {label(m): m for m in hs.METHODS}
+    values: dict[str, Any] = {}
+    for name in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == name and r["n"]]
+        if not mine:
+            continue
+        rmse = [r["rmse"] for r in mine]
+        lo = min(range(len(rmse)), key=rmse.__getitem__)
+        hi = max(range(len(rmse)), key=rmse.__getitem__)
+        tag = f"hsi_lv_{keys[name]}"
+        values |= {f"{tag}_deep": rmse[-1], f"{tag}_min": rmse[lo],
+                   f"{tag}_min_at": mine[lo]["level"], f"{tag}_max": rmse[hi],
+                   f"{tag}_max_at": mine[hi]["level"],
+                   f"{tag}_falls": all(b <= a for a, b in zip(rmse, rmse[1:], strict=False)),
+                   f"{tag}_falls_after_max": all(b <= a for a, b in zip(
+                       rmse[hi:], rmse[hi + 1:], strict=False))}
+    return values
+
+
+def table5_items(c: Collected) -> dict[str, Any]:
+    """Table 5 cell by cell and what the text says of it: how many cells have a published value
+    (``hsi_t5_cells``), agree with it to the five decimals printed (``hsi_t5_digits``) and
+    have its effective rank after rounding (``hsi_t5_ranks``), the largest difference
+    (``hsi_t5_worst``), how many of the ``hsi_t5_methods`` methods select the paper's rate
+    (``hsi_t5_same_lr``); and :func:`level_values` of the rows."""
     low = next((p for p in _ip_parts(c) if p.density_label == "low"), None)
     t5 = views.table5_rows(c, low) if low else []
     shown = [{**r, "method": f"{r['method']} ({r['lr']:g}"
@@ -126,37 +185,53 @@ def table5_items(c: Collected) -> dict[str, str]:
                  "erank": "erank", "erank_pub": "erank, paper"},
         formats={"level": "g", "rmse": ".5f", "rmse_pub": ".5f", "diff": "+.1e",
                  "erank": ".1f", "erank_pub": "g"})
-    return {"hsi_tab_table5": table, "hsi_t5_saw": views.table5_verdict(t5),
-            "hsi_levels_text": views.levels_text(t5), "hsi_order_text": views.equivariant_text(t5)}
+    cells = [r for r in t5 if r["rmse_pub"] is not None and r["n"]]
+    chosen = {r["method"]: (r["lr"], r["lr_pub"]) for r in t5 if r["lr_pub"] is not None}
+    return {
+        "hsi_tab_table5": table, "hsi_t5_cells": len(cells),
+        "hsi_t5_digits": sum(abs(r["diff"]) <= 5e-6 + 1e-12 for r in cells),
+        "hsi_t5_ranks": sum(round(r["erank"]) == r["erank_pub"] for r in cells),
+        "hsi_t5_worst": max((abs(r["diff"]) for r in cells), default=math.nan),
+        "hsi_t5_methods": len(chosen),
+        "hsi_t5_same_lr": sum(a == b for a, b in chosen.values()),
+        **level_values(t5),
+    }
 
 
-def headline_items(c: Collected) -> dict[str, str]:
-    """The headline table of the paper-protocol parts and the sentences that read it."""
-    head = views.headline_rows(c, views.paper_parts(c))
+def headline_items(c: Collected) -> dict[str, Any]:
+    """The headline table of the paper-protocol parts, and per Indian Pines density
+    (``low``, ``high``) its density, GD's gap below Adam and the paper's (percent), and whether
+    GD is below on every seed in ours and in the paper's (``hsi_head_<key>``,
+    ``hsi_head_rho_<key>``, ``hsi_head_pub_<key>``, ``hsi_head_won_<key>``,
+    ``hsi_head_pub_won_<key>``; NaN and ``False`` without records)."""
+    parts = views.paper_parts(c)
+    head = views.headline_rows(c, parts)
     table = _table(head, ["setting", "level", "gd", "adam", "gap", "wins", "gap_pub", "wins_pub"],
                    headers={**_TAB_HEADERS, "gap_pub": "paper", "wins_pub": "seeds, paper"},
                    formats=_TAB_FORMATS | {"gap_pub": "pct"})
-
-    def sentence(r: Mapping[str, Any]) -> str:
-        paper = (f" (paper: {fmt(r['gap_pub'], 'pct')} on {r['wins_pub']})"
-                 if r["gap_pub"] is not None else " (the paper has no value for this density)")
-        return f"{r['setting']}: {fmt(r['gap'], 'pct')} on {r['wins']} seeds" + paper
-
-    def holds(density: float) -> str:
-        r = next((r for r in head if r["setting"] == f"Indian Pines, ρ = {density:g}"), None)
-        if r is None:
-            return "— (no records at this scale)"
-        return (f"{fmt(r['gap'], 'pct')} on {r['wins']} seeds, against the paper's "
-                f"{fmt(r['gap_pub'], 'pct')} on {r['wins_pub']}")
-
-    return {"hsi_tab_headline": table,
-            "hsi_head_text": "; ".join(sentence(r) for r in head)
-            or "no paper-protocol records at this scale",
-            "hsi_hold_015": holds(0.15), "hsi_hold_025": holds(0.25)}
+    values: dict[str, Any] = {"hsi_tab_headline": table}
+    rows = {p.density_label: (p, r) for p, r in zip(parts, head, strict=True)
+            if p.scene.name == "indian_pines"}
+    for key in ("low", "high"):
+        p, r = rows.get(key, (None, None))
+        values |= {f"hsi_head_{key}": _pct(r and r["gap"]),
+                   f"hsi_head_rho_{key}": p.density if p else math.nan,
+                   f"hsi_head_pub_{key}": _pct(r and r["gap_pub"]),
+                   f"hsi_head_won_{key}": bool(r) and _all_won(r["wins"]),
+                   f"hsi_head_pub_won_{key}": bool(r) and _all_won(r["wins_pub"])}
+    return values
 
 
-def grid_items(c: Collected) -> dict[str, str]:
-    """The lr-sensitivity and the grid tables of Indian Pines, and their sentences."""
+def grid_items(c: Collected) -> dict[str, Any]:
+    """The lr-sensitivity and the grid tables of Indian Pines, and per density (``low``,
+    ``high``): GD's gap below Adam at Adam's slowest and fastest fixed rate
+    (``hsi_sens_<key>_lo``, ``_hi``, percent; the rates ``hsi_sens_lr_lo``, ``_hi``), whether
+    it is positive at every rate (``_positive``) and grows with the rate (``_grows``); the
+    headline of the paper's CPU grid (``hsi_cpu_<key>``, its level ``hsi_cpu_level_<key>``,
+    ``hsi_cpu_won_<key>``: on every seed) and of the extended grid (``hsi_ext_<key>``,
+    ``hsi_ext_won_<key>``); the extended grid's selections of GD and Adam at the lower density
+    (``hsi_ext_gd``, ``hsi_ext_adam``) and whether Adam's selection is the top of every grid
+    at every density (``hsi_adam_top``)."""
     parts = _ip_parts(c)
     sens = views.lr_sensitivity_rows(c, parts)
     heads = {"lr": "Adam lr (fixed)"}
@@ -165,49 +240,135 @@ def grid_items(c: Collected) -> dict[str, str]:
         heads |= {f"{p.name}:gap": rho, f"{p.name}:pub": f"{rho}, paper"}
     grids = {p.density: views.grid_rows(c, p) for p in parts}
     rows = [{"density": d, **r} for d, rs in grids.items() for r in rs]
-
-    def gap_of(name: str) -> str:
-        out = []
-        for d, rs in grids.items():
-            r = next((r for r in rs if r["grid"].startswith(name)), None)
-            out.append(f"ρ = {d:g}: —" if r is None or r["level"] is None else
-                       f"ρ = {d:g}: {fmt(r['gap'], 'pct')} at {r['level']:g} ({r['wins']} seeds)")
-        return "; ".join(out) or "—"
-
-    return {
+    values: dict[str, Any] = {
         "hsi_tab_sens": _table(sens, list(heads), headers=heads,
                                formats=dict.fromkeys(heads, "pct") | {"lr": "g"}),
-        "hsi_sens_text": views.sensitivity_text(sens, parts),
         "hsi_tab_grids": _table(rows, ["density", "grid", *hs.METHODS, "level", "gap", "wins"],
                                 headers={**{m: label(m) for m in hs.METHODS}, **_TAB_HEADERS},
                                 formats={"density": "g", "level": "g", "gap": "pct"}),
-        "hsi_cpu_text": gap_of("CPU"), "hsi_ext_text": gap_of("extended"),
+        "hsi_sens_lr_lo": sens[0]["lr"] if sens else math.nan,
+        "hsi_sens_lr_hi": sens[-1]["lr"] if sens else math.nan,
+        "hsi_ext_gd": math.nan, "hsi_ext_adam": math.nan,
+        "hsi_adam_top": bool(rows) and all(
+            (r["adam"] or "").endswith("*") for r in rows if not r["grid"].startswith("pub")),
+    }
+    by_density = _by_density(parts)
+    for key in ("low", "high"):
+        p = by_density.get(key)
+        gaps = [r[f"{p.name}:gap"] for r in sens
+                if r.get(f"{p.name}:gap") is not None] if p else []
+        mine = grids.get(p.density, []) if p else []
+        cpu = next((r for r in mine if r["grid"].startswith("CPU")), None)
+        ext = next((r for r in mine if r["grid"].startswith("extended")), None)
+        values |= {
+            f"hsi_sens_{key}_lo": _pct(gaps[0] if gaps else None),
+            f"hsi_sens_{key}_hi": _pct(gaps[-1] if gaps else None),
+            f"hsi_sens_{key}_positive": bool(gaps) and all(g > 0 for g in gaps),
+            f"hsi_sens_{key}_grows": bool(gaps) and all(
+                b > a for a, b in zip(gaps, gaps[1:], strict=False)),
+            f"hsi_cpu_{key}": _pct(cpu and cpu["gap"]),
+            f"hsi_cpu_level_{key}": cpu["level"] if cpu and cpu["level"] else math.nan,
+            f"hsi_cpu_won_{key}": bool(cpu) and _all_won(cpu["wins"]),
+            f"hsi_ext_{key}": _pct(ext and ext["gap"]),
+            f"hsi_ext_won_{key}": bool(ext) and _all_won(ext["wins"]),
+        }
+        if key == "low" and ext:
+            values |= {f"hsi_ext_{m}": float(ext[m].rstrip("*")) if ext[m] else math.nan
+                       for m in ("gd", "adam")}
+    return values
+
+
+def arm_items(c: Collected) -> dict[str, Any]:
+    """The arms of Indian Pines (dtype, centring), and per density (``low``, ``high``) how far
+    float32 (``hsi_arm_<key>_f32``) and float32 with the observed-only centring
+    (``hsi_arm_<key>_obs``) move GD's gap below Adam from the paper's arm (float64,
+    all-entries centring), in percentage points; the largest such move (``hsi_arm_spread``)
+    and whether GD is below Adam on every seed of every arm (``hsi_arm_every``)."""
+    arms = views.arm_rows(c, "indian_pines")
+    values: dict[str, Any] = {"hsi_tab_arms": _table(
+        arms, ["density", "dtype", "centring", "level", "gd", "adam", "gap", "wins"],
+        headers=_TAB_HEADERS, formats=_TAB_FORMATS)}
+    rows = [r for r in arms if r["gap"] is not None]
+    densities = sorted({r["density"] for r in rows})
+    values |= {f"hsi_arm_{key}_{arm}": math.nan for key in ("low", "high")
+               for arm in ("f32", "obs")}
+    for key, density in zip(("low", "high"), densities, strict=False):
+        mine = {(r["dtype"], r["centring"]): r["gap"] for r in rows if r["density"] == density}
+        ref = mine.get(("float64", "all entries"))
+
+        def move(arm: tuple[str, str], mine: dict = mine, ref: float | None = ref) -> float:
+            gap = mine.get(arm)
+            return math.nan if gap is None or ref is None else 100 * (gap - ref)
+
+        values |= {f"hsi_arm_{key}_f32": move(("float32", "all entries")),
+                   f"hsi_arm_{key}_obs": move(("float32", "observed only"))}
+    spreads = [100 * (max(g) - min(g)) for g in (
+        [r["gap"] for r in rows if r["density"] == d] for d in densities)]
+    return values | {"hsi_arm_spread": max(spreads, default=math.nan),
+                     "hsi_arm_every": bool(rows) and all(
+                         _all_won(r["wins"]) and r["gap"] > 0 for r in rows)}
+
+
+def _gd_edge(rows: Sequence[Mapping[str, Any]], adam: float, seeds: int) -> dict[str, Any]:
+    """What :func:`~gaugebook.hyperspectral.hyperspectral_views.gd_rate_rows` shows of GD's
+    selected rate (``adam``: Adam's held-out RMSE at the same level): the rate (``lr``), whether
+    every seed diverged at the next rate of the grid (``edge``), the effective rank there
+    (``erank``) and the largest at the slower rates (``slow_erank``), the held-out RMSE range
+    of the slower rates (``slow_lo``, ``slow_hi``) and whether each is below Adam's
+    (``slow_below_adam``)."""
+    chosen = next((i for i, r in enumerate(rows) if r["selected"]), None)
+    slower = [r for r in rows[:chosen or 0] if r["rmse"] is not None]
+    above = rows[chosen + 1] if chosen is not None and chosen + 1 < len(rows) else None
+    sel = rows[chosen] if chosen is not None else {}
+    return {
+        "lr": sel.get("lr", math.nan),
+        "edge": above is not None and above["diverged"] == seeds,
+        "erank": sel.get("erank") or math.nan,
+        "slow_erank": max((r["erank"] for r in slower), default=math.nan),
+        "slow_lo": min((r["rmse"] for r in slower), default=math.nan),
+        "slow_hi": max((r["rmse"] for r in slower), default=math.nan),
+        "slow_below_adam": bool(slower) and all(r["rmse"] < adam for r in slower),
     }
 
 
-def arm_items(c: Collected) -> dict[str, str]:
-    """The arms of Indian Pines (dtype, centring) and their sentence."""
-    arms = views.arm_rows(c, "indian_pines")
-    return {"hsi_tab_arms": _table(
-        arms, ["density", "dtype", "centring", "level", "gd", "adam", "gap", "wins"],
-        headers=_TAB_HEADERS, formats=_TAB_FORMATS),
-        "hsi_arms_text": views.arms_text(arms), "hsi_arms_verdict": views.arms_verdict(arms)}
-
-
-def beyond_items(c: Collected) -> dict[str, str]:
-    """The scenes beyond the paper: selections and headline, Samson's GD rates."""
+def beyond_items(c: Collected) -> dict[str, Any]:
+    """The scenes beyond the paper: the table of selections and headline, Samson's GD rates;
+    per scene (``salinas_a``, ``samson``) and density (``low``, ``high``),
+    ``hsi_by_<scene>_<key>`` (GD's gap below Adam, percent), ``_rho``, ``_ratio`` (GD's
+    held-out RMSE over Adam's), ``_won`` and ``_lost`` (GD below Adam on every seed, on none);
+    per Samson density, ``hsi_sam_<key>_<name>`` for the names of :func:`_gd_edge` and
+    ``hsi_sam_<key>_adam`` (Adam's held-out RMSE at the same level). NaN and ``False``
+    without records."""
     others = [p for p in views.main_parts(c) if p.scene.name not in hs.PAPER_SCENES
               and (p.scene.name, p.density) not in hs.PUBLISHED_HEADLINE]
-    beyond = []
+    values: dict[str, Any] = {}
+    for scene in ("salinas_a", "samson"):
+        for key in ("low", "high"):
+            values |= {f"hsi_by_{scene}_{key}{x}": math.nan for x in ("", "_rho", "_ratio")}
+            values |= {f"hsi_by_{scene}_{key}{x}": False for x in ("_won", "_lost")}
+    for key in ("low", "high"):
+        values |= {f"hsi_sam_{key}_{k}": v
+                   for k, v in {**_gd_edge([], math.nan, 0), "adam": math.nan}.items()}
+    beyond, gd = [], []
     for p in others:
         s = views.summary(c, p)
         h, comp = s["headline"], s["comparison"]["methods"]
         beyond.append({"setting": f"{p.scene.label}, ρ = {p.density:g}", "level": h["level"],
                        "gap": h["gap"], "wins": views.seeds_won(h),
                        **{m: comp[m]["lr"] for m in hs.METHODS}})
-    samson = [p for p in others if p.scene.name == "samson"]
-    gd = [{"density": p.density, **r} for p in samson for r in views.gd_rate_rows(c, p)]
-    return {
+        tag = f"hsi_by_{p.scene.name}_{p.density_label}"
+        ratio = h["gd"] / h["adam"] if h["gd"] is not None and h["adam"] else math.nan
+        values |= {tag: _pct(h["gap"]), f"{tag}_rho": p.density, f"{tag}_ratio": ratio,
+                   f"{tag}_won": _all_won(beyond[-1]["wins"]),
+                   f"{tag}_lost": _none_won(beyond[-1]["wins"])}
+        if p.scene.name == "samson":
+            rates = views.gd_rate_rows(c, p)
+            gd += [{"density": p.density, **r} for r in rates]
+            adam = comp["adam"]["rmse"] or math.nan
+            edge = _gd_edge(rates, adam, len(c.config.eval_seeds))
+            values |= {f"hsi_sam_{p.density_label}_{k}": v
+                       for k, v in {**edge, "adam": adam}.items()}
+    return values | {
         "hsi_tab_beyond": _table(beyond, ["setting", *hs.METHODS, "level", "gap", "wins"],
                                  headers={**{m: f"{label(m)} lr" for m in hs.METHODS},
                                           **_TAB_HEADERS},
@@ -218,10 +379,5 @@ def beyond_items(c: Collected) -> dict[str, str]:
                                              "rmse": "held-out RMSE", "erank": "erank"},
                                     formats={"density": "g", "lr": "g", "rmse": ".5f",
                                              "erank": ".1f"}),
-        "hsi_beyond_text": "; ".join(f"{r['setting']}: {fmt(r['gap'], 'pct')} ({r['wins']} seeds)"
-                                     for r in beyond) or "—",
-        "hsi_samson_edge": "; ".join(f"at ρ = {p.density:g}, "
-                                     + views.gd_edge_text(views.gd_rate_rows(c, p)) for p in samson)
-        or "no Samson records at this scale",
     }
 

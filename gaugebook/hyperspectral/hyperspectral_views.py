@@ -22,7 +22,7 @@ from gaugebook.engine.collection import Collected
 from gaugebook.engine.selection import at_level
 from gaugebook.hyperspectral import hyperspectral_runs as hs
 from gaugebook.hyperspectral import matched_loss as ml
-from gaugebook.present.tables import fmt, label
+from gaugebook.present.tables import label
 
 
 def shown_parts(c: Collected) -> list[hs.Part]:
@@ -189,27 +189,6 @@ def gd_rate_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     return rows
 
 
-def gd_edge_text(rows: Sequence[Mapping[str, Any]], seeds: int = 4) -> str:
-    """What :func:`gd_rate_rows` says about GD's selected rate: how far it sits from the first
-    rate at which every seed diverged, and its effective rank beside the slower rates'."""
-    chosen = next((i for i, r in enumerate(rows) if r["selected"]), None)
-    if chosen is None:
-        return "no GD rate was selected"
-    sel = rows[chosen]
-    text = f"GD's selected rate is {sel['lr']:g}"
-    above = rows[chosen + 1] if chosen + 1 < len(rows) else None
-    if above is not None and above["diverged"] == seeds:
-        text += f", one grid step below {above['lr']:g}, where every seed diverged"
-    elif above is None:
-        text += ", the top of its grid"
-    slower = [r for r in rows[:chosen] if r["erank"] is not None]
-    if sel["erank"] is not None and slower:
-        ranks = ", ".join(f"{r['erank']:.0f}" for r in slower)
-        text += (f"; there the effective rank of W is {sel['erank']:.0f}, against "
-                 f"{ranks} at the slower rates")
-    return text
-
-
 def level_curves(c: Collected, parts: Sequence[hs.Part]) -> Any:
     """Held-out RMSE against the matched training-MSE level, one panel per part, one line per
     method at its selected rate (mean over the seeds that reached the level); the published
@@ -239,129 +218,6 @@ def level_curves(c: Collected, parts: Sequence[hs.Part]) -> Any:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
     return fig
-
-
-def table5_verdict(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One sentence on :func:`table5_rows`: whether the selected rates are the paper's, and how
-    many cells agree with the published ones to the digits printed (five decimals of the RMSE,
-    whole effective ranks)."""
-    if not rows:
-        return "The table is empty: no complete Indian Pines records (see above)."
-    cells = [r for r in rows if r["rmse_pub"] is not None and r["n"]]
-    if not cells:
-        return ("At this scale the matrix is smaller than the paper's, and so is its density: "
-                "no published value applies, and the table shows the protocol at work.")
-    chosen = {r["method"]: (r["lr"], r["lr_pub"]) for r in rows if r["lr_pub"] is not None}
-    same_lr = [m for m, (a, b) in chosen.items() if a == b]
-    rates = ("the paper's rate for every method" if len(same_lr) == len(chosen) else
-             f"the paper's rate for {len(same_lr)} of {len(chosen)} methods")
-    digits = [r for r in cells if abs(r["diff"]) <= 5e-6 + 1e-12]
-    ranks = [r for r in cells if round(r["erank"]) == r["erank_pub"]]
-    worst = max(abs(r["diff"]) for r in cells)
-    return (f"The train-only rule picks {rates}. Of the {len(cells)} cells, {len(digits)} agree "
-            f"with the published held-out RMSE to the five decimals printed (the largest "
-            f"difference is {worst:.1e}) and {len(ranks)} have the published effective rank "
-            "after rounding.")
-
-
-def levels_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """What :func:`table5_rows` says along the levels, per method: whether its held-out error
-    falls at every level, or where it is lowest and what it is at the deepest level."""
-    out = []
-    for m in dict.fromkeys(r["method"] for r in rows):
-        mine = [r for r in rows if r["method"] == m and r["n"]]
-        if len(mine) < 2:
-            continue
-        name = m.split(" (")[0]
-        values = [r["rmse"] for r in mine]
-        best = min(range(len(values)), key=values.__getitem__)
-        worst = max(range(len(values)), key=values.__getitem__)
-        if all(b <= a for a, b in zip(values, values[1:], strict=False)):
-            out.append(f"{name}'s falls at every level, to {values[-1]:.4f} at "
-                       f"{mine[-1]['level']:g}")
-        elif best == len(values) - 1:
-            out.append(f"{name}'s rises to {values[worst]:.4f} at {mine[worst]['level']:g} "
-                       f"before falling to {values[-1]:.4f} at {mine[-1]['level']:g}")
-        else:
-            out.append(f"{name}'s is lowest at {mine[best]['level']:g} ({values[best]:.4f}) and "
-                       f"{values[-1]:.4f} at {mine[-1]['level']:g}")
-    return "; ".join(out) or "no levels to compare"
-
-
-def sensitivity_text(rows: Sequence[Mapping[str, Any]], parts: Sequence[hs.Part]) -> str:
-    """What :func:`lr_sensitivity_rows` says: per part, GD's gap below Adam at Adam's slowest
-    and at its selected rate, and whether GD is below Adam at every fixed rate."""
-    out = []
-    for part in parts:
-        gaps = [(r["lr"], r.get(f"{part.name}:gap")) for r in rows]
-        gaps = [(lr, g) for lr, g in gaps if g is not None and math.isfinite(g)]
-        if not gaps:
-            continue
-        low, high = gaps[0], max(gaps, key=lambda x: x[1])
-        every = all(g > 0 for _, g in gaps)
-        out.append(f"at ρ = {part.density:g}, {fmt(low[1], 'pct')} against Adam at {low[0]:g} and "
-                   f"up to {fmt(high[1], 'pct')} at {high[0]:g}; GD is below Adam at "
-                   + ("every rate" if every else "some rates only"))
-    return "; ".join(out) or "no fixed-rate comparison at this scale"
-
-
-def arms_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """What :func:`arm_rows` says: how far each arm moves the headline gap from the paper's
-    protocol (the float64, all-entries arm of the same density), in percentage points, and
-    whether every arm keeps GD below Adam on every seed."""
-    out = []
-    for density in dict.fromkeys(r["density"] for r in rows):
-        mine = [r for r in rows if r["density"] == density and r["gap"] is not None]
-        ref = next((r for r in mine if r["dtype"] == "float64"
-                    and r["centring"] == "all entries"), None)
-        if ref is None or len(mine) < 2:
-            continue
-        moves = [f"{r['dtype']} with {r['centring']} centring changes it by "
-                 + _points(100 * (r["gap"] - ref["gap"]))
-                 for r in mine if r is not ref]
-        out.append(f"at ρ = {density:g} GD's gap below Adam is {fmt(ref['gap'], 'pct')} in "
-                   "float64 with all-entries centring (the paper's arithmetic and centring), "
-                   "and " + ", ".join(moves))
-    if not out:
-        return "No Indian Pines arms to compare at this scale"
-    every = all(_every_seed(r) for r in rows if r["gap"] is not None)
-    text = "; ".join(out)
-    return (text[0].upper() + text[1:] + "; GD is below Adam on "
-            + ("every seed of every arm" if every else "not every seed of every arm"))
-
-
-def arms_verdict(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One sentence: whether every arm of :func:`arm_rows` keeps GD below Adam on every seed,
-    and the largest move of the gap between arms of one density."""
-    rows = [r for r in rows if r["gap"] is not None]
-    if not rows:
-        return "No arms to compare at this scale"
-    spread = max(100 * (max(g) - min(g)) for g in (
-        [r["gap"] for r in rows if r["density"] == d] for d in {r["density"] for r in rows}))
-    every = all(_every_seed(r) and r["gap"] > 0 for r in rows)
-    return (("Neither float32 nor the observed-only centring changes the verdict: GD is below "
-             "Adam in every arm, on every seed" if every else
-             "The verdict depends on the arm: GD is not below Adam on every seed of every arm")
-            + f"; the gap moves by at most {spread:.1f} points between arms")
-
-
-def _every_seed(row: Mapping[str, Any]) -> bool:
-    """Whether GD won on every seed of an :func:`arm_rows` row (its ``wins`` is ``k/k``)."""
-    won, _, seeds = (row["wins"] or "").partition("/")
-    return bool(seeds) and won == seeds
-
-
-def _points(delta: float) -> str:
-    """A change of a percentage in points (``nothing`` when it rounds to zero)."""
-    return "nothing" if round(delta, 1) == 0 else f"{delta:+.1f} points"
-
-
-def equivariant_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """At the deepest level of :func:`table5_rows`: the held-out error of every method, best
-    first."""
-    deepest = {r["method"].split(" (")[0]: r for r in rows if r["n"]}
-    order = sorted(deepest.items(), key=lambda kv: kv[1]["rmse"])
-    return " < ".join(f"{m} {r['rmse']:.4f}" for m, r in order) or "—"
 
 
 # --------------------------------------------------------------------------------------------

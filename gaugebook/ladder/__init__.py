@@ -2,7 +2,7 @@
 
 ``ladder_runs``   the experiment: sizes n = 40 … 384, the rank and m/dof arms
 ``ladder_paper``  the ladder beside the paper's and beside the sensing protocol at n = 40
-``ladder_views``  the chapter's tables, figures and sentences
+``ladder_views``  the chapter's tables, figures and numbers
 
 The chapters use the names below, as ``from gaugebook import ladder`` and
 ``ladder.NAME``; other modules import from the module that defines a name.
@@ -26,6 +26,7 @@ from gaugebook.ladder.ladder_views import (
     recovery_figure,
     recovery_values,
     settings_values,
+    survival,
 )
 
 __all__ = [
@@ -41,4 +42,5 @@ __all__ = [
     "recovery_values",
     "settings_values",
     "size_rows",
+    "survival",
 ]

@@ -7,7 +7,7 @@ and over how many seeds (:func:`published_rec`, :func:`published_seeds`), what i
 
 Last, the chapter's two protocols at ``n = 40``: the matrix-sensing chapter's (the paper's
 Table 2) beside the ladder's (its Table 11), from the paper-scale configurations and records of
-both: the table that sets them side by side and the sentences the text says of it
+both: the table that sets them side by side and the numbers the text quotes
 (:func:`n40_protocols`).
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 from gaugebook.engine import selection
 from gaugebook.ladder import ladder_runs as ladder
-from gaugebook.present.tables import as_markdown, fmt, formatter, join_words, label, table_html
+from gaugebook.present.tables import fmt, formatter, label, table_html
 from gaugebook.sensing import sensing_runs as ms
-from gaugebook.sensing.sensing_views import split_sides, split_text
+from gaugebook.sensing.sensing_views import split_text
 
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
 
@@ -47,7 +47,9 @@ def published_seeds(part: ladder.LadderPart) -> int | None:
     """How many seeds the published value of ``part`` averages (``None`` when unpublished)."""
     if published_rec(part) is None:
         return None
-    return ladder.PUBLISHED_LADDER_SEEDS[part.problem.n] if part.arm == "size" else 5
+    if part.arm == "size":
+        return ladder.PUBLISHED_LADDER_SEEDS[part.problem.n]
+    return ladder.PUBLISHED_ARM_SEEDS
 
 
 def published_expectation(part: ladder.LadderPart, claim: str) -> bool | None:
@@ -156,29 +158,33 @@ def _selection_at_40(rows: Mapping[str, Mapping[str, Any]], method: str) -> str:
     return "—" if sel is None else f"{fmt(sel['rec'], 'rec4')} (lr {sel['lr']:g})"
 
 
-def _split(rows: Mapping[str, Mapping[str, Any]]) -> tuple[bool | None, str, str]:
-    """The equivariant / coordinate-wise split of ``rows`` (a selection per method): whether it
-    is clean (``None`` when it cannot be judged), the table's cell (:func:`split_text`) and the
-    text's words (``"Muon 0.0012 below Adam 0.4100"``, the lower side first)."""
+def _split(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """The table's cell of the equivariant / coordinate-wise split of ``rows`` (a selection per
+    method, :func:`split_text`): a dash when it cannot be judged."""
     split = ms.split_summary(list(rows.values()))
     if not math.isfinite(split["gap"]):
-        return None, "—", ""
-    eq, cw = split_sides(split, formatter("rec4"))
-    cell = split_text(split, "holds" if split["clean"] else "fails", formatter("rec4"))
-    return split["clean"], cell, f"{eq} below {cw}" if split["clean"] else f"{cw} below {eq}"
+        return "—"
+    return split_text(split, "holds" if split["clean"] else "fails", formatter("rec4"))
 
 
 def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
-                  ) -> tuple[str, dict[str, str]]:
+                  ) -> tuple[str, dict[str, Any]]:
     """The two protocols that give a row at ``n = 40``, from their paper-scale configurations
     and records: chapter 4's (Table 2: the zoo part of :mod:`~gaugebook.experiments.
     matrix_sensing`, Table 2's gate) and this chapter's (the ladder's ``n40``, the paper
     ladder's gate). ``table2``: the records of the zoo part; ``ladder_records``: the ladder's
     records with part ``n40``. Returns the table (budget, precision, gate, schedules,
     optimizers, GD's and signum's grids; GD and signum at ``n = 40``, ours and published; the
-    equivariant / coordinate-wise split) and the sentences the text says of it, each computed
-    from the configs and selections (``differ``: what differs; ``gd``: GD's selected rates and
-    the smallest rate of Table 2's grid; ``signum``; ``split``)."""
+    equivariant / coordinate-wise split) and the numbers the text quotes and checks, from the
+    configs and selections: ``n40_differ`` (the settings that differ, comma-separated keys),
+    GD's selected rate under the ladder's gate and Table 2's on the ladder's grid and the
+    matrix-sensing chapter's (``n40_gd_lr``, ``n40_gd_lr_t2``, ``n40_gd_lr_ch4``) and the
+    smallest rate of Table 2's grid (``n40_gd_grid_min``); signum's rate, whether its grid,
+    rate and schedule are the same under both (``n40_signum_same``) and its rec under each
+    (``n40_signum_ch4``, ``n40_signum_ch9``); and per split (``t2``: Table 2's protocol,
+    ``ladder``: the ladder's, ``nine``: the ladder's on Table 2's nine) whether it is clean
+    and its two sides (``n40_<split>_clean``, ``_eq``, ``_eq_method``, ``_cw``,
+    ``_cw_method``)."""
     zoo = ms.get_config("paper").part("zoo")
     config = ladder.get_config("paper")
     part = config.part("n40")
@@ -219,66 +225,47 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
          "ch9": _selection_at_40(ch9, "signum")},
         {"item": "signum, published", "ch4": f"{pub2['signum'][0]:.4f} (Table 2)",
          "ch9": f"{pub11['signum'][40]:.4f} (Table 11)"},
-        {"item": "the split, all optimizers", "ch4": _split(ch4)[1], "ch9": _split(ch9)[1]},
-        {"item": "the split, Table 2's nine", "ch4": _split(ch4)[1], "ch9": _split(nine)[1]},
+        {"item": "the split, all optimizers", "ch4": _split(ch4), "ch9": _split(ch9)},
+        {"item": "the split, Table 2's nine", "ch4": _split(ch4), "ch9": _split(nine)},
     ]
     html = table_html(rows, ["item", "ch4", "ch9"],
                       headers={"ch4": "Table 2's protocol (matrix sensing)",
                                "ch9": "the ladder's (this chapter)"})
-    items = {
-        "the budget": (zoo.budget.num_steps, part.budget.num_steps),
-        "the precision": (zoo.dtype, part.dtype),
-        "the selection gate": ("oracle", gate),
-        "GD's learning-rate grid": (tuple(zoo.lr_grids["gd"]), tuple(part.lr_grid("gd"))),
-        "the optimizers": (tuple(zoo.methods), tuple(part.methods)),
-        "the schedules (which rules decay with a cosine)": (cos4, cos9),
+    differs = {
+        "budget": zoo.budget.num_steps != part.budget.num_steps,
+        "precision": zoo.dtype != part.dtype,
+        "gate": gate != "oracle",
+        "gd_grid": tuple(zoo.lr_grids["gd"]) != tuple(part.lr_grid("gd")),
+        "optimizers": tuple(zoo.methods) != tuple(part.methods),
+        "schedules": cos4 != cos9,
     }
-    differ = [k for k, (x, y) in items.items() if x != y]
-    same = [k for k, (x, y) in items.items() if x == y]
-    text = {"differ": (join_words(differ) + " differ" if differ else "nothing differs")
-            + (f"; {join_words(same)} do not" if same else "")}
-    lo = min(zoo.lr_grids["gd"])
-    lrs = {p: (info[p].get("gd") or {}).get("lr") for p in (gate, "oracle")}
-    lr4 = (ch4.get("gd") or {}).get("lr")
-    if None in (*lrs.values(), lr4):
-        text["gd"] = "GD has no selection under one of the protocols"
-    else:
-        where = (f"both below {lo:g}, the smallest rate of Table 2's grid"
-                 if all(v < lo for v in lrs.values()) else "on the ladder's grid")
-        text["gd"] = (f"On the ladder's grid GD selects {lrs[gate]:g} under the ladder's gate "
-                      f"and {lrs['oracle']:g} under Table 2's, {where}; the matrix-sensing "
-                      f"chapter selects {lr4:g}")
-    s4, s9 = ch4.get("signum"), ch9.get("signum")
-    if s4 is None or s9 is None:
-        text["signum"] = "signum has no selection under one of the protocols"
-    else:
-        same_signum = {
-            "grid": tuple(zoo.lr_grids["signum"]) == tuple(part.lr_grid("signum")),
-            "selected rate": s4["lr"] == s9["lr"],
-            "schedule": zoo.schedules.get("signum") == part.schedule("signum"),
-        }
-        if all(same_signum.values()):
-            text["signum"] = (
-                f"For signum the grid, the selected rate ({s9['lr']:g}) and the schedule "
-                f"({part.schedule('signum')}) are the same, so its gap ({fmt(s4['rec'], 'rec4')} "
-                f"against {fmt(s9['rec'], 'rec4')}) comes from the budget (the cosine runs over "
-                "the longer one) or the precision; our records cannot tell which")
-        else:
-            text["signum"] = ("For signum the " + join_words([k for k, v in same_signum.items()
-                                                          if not v]) + " differ too")
-
-    (c4, _, t4), (c9, _, t9), (c9n, _, t9n) = _split(ch4), _split(ch9), _split(nine)
-    word = {True: "holds", False: "fails", None: "cannot be judged"}
-    text["split"] = (f"the split between the two classes {word[c4]} under Table 2's protocol "
-                     f"({t4}) and {word[c9]} under the ladder's ({t9})")
-    if c9 is False and c9n is not None:
-        text["split"] += (f", and {word[c9n]} among Table 2's nine alone" if t9n == t9 else
-                          f"; among Table 2's nine alone it {word[c9n]} ({t9n})")
-    return html, text
+    gd = {p: (info[p].get("gd") or {}).get("lr") for p in (gate, "oracle")}
+    s4, s9 = ch4.get("signum") or {}, ch9.get("signum") or {}
+    splits = {"t2": ms.split_summary(list(ch4.values())),
+              "ladder": ms.split_summary(list(ch9.values())),
+              "nine": ms.split_summary(list(nine.values()))}
+    values: dict[str, Any] = {
+        "n40_differ": ", ".join(k for k, v in differs.items() if v),
+        "n40_gd_lr": gd[gate] or math.nan, "n40_gd_lr_t2": gd["oracle"] or math.nan,
+        "n40_gd_lr_ch4": (ch4.get("gd") or {}).get("lr") or math.nan,
+        "n40_gd_grid_min": min(zoo.lr_grids["gd"]),
+        "n40_signum_lr": s9.get("lr", math.nan),
+        "n40_signum_same": bool(s4 and s9) and s4["lr"] == s9["lr"]
+        and tuple(zoo.lr_grids["signum"]) == tuple(part.lr_grid("signum"))
+        and zoo.schedules.get("signum") == part.schedule("signum"),
+        "n40_signum_ch4": s4.get("rec", math.nan), "n40_signum_ch9": s9.get("rec", math.nan),
+    }
+    for key, split in splits.items():
+        values |= {f"n40_{key}_clean": split["clean"],
+                   f"n40_{key}_eq": split["worst_equivariant_rec"],
+                   f"n40_{key}_eq_method": split["worst_equivariant"] or "—",
+                   f"n40_{key}_cw": split["best_coordinatewise_rec"],
+                   f"n40_{key}_cw_method": split["best_coordinatewise"] or "—"}
+    return html, values
 
 
 def n40_values(table2: Sequence[Mapping[str, Any]], ladder_records: Records) -> dict[str, Any]:
     """The page's values of :func:`n40_protocols`: the table (``tab_ladder_n40``) and its
-    sentences as ``n40_<key>`` (Markdown, pasted as ordinary text)."""
-    html, text = n40_protocols(table2, ladder_records)
-    return {"tab_ladder_n40": html} | {f"n40_{k}": as_markdown(v) for k, v in text.items()}
+    numbers."""
+    html, values = n40_protocols(table2, ladder_records)
+    return {"tab_ladder_n40": html} | values

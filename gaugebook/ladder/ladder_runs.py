@@ -142,6 +142,8 @@ PUBLISHED_LADDER_REC: dict[str, dict[int, float]] = {
 #: Seeds behind each published size (the arms: 5).
 PUBLISHED_LADDER_SEEDS: dict[int, int] = {40: 3, 64: 10, 96: 10, 128: 10, 192: 10, 256: 10,
                                           384: 10}
+#: The seeds behind each published value of the two arms (rank and m/dof, at n = 64).
+PUBLISHED_ARM_SEEDS = 5
 #: The methods whose arm values Table 11 gives.
 PUBLISHED_ARM_METHODS: dict[str, tuple[str, ...]] = {
     "rank": ("gd", "scalar_adam", "adam", "muon", "shampoo"),

@@ -1,5 +1,5 @@
 r"""What the scaling chapter shows, computed from the ladder's records
-(:func:`gaugebook.ladder.ladder_runs.collect`): tables, sentences computed from the records,
+(:func:`gaugebook.ladder.ladder_runs.collect`): tables, the numbers its text quotes and checks,
 figures, and the values the page glues (``*_values``). Our numbers come from the selections of
 :func:`~gaugebook.ladder.ladder_runs.size_rows`, the published ones from the constants of
 :mod:`gaugebook.ladder.ladder_runs` (set beside ours by :mod:`gaugebook.ladder.ladder_paper`,
@@ -8,6 +8,7 @@ as is the matrix-sensing zoo's protocol at ``n = 40``), each in its own column o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -116,23 +117,6 @@ def published_table(compared: Sequence[Mapping[str, Any]]) -> str:
     return viz.table_html(rows, ["optimizer", *points.values()])
 
 
-def agreement_text(compared: Sequence[Mapping[str, Any]]) -> str:
-    """Where our seeds are the paper's: how many of our means equal the published one to its
-    printed digits, and which do not (ours against published)."""
-    same = [c for c in compared if c["seeds"] == c["published_seeds"]]
-    if not same:
-        return "no point of the ladder has our seeds equal to the paper's"
-    digits = ladder.PUBLISHED_LADDER_DIGITS
-    off = [c for c in same if round(c["ours"], digits) != round(c["published"], digits)]
-    where = ", ".join(dict.fromkeys(_POINT[c["arm"]].format(c["value"]) for c in same))
-    text = (f"where our seeds are the paper's ({where}), {len(same) - len(off)} of the "
-            f"{len(same)} means equal the published ones to the {digits} printed decimals")
-    if off:
-        text += "; not " + "; ".join(f"{label(c['method'])} ({fmt(c['ours'], 'rec4')} against "
-                                     f"{c['published']:.4f})" for c in off)
-    return text
-
-
 # --------------------------------------------------------------------------------------------
 # protocols
 # --------------------------------------------------------------------------------------------
@@ -183,46 +167,9 @@ def record_table(rec96: Sequence[Mapping[str, Any]]) -> str:
                  "rel_diff": ".1e"})
 
 
-def record_text(rec96: Sequence[Mapping[str, Any]], ours_seeds: int) -> str:
-    """What :func:`record_table` shows, in words: how close the runs with the paper's schedule
-    end to the paper's record of seed 42 at n = 96, and why GD's published mean differs (the
-    seeds behind it)."""
-    if not rec96:
-        return ("At this scale there is no record of seed 42 at n = 96 to set beside the "
-                "paper's record of it.")
-    same = [r for r in rec96 if r["schedule"] == r["paper_schedule"]]
-    worst = max((r["rel_diff"] for r in same if r["paper"] > 1e-3), default=None)
-    text = (f"Seed for seed the two implementations agree: at n = 96, seed 42, the {len(same)} "
-            f"of {len(rec96)} optimizers with the same schedule end within a relative "
-            + ("—" if worst is None else f"{worst:.1e}")
-            + " of the paper's record wherever the error is not exact recovery.")
-    gd = next((r for r in rec96 if r["method"] == "gd"), None)
-    if gd is not None:
-        pub, seeds = ladder.PUBLISHED_LADDER_REC["gd"][96], ladder.PUBLISHED_LADDER_SEEDS[96]
-        text += (f" Gradient descent ends at {gd['ours']:.4f} and the paper's seed 42 at "
-                 f"{gd['paper']:.4f}; the published {pub:.4f} is the mean of {seeds} seeds, "
-                 f"ours of {ours_seeds}. So the gap at n = 96 is the seed sample, not the "
-                 f"method: {_seeds(ours_seeds)} {'does' if ours_seeds == 1 else 'do'} not "
-                 f"estimate a {seeds}-seed mean.")
-    return text
-
-
 # --------------------------------------------------------------------------------------------
 # the paper's claims
 # --------------------------------------------------------------------------------------------
-
-
-def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
-    """Where a claim of the paper agrees with ours, in words: at every size compared, at none,
-    or at which and not at which."""
-    if not agree and not disagree:
-        return "not compared (no size of the paper's own setting has records)"
-    if not disagree:
-        return "our records agree with the paper at every size compared"
-    if not agree:
-        return "our records disagree with the paper at every size compared"
-    return (f"our records agree with the paper at n = {', '.join(map(str, agree))} and "
-            f"disagree at n = {', '.join(map(str, disagree))}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,16 +179,17 @@ def survival_text(agree: Sequence[int], disagree: Sequence[int]) -> str:
 
 def published_values(config: ladder.LadderConfig, gate: str) -> dict[str, Any]:
     """The largest size and its free fraction ``(n² − m)/n²``, the paper's Table 11 means
-    (``pub_<method>_<n>``), the gate and the claims in words, the paper's seeds and printed
-    digits."""
+    (``pub_<method>_<n>``), the gate in words (for a caption), the paper's seeds (``pub_seeds``
+    at most sizes, ``pub_seeds_canary`` at n = 40, ``pub_seeds_arms``) and printed digits."""
     big = config.arm("size")[-1].problem
     values: dict[str, Any] = {"ladder_big_n": big.n,
                               "ladder_big_free": (big.n ** 2 - big.m) / big.n ** 2}
     for m, points in ladder.PUBLISHED_LADDER_REC.items():
         values |= {f"pub_{m}_{n}": value for n, value in points.items()}
     values["gate_text"] = md(selection.PROTOCOLS[gate].gate_text)
-    values |= {f"claim_{c}": md(t) for c, t in ladder.PUBLISHED_LADDER_CLAIMS.items()}
-    return values | {"pub_seeds_text": md(ladder.PAPER_LADDER_PROTOCOL["seeds"]),
+    seeds = ladder.PUBLISHED_LADDER_SEEDS
+    return values | {"pub_seeds": max(seeds.values()), "pub_seeds_canary": seeds[40],
+                     "pub_seeds_arms": ladder.PUBLISHED_ARM_SEEDS,
                      "pub_digits": ladder.PUBLISHED_LADDER_DIGITS}
 
 
@@ -284,25 +232,39 @@ def settings_values(config: ladder.LadderConfig, records: Records, info: Info
 def recovery_values(config: ladder.LadderConfig, sizes: Info, arms: Mapping[str, Info]
                     ) -> dict[str, Any]:
     """The recovery table of the sizes, Table 11 beside ours (sizes; the two arms), how many
-    published values have a record here of how many, and where they agree."""
+    published values have a record here of how many, and where our seeds are the paper's:
+    how many of those means equal the published ones to the printed digits
+    (``ladder_same_n`` of ``ladder_same_total``), at which points (``ladder_same_where``,
+    e.g. ``"n = 40"``), which methods do not (``ladder_off_methods``, comma-separated keys) and
+    the first of them, ours and published (``ladder_off_ours``, ``ladder_off_pub``)."""
     compared = {arm: ladder_paper.comparison_rows(config, info)
                 for arm, info in (("size", sizes), *arms.items())}
     everything = [c for rows in compared.values() for c in rows]
     tables = (ladder.PUBLISHED_LADDER_REC, ladder.PUBLISHED_LADDER_RANK,
               ladder.PUBLISHED_LADDER_MDOF)
+    same = [c for c in everything if c["seeds"] == c["published_seeds"]]
+    digits = ladder.PUBLISHED_LADDER_DIGITS
+    off = [c for c in same if round(c["ours"], digits) != round(c["published"], digits)]
     return {
         "tab_ladder_rec": rec_table(sizes, "size"),
         "tab_ladder_published": published_table(compared["size"]),
         "tab_ladder_published_arms": published_table([*compared["rank"], *compared["mdof"]]),
         "ladder_pub_compared": len(everything),
         "ladder_pub_total": sum(len(v) for table in tables for v in table.values()),
-        "ladder_agreement": md(agreement_text(everything)),
+        "ladder_same_n": len(same) - len(off), "ladder_same_total": len(same),
+        "ladder_same_where": ", ".join(dict.fromkeys(
+            _POINT[c["arm"]].format(c["value"]) for c in same)),
+        "ladder_off_methods": ", ".join(c["method"] for c in off),
+        "ladder_off_ours": off[0]["ours"] if off else math.nan,
+        "ladder_off_pub": off[0]["published"] if off else math.nan,
     }
 
 
-def gate_changes(config: ladder.LadderConfig, records: Records, ran: Info) -> list[str]:
+def gate_changes(config: ladder.LadderConfig, records: Records, ran: Info
+                 ) -> list[dict[str, Any]]:
     """Every selection of ``ran`` (the ladder's gate) that Table 2's stricter gate changes:
-    ``"GD at n = 40: lr 0.1 → 0.05, rec 0.123 → 0.456"``."""
+    ``method``, ``n``, the rate and mean rec under the ladder's gate (``lr``, ``rec``) and
+    under Table 2's (``lr_t2``, ``rec_t2``)."""
     strict = {row["n"]: row["rows"]
               for row in ladder.size_rows(config, records, "size", "oracle")}
     changed = []
@@ -310,42 +272,67 @@ def gate_changes(config: ladder.LadderConfig, records: Records, ran: Info) -> li
         for m, sel in row["rows"].items():
             old = strict[row["n"]].get(m)
             if old is not None and old["lr"] != sel["lr"]:
-                changed.append(f"{label(m)} at n = {row['n']}: lr {old['lr']:g} → "
-                               f"{sel['lr']:g}, rec {fmt(old['rec'], 'rec3')} → "
-                               f"{fmt(sel['rec'], 'rec3')}")
+                changed.append({"method": m, "n": row["n"], "lr": sel["lr"], "rec": sel["rec"],
+                                "lr_t2": old["lr"], "rec_t2": old["rec"]})
     return changed
 
 
 def protocol_values(config: ladder.LadderConfig, records: Records, ran: Info, gate: str
                     ) -> dict[str, Any]:
-    """The protocols table, the selections Table 2's gate would change, and seed 42 at
-    ``n = 96`` run for run (the table, its sentence, RMSProp's decayed against constant)."""
+    """The protocols table; the selections Table 2's gate would change (``gate_changes``, how
+    many; the first as ``gate_method``, ``gate_n``, ``gate_lr``, ``gate_lr_t2``, ``gate_rec``,
+    ``gate_rec_t2``); seed 42 at ``n = 96`` run for run: the table, how many of its
+    ``rec96_total`` optimizers have the paper's schedule (``rec96_same``), the largest relative
+    difference among them where the error is not exact recovery (``rec96_worst``), GD's rec,
+    ours and the record's (``rec96_gd``, ``rec96_gd_paper``), the seeds behind our n = 96 mean
+    and the paper's (``rec96_seeds``, ``pub_seeds_96``), and RMSProp's rec decayed and at the
+    paper's constant step (``rms96_ours``, ``rms96_paper``). NaN where there is no record."""
     changed = gate_changes(config, records, ran)
-    k = len(changed)
+    first = changed[0] if changed else {}
     rec96 = ladder_paper.record_comparison(records.get("n96", []))
-    rms96 = next((r for r in rec96 if r["method"] == "rmsprop"), None)
-    seeds96 = next((len(row["seeds"]) for row in ran if row["n"] == 96), 0)
+    same = [r for r in rec96 if r["schedule"] == r["paper_schedule"]]
+    gd = next((r for r in rec96 if r["method"] == "gd"), {})
+    rms = next((r for r in rec96 if r["method"] == "rmsprop"), {})
     return {
         "tab_ladder_protocols": protocol_table(config, records, ran, gate),
-        "gate_changed": md("; ".join(changed) or "none"),
-        "gate_changed_n": md(f"{k} selection{'s' * (k != 1)} change{'s' * (k == 1)}"),
+        "gate_changes": len(changed), "gate_method": first.get("method", "—"),
+        "gate_n": first.get("n", 0),
+        **{f"gate_{k}": first.get(k, math.nan) for k in ("lr", "lr_t2", "rec", "rec_t2")},
         "tab_ladder_record": record_table(rec96),
-        "rec96_text": md(record_text(rec96, seeds96)),
-        "rms96_text": md(f"{fmt(rms96['ours'], 'rec3')} decayed against "
-                         f"{fmt(rms96['paper'], 'rec3')} at a constant step" if rms96
-                         else "not recorded"),
+        "rec96_total": len(rec96), "rec96_same": len(same),
+        "rec96_worst": max((r["rel_diff"] for r in same if r["paper"] > 1e-3),
+                           default=math.nan),
+        "rec96_gd": gd.get("ours", math.nan), "rec96_gd_paper": gd.get("paper", math.nan),
+        "rec96_seeds": next((len(row["seeds"]) for row in ran if row["n"] == 96), 0),
+        "pub_seeds_96": ladder.PUBLISHED_LADDER_SEEDS[96],
+        "rms96_ours": rms.get("ours", math.nan), "rms96_paper": rms.get("paper", math.nan),
     }
+
+
+def survival(config: ladder.LadderConfig, ran: Info) -> dict[str, tuple[list[int], list[int]]]:
+    """Where each of the paper's ladder claims (:data:`CLAIM_TEXT`) agrees with ours: per claim
+    the sizes of ``ran`` where our records say what the paper found and those where they do
+    not, only the paper's own sizes and setting counting."""
+    out = {}
+    for claim in CLAIM_TEXT:
+        agree, disagree = [], []
+        for row in ran:
+            value = ladder_paper.claims(row["rows"])[claim]
+            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
+            if expected is not None and value is not None:
+                (agree if value == expected else disagree).append(row["n"])
+        out[claim] = (agree, disagree)
+    return out
 
 
 def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
     """The claims table: the paper's ladder claims (its words) and the same statements on our
-    records at each size with records; where each claim survives (``surv_<claim>``: the sizes
-    where ours agrees and disagrees with the paper's statement, only the paper's own sizes and
-    setting counting); the sizes with records and their seeds; the note on what is counted."""
-    rows, survival = [], {}
+    records at each size with records; and our mean rec and its worst seed per method and
+    size (``ours_<method>_<n>``, ``worst_<method>_<n>``) for the text. Where each claim
+    agrees with the paper is :func:`survival`."""
+    rows = []
     for claim, text in CLAIM_TEXT.items():
         out = {"claim": text, "published": ladder.PUBLISHED_LADDER_CLAIMS[claim]}
-        agree, disagree = [], []
         for row in ran:
             c = ladder_paper.claims(row["rows"])
             value = c[claim]
@@ -357,24 +344,19 @@ def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
                 detail = f"worst eq. {eq}, best c.-w. {cw}"
             out[f"n{row['n']}"] = (f"{yes_no(value)} ({detail})" if detail and value is not None
                                    else yes_no(value))
-            expected = ladder_paper.published_expectation(config.part(row["part"]), claim)
-            if expected is not None and value is not None:
-                (agree if value == expected else disagree).append(row["n"])
-        survival[claim] = (agree, disagree)
         rows.append(out)
     values: dict[str, Any] = {"tab_ladder_claims": viz.table_html(
         rows, ["claim", "published", *[f"n{row['n']}" for row in ran]],
         headers={"published": "published (n = 40 … 384)",
                  **{f"n{row['n']}": f"ours, n = {row['n']}" for row in ran}})}
-    values |= {f"surv_{claim}": md(survival_text(agree, disagree))
-               for claim, (agree, disagree) in survival.items()}
-    values["ladder_sizes_ran"] = md(  # n = 40 (3 seeds), n = 96 (1 seed)
-        ", ".join(f"n = {row['n']} ({_seeds(len(row['seeds']))})" for row in ran) or "none")
-    counted = {n for pair in survival.values() for ns in pair for n in ns}
-    values["surv_note"] = md(
-        "Sizes outside the paper's setting are not counted." if counted
-        else "None of the sizes on this page is one of the paper's own in "
-        "the paper's setting, so nothing below is compared.")
+    for n in ladder.PUBLISHED_LADDER_SEEDS:  # the paper's sizes, NaN without a record
+        values |= {f"{k}_{m}_{n}": math.nan for k in ("ours", "worst")
+                   for m in ladder.LADDER_METHODS}
+    for row in ran:
+        for m, sel in row["rows"].items():
+            seeds = [x for x in sel.get("rec_seeds") or [] if x is not None]
+            values |= {f"ours_{m}_{row['n']}": math.nan if sel["rec"] is None else sel["rec"],
+                       f"worst_{m}_{row['n']}": max(seeds, default=math.nan)}
     return values
 
 

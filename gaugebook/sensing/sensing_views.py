@@ -1,11 +1,11 @@
 r"""What the matrix-sensing chapter shows, computed from the records of
-:func:`gaugebook.sensing.sensing_runs.collect`: tables, the rows behind them, sentences and
-figures, and the README's rows (:func:`headline`, :func:`paper_zoo_rows` for its figure). The
-published values are the constants ``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC`` and
+:func:`gaugebook.sensing.sensing_runs.collect`: tables, the rows behind them, the numbers the
+text quotes and figures, and the README's rows (:func:`paper_zoo_rows`). The published values
+are the constants ``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC`` and
 ``PUBLISHED_NUCLEAR_NORMS`` of :mod:`gaugebook.sensing.sensing_runs`.
 
-The chapter keeps the computations a reader should see; this module keeps the bookkeeping
-(columns, headers, formats, the words of a verdict). The controls, the survival table and the
+The chapter keeps the computations a reader should see and writes its sentences; this module
+keeps the bookkeeping (columns, headers, formats). The controls, the survival table and the
 weight-decay section are :mod:`gaugebook.sensing.sensing_controls`.
 """
 
@@ -19,7 +19,6 @@ from gaugebook.present.tables import (
     Record,
     Row,
     gauge_class,
-    join_words,
     label,
     table_html,
     yes_no,
@@ -109,25 +108,6 @@ def table2_html(rows: Sequence[Row],
         formats={"lr": "g", "published_lr": "g", "rec": ".4f", "published_rec": ".4f"})
 
 
-def compare_with_published(rows: Sequence[Row], part: ms.Part,
-                           tolerance: float = 0.01) -> str:
-    """A sentence comparing selection rows of ``part`` with the published Table 2: how many
-    methods are within ``tolerance`` in rec, which are not, how many selected the same lr."""
-    published = ms.published_table2(part)
-    if published is None:
-        return ("The published column is empty here: the paper's numbers describe only its own "
-                "setting (n = 40, the paper's grids and budget), shown at paper scale.")
-    by_method = {r["method"]: r for r in rows}
-    diffs = {m: abs(by_method[m]["rec"] - published[m][0]) for m in published if m in by_method}
-    apart = [f"{label(m)} ({by_method[m]['rec']:.4f} against {published[m][0]:.4f})"
-             for m, d in diffs.items() if not d < tolerance]
-    text = (f"{len(diffs) - len(apart)} of {len(diffs)} optimizers are within {tolerance:g} of "
-            f"the published recovery error")
-    text += f"; the others: {', '.join(apart)}." if apart else "."
-    same_lr = sum(by_method[m]["lr"] == published[m][1] for m in diffs)
-    return text + f" The selected learning rate is the published one for {same_lr} of {len(diffs)}."
-
-
 def table2_diagnostics_html(rows: Sequence[Row]) -> str:
     """What Table 2 does not show, per optimizer: the effective rank and the balancedness of
     the final factors (means over seeds), whether every seed interpolated, and whether the
@@ -176,12 +156,6 @@ def _ranked(rows: Sequence[Row]) -> list[Row]:
                   key=lambda r: r["rec"])
 
 
-def order_text(rows: Sequence[Row]) -> str:
-    """The optimizers from the lowest mean recovery error to the highest (names only: the
-    numbers are in the table)."""
-    return " < ".join(r["label"] for r in _ranked(rows))
-
-
 def extremes(rows: Sequence[Row]) -> dict[str, Any]:
     """The best and the worst optimizer of the table, with their rec and effective rank."""
     ranked = _ranked(rows)
@@ -192,12 +166,12 @@ def extremes(rows: Sequence[Row]) -> dict[str, Any]:
 
 def balancedness_summary(rows: Sequence[Row]) -> dict[str, Any]:
     """Does balancedness separate the gauge classes? The largest mean among equivariant
-    optimizers against the smallest among coordinate-wise ones, and GD's and Adam's."""
+    optimizers against the smallest among coordinate-wise ones (the classes are separated
+    when the first is below the second), and GD's and Adam's."""
     by_method = {r["method"]: r for r in rows}
     eq = max((r for r in rows if r["equivariant"]), key=lambda r: r["balancedness"])
     cw = min((r for r in rows if not r["equivariant"]), key=lambda r: r["balancedness"])
-    return {"split": "does" if eq["balancedness"] < cw["balancedness"] else "does not",
-            "eq_max": eq["balancedness"], "eq_max_label": eq["label"],
+    return {"eq_max": eq["balancedness"], "eq_max_label": eq["label"],
             "cw_min": cw["balancedness"], "cw_min_label": cw["label"],
             "gd": by_method["gd"]["balancedness"],
             "adam": by_method["adam"]["balancedness"]}
@@ -230,23 +204,19 @@ def late_change_summary(selected: Sequence[Record], threshold: float = 1e-2,
                         settled: float = 0.1) -> dict[str, Any]:
     """The answer to "is the recovery error set at the end of training or along the way?":
     the largest late change (:func:`late_change`) and whose it is, the spread of the final
-    errors, their ratio, and in words how many runs are *settled* (late change below
-    ``settled`` times the spread) once the loss is below ``threshold``."""
+    errors, their ratio, how many runs are *settled* (late change below ``settled`` times the
+    spread) once the loss is below ``threshold``, and the optimizers whose runs are not
+    (``late_moving``, their names)."""
     changes = {r["config"]["method"]: late_change(r, threshold) for r in selected}
     finals = [r["metrics"]["rec"] for r in selected]
     spread = max(finals) - min(finals)
     worst = max(changes, key=changes.get)
     moving = [label(m) for m, c in changes.items() if not c < settled * spread]
     n = len(changes)
-    verdict = ("along the way" if not moving else "mostly along the way"
-               if len(moving) < n / 2 else "mostly at the end")
-    still = (f"{join_words(moving)} still move{'s' * (len(moving) == 1)} after that" if moving
-             else "none moves after that")
     return {"late_rec_change": changes[worst], "late_rec_method": label(worst),
             "rec_spread": spread,
             "late_ratio": changes[worst] / spread if spread else math.nan,
-            "late_verdict": verdict, "late_settled": n - len(moving), "late_runs": n,
-            "late_still": still}
+            "late_settled": n - len(moving), "late_runs": n, "late_moving": moving}
 
 
 def training_figure(selected: Sequence[Record]) -> Any:
@@ -291,11 +261,10 @@ def lr_sensitivity_figure(records: Sequence[Record], marks: Mapping[str, float])
 
 def wide_numbers(records: Sequence[Record]) -> dict[str, Any]:
     """The selection on the wide grids (Table 2's gate): the split, its gap, the best
-    coordinate-wise and worst equivariant optimizer, the selections at a grid edge, and
-    whether the section's claim holds."""
+    coordinate-wise and worst equivariant optimizer and the selections at a grid edge."""
     numbers = split_numbers(ms.split_summary(ms.selection_rows(records, "oracle")))
     del numbers["methods"]
-    return numbers | {"claim": "holds" if numbers["split"] == "holds" else "does not hold"}
+    return numbers
 
 
 def wide_html(rows: Sequence[Row]) -> str:

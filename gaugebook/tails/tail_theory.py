@@ -241,40 +241,6 @@ class Crossing:
     upward: tuple[float, ...] = ()
     shares: tuple[tuple[float, float], ...] = ()
 
-    def describe(self, a: str = "a", b: str = "b") -> str:
-        """One sentence with the estimate, its interval and what the grid can say."""
-        lo, hi = self.taus[0], self.taus[-1]
-
-        def bound(x: float) -> str:
-            if x == math.inf:
-                return f"beyond {hi:g}"
-            if x == -math.inf:
-                return f"at or below {lo:g}"
-            return f"{x:.3f}"
-
-        pct = f"{100 * self.level:.0f}%"
-        boot = (f"{pct} bootstrap interval over seeds [{bound(self.low)}, {bound(self.high)}]; "
-                f"{100 * self.no_crossing:.0f}% of {self.num_boot} resamples have no crossing in "
-                f"the grid")
-        if self.status == "crossing" and self.estimator == "grid":
-            text = (f"{a} stops beating {b} at τ* = {self.tau_star:g}, the first grid point at "
-                    f"which its mean is no longer below (after {self.bracket[0]:g}); {boot}")
-        elif self.status == "crossing":
-            text = (f"{a} stops beating {b} at τ* ≈ {self.tau_star:.3f} (linear interpolation "
-                    f"between the grid points {self.bracket[0]:g} and {self.bracket[1]:g}); "
-                    f"{boot}")
-        elif self.status == "a_below_everywhere":
-            text = (f"no crossing in the grid: {a} is below {b} at every τ up to {hi:g}, so "
-                    f"τ* > {hi:g} if it exists; {boot}")
-        elif self.status == "a_never_below":
-            text = f"no crossing in the grid: {a} is not below {b} at any τ; {boot}"
-        else:
-            text = (f"no crossing from below to above in the grid: {a} starts above {b} at "
-                    f"τ = {lo:g}; {boot}")
-        if self.sign_changes > 1:
-            text += f"; the difference changes sign {self.sign_changes} times"
-        return text + "."
-
 
 def _difference(a: Tensor, b: Tensor) -> Tensor:
     return a.mean(dim=-1) - b.mean(dim=-1)

@@ -71,58 +71,37 @@ def crossing_html(est: Mapping[str, Any], published: bool) -> str:
 
 def crossing_numbers(rows: Sequence[Row], est: Mapping[str, Any],
                      published: bool) -> dict[str, Any]:
-    """The crossing for the text (glue names as keys): the published estimates, ours by the
-    paper's rule and interpolated (as sentences and as numbers), whether ours agrees with the
-    published CPU value, the shares of the bootstrap resamples, the GPU comparison, and
-    whether the qualitative claim (Muon first better, then not) holds."""
+    """The crossing for the text (glue names as keys): the published estimates (the CPU
+    one's seeds and grid, the GPU one's seeds, grid, its ends, dtype and means at its ``τ*``);
+    ours by the paper's rule and interpolated (``nan`` without a crossing), the grid points
+    that bracket the interpolated one, the share of bootstrap resamples that give the paper's
+    rule its ``τ*`` (and every ``(τ*, share)`` pair), our mean difference Muon − GD at the
+    GPU's ``τ*`` (``nan`` off our grid), and at how many of the first two ``τ`` Muon's mean is
+    below GD's."""
+    nan = math.nan
     paper_x, ours_x = est["paper"], est["ours"]
-    _, _, seeds_m = st.rec_matrix(rows, "muon")
     cpu, gpu = st.PUBLISHED_TAU_STAR["cpu"], st.PUBLISHED_TAU_STAR["gpu"]
-    out: dict[str, Any] = {
-        "tails_pub_cpu": cpu["tau_star"], "tails_pub_cpu_note": cpu["note"],
+    at_gpu = dict(zip(ours_x.taus, ours_x.difference, strict=True)).get(gpu["tau_star"], nan)
+    bracket = ours_x.bracket or (nan, nan)
+    return {
+        "tails_pub_cpu": cpu["tau_star"], "tails_pub_cpu_seeds": cpu["seeds"],
+        "tails_pub_cpu_ntaus": len(cpu["grid"]), "tails_pub_cpu_grid": tuple(cpu["grid"]),
         "tails_pub_gpu": gpu["tau_star"], "tails_pub_gpu_seeds": gpu["seeds"],
-        "tails_pub_gpu_ntaus": len(gpu["grid"]),
-        "tails_pub_gpu_grid": ", ".join(f"{t:g}" for t in gpu["grid"]),
-        "tails_pub_gpu_range": f"{min(gpu['grid']):g} to {max(gpu['grid']):g}",
+        "tails_pub_gpu_ntaus": len(gpu["grid"]), "tails_pub_gpu_grid": tuple(gpu["grid"]),
+        "tails_pub_gpu_min": min(gpu["grid"]), "tails_pub_gpu_max": max(gpu["grid"]),
         "tails_pub_gpu_dtype": gpu["dtype"],
         "tails_pub_gpu_gd": gpu["means_at_tau_star"]["gd"],
         "tails_pub_gpu_muon": gpu["means_at_tau_star"]["muon"],
-        "tails_crossing_text": ours_x.describe("Muon", "gradient descent"),
-        "tails_paper_crossing_text": paper_x.describe("Muon", "gradient descent"),
+        "tails_gpu_diff": gpu["means_at_tau_star"]["muon"] - gpu["means_at_tau_star"]["gd"],
+        "tails_gpu_ours": at_gpu,
+        "tails_paper_tau": nan if paper_x.tau_star is None else paper_x.tau_star,
+        "tails_ours_tau": nan if ours_x.tau_star is None else ours_x.tau_star,
+        "tails_bracket_lo": bracket[0], "tails_bracket_hi": bracket[1],
+        "tails_paper_shares": tuple(paper_x.shares),
+        "tails_paper_share": dict(paper_x.shares).get(paper_x.tau_star, nan),
+        "tails_ntaus": len(ours_x.taus),
+        "tails_small_tau_muon_better": sum(d < 0 for d in ours_x.difference[:2]),
     }
-    agrees = ("the published CPU value" if paper_x.tau_star == cpu["tau_star"]
-              else "not the published CPU value")
-    out["tails_paper_agrees"] = agrees if published else "at this scale"
-    out["tails_paper_agrees_text"] = (
-        f"That is {agrees}, from the same seeds and grid." if published
-        else "The published values describe the paper's setting only (paper scale).")
-    out["tails_paper_shares"] = "; ".join(
-        f"{share:.1%} at {'no crossing' if not math.isfinite(v) else f'τ = {v:g}'}"
-        for v, share in paper_x.shares)
-    at_gpu = dict(zip(ours_x.taus, ours_x.difference, strict=True)).get(gpu["tau_star"],
-                                                                        math.nan)
-    out["tails_gpu_ours_text"] = (
-        f"our {len(seeds_m)} CPU seeds give {at_gpu:+.4f} at that τ" if published
-        else "this scale's problem is another one and is not compared")
-    out["tails_gpu_diff"] = (gpu["means_at_tau_star"]["muon"]
-                             - gpu["means_at_tau_star"]["gd"])
-    out["tails_ntaus"] = len(ours_x.taus)
-    out["tails_paper_tau"] = ("none in the grid" if paper_x.tau_star is None
-                              else f"{paper_x.tau_star:g}")
-    out["tails_ours_tau"] = ("none in the grid" if ours_x.tau_star is None
-                             else f"{ours_x.tau_star:.3f}")
-    out["tails_paper_where"] = (
-        f"at τ* = {paper_x.tau_star:g}, the first grid point at which its mean is no longer "
-        "below" if paper_x.tau_star is not None else "nowhere inside the grid")
-    bracket = None if ours_x.bracket is None else " and ".join(f"{t:g}" for t in ours_x.bracket)
-    out["tails_ours_where"] = (
-        f"at τ* ≈ {ours_x.tau_star:.3f}, between the grid points {bracket}"
-        if ours_x.tau_star is not None and bracket is not None else "nowhere inside the grid")
-    out["tails_bracket_text"] = "—" if bracket is None else bracket
-    qualitative = ours_x.status == "crossing" and ours_x.difference[0] < 0
-    out["tails_tau_qualitative"] = "holds" if qualitative else "fails"
-    out["tails_small_tau_muon_better"] = sum(d < 0 for d in ours_x.difference[:2])
-    return out
 
 
 def crossing_values(rows: Sequence[Row], est: Mapping[str, Any], published: bool

@@ -1,18 +1,16 @@
 r"""What the spectral-tails chapter shows, computed from the records of
 :func:`gaugebook.tails.tails_runs.collect` and from the closed forms of
-:mod:`gaugebook.tails.tail_theory`: tables, the numbers and sentences of its text (glue names as
-keys) and its figures, and the README's row (:func:`headline`). The published values are the
-constants of :mod:`gaugebook.tails.tails_runs` (``PUBLISHED_TAU_STAR``,
-``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``, ``PAPER_PHASE_LOG``) and
-:mod:`gaugebook.sensing.sensing_runs` (``PUBLISHED_TABLE2``). The crossing τ* is
-:mod:`gaugebook.tails.tails_crossing`.
+:mod:`gaugebook.tails.tail_theory`: tables, the numbers its text quotes (glue names as keys)
+and its figures. The published values are the constants of :mod:`gaugebook.tails.tails_runs`
+(``PUBLISHED_TAU_STAR``, ``PUBLISHED_SIGNUM``, ``PUBLISHED_BALANCEDNESS``,
+``PAPER_PHASE_LOG``) and :mod:`gaugebook.sensing.sensing_runs` (``PUBLISHED_TABLE2``). The
+crossing τ* is :mod:`gaugebook.tails.tails_crossing`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from itertools import groupby
 from typing import Any
 
 import torch
@@ -228,80 +226,52 @@ def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
         headers={"tau": "τ", **{m: label(m) for m in st.PHASE_METHODS}}, formats={"tau": "g"})
 
 
-def _best_text(best_at: Mapping[float, Row]) -> str:
-    """The best optimizer per ``τ``, runs of the same one joined (``"Muon for τ ≤ 0.2; GD at
-    τ = 0.35"``)."""
-    parts = []
-    for i, (name, run) in enumerate(groupby(best_at, key=lambda t: label(best_at[t]["method"]))):
-        taus = list(run)
-        if len(taus) == 1:
-            parts.append(f"{name} at τ = {taus[0]:g}")
-        elif i == 0:
-            parts.append(f"{name} for τ ≤ {taus[-1]:g}")
-        else:
-            parts.append(f"{name} for τ from {taus[0]:g} to {taus[-1]:g}")
-    return "; ".join(parts)
-
-
 def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
                   config: st.TailsConfig, published: bool) -> dict[str, Any]:
     """The phase diagram's numbers for the text (glue names as keys): selections that did not
-    interpolate or sit at a grid edge, and what that means for the grids; the mean rec of
-    every optimizer at every ``τ`` (``tails_rec_<method>_<i>``); the best optimizer per
-    ``τ``; the comparison of ``τ = 0`` with the published Table 2; the phase script's own
-    rule (its grids, the lrs without records, how often it agrees with ours) and our means
-    against its log."""
+    interpolate or sit at a grid edge; the mean rec of every optimizer at every ``τ``
+    (``tails_rec_<method>_<i>``); the best optimizer per ``τ`` (``tails_best``, method names
+    in the order of the grid); at ``τ = 0`` the largest difference from the published Table 2
+    and whose it is (``nan`` and ``None`` off the paper's setting); the phase script's own
+    rule: its grids (``tails_paper_grids``), the ``(method, lr)`` of them without records, how
+    often it agrees with ours and for which optimizers; and per optimizer the largest
+    difference of our means from its log (``tails_log_<method>``, ``nan`` off the paper's
+    setting)."""
     phase = config.phase
-    n_edge = sum(bool(r["at_grid_edge"]) for r in rows)
     out: dict[str, Any] = {
         "tails_phase_not_interp": sum(not r["interpolated"] for r in rows),
-        "tails_phase_edges": n_edge, "tails_phase_cells": len(rows),
-        "tails_phase_edge_text": (
-            "Table 2's grids do not bracket the best learning rate of most optimizers here, "
-            "and a wider grid could move the curves" if n_edge > len(rows) / 2 else
-            "for those a wider grid could move the curves" if n_edge else
-            "every selection is inside its grid"),
+        "tails_phase_edges": sum(bool(r["at_grid_edge"]) for r in rows),
+        "tails_phase_cells": len(rows),
     }
     rec_at = {(r["method"], r["tau"]): r["rec"] for r in rows}
     out.update({f"tails_rec_{m}_{i}": rec_at.get((m, t), math.nan)
                 for m in st.PHASE_METHODS for i, t in enumerate(phase.taus)})
-    best_at = {t: min((r for r in rows if r["tau"] == t), key=lambda r: r["rec"])
-               for t in phase.taus}
-    out["tails_best_text"] = _best_text(best_at)
+    out["tails_best"] = [min((r for r in rows if r["tau"] == t), key=lambda r: r["rec"])["method"]
+                         for t in phase.taus]
     table2 = ms.published_table2(ms.get_config("paper").part("zoo")) if published else None
-    if table2:
-        gaps = {r["method"]: abs(r["rec"] - table2[r["method"]][0]) for r in rows
-                if r["tau"] == phase.taus[0]}
-        worst = max(gaps, key=gaps.get)
-        out["tails_table2_text"] = (
-            f"At τ = 0 the target is the zoo's planted matrix measured by other matrices A; "
-            f"the five selected errors are within {gaps[worst]:.4f} of the published Table 2 "
-            f"({label(worst)} furthest).")
-    else:
-        out["tails_table2_text"] = ("The published Table 2 describes only the paper's "
-                                    "setting (shown at paper scale).")
+    gaps = {r["method"]: abs(r["rec"] - table2[r["method"]][0]) for r in rows
+            if table2 and r["tau"] == phase.taus[0]}
+    furthest = max(gaps, key=gaps.get) if gaps else None
+    out["tails_table2_gap"] = gaps[furthest] if gaps else math.nan
+    out["tails_table2_furthest"] = furthest
     paper_rows = st.phase_rows(records["phase"], "oracle_loose", st.PAPER_PHASE_LR_GRIDS)
     ours_lr = {(r["method"], r["tau"]): r["lr"] for r in rows}
     comparable = [r for r in paper_rows if r["method"] in st.PAPER_PHASE_LR_GRIDS
                   and not r["missing_lrs"]]
     out.update({
-        "tails_paper_grids": "; ".join(f"{label(m)} {', '.join(f'{lr:g}' for lr in lrs)}"
-                                       for m, lrs in st.PAPER_PHASE_LR_GRIDS.items()),
-        "tails_paper_missing": ", ".join(sorted({f"{lr:g}" for r in paper_rows
-                                                 for lr in r["missing_lrs"]})) or "none",
+        "tails_paper_grids": {m: tuple(lrs) for m, lrs in st.PAPER_PHASE_LR_GRIDS.items()},
+        "tails_paper_missing": sorted({(r["method"], lr) for r in paper_rows
+                                       for lr in r["missing_lrs"]}),
         "tails_paper_same_lr": sum(r["lr"] == ours_lr[(r["method"], r["tau"])]
                                    for r in comparable),
         "tails_paper_cells": len(comparable),
-        "tails_paper_methods": ", ".join(dict.fromkeys(label(r["method"]) for r in comparable)),
+        "tails_paper_methods": sorted({r["method"] for r in comparable}),
         "tails_loose_bar": selection.LOOSE_BAR,
     })
     log_rows = st.log_comparison(records["phase"]) if published else []
-    worst_log: dict[str, float] = {}
-    for r in log_rows:
-        worst_log[r["method"]] = max(worst_log.get(r["method"], 0.0), abs(r["diff"]))
-    out["tails_log_text"] = "; ".join(
-        f"{label(m)} {d:.4f}" + (" (its lr 3e-3 has no run here)" if m == "adam" else "")
-        for m, d in worst_log.items()) if log_rows else "(paper scale only)"
+    for m in st.PAPER_PHASE_LR_GRIDS:
+        diffs = [abs(r["diff"]) for r in log_rows if r["method"] == m]
+        out[f"tails_log_{m}"] = max(diffs) if diffs else math.nan
     return out
 
 
@@ -366,26 +336,31 @@ def signum_html(hz: Sequence[Row], records: Sequence[Record], published: bool) -
 
 def signum_numbers(hz: Sequence[Row], config: st.TailsConfig) -> dict[str, Any]:
     """The signum audit for the text (``tails_…`` glue names): its learning rate, the
-    published claim, the largest budget and what signum reaches there, the best cell, how
-    many cells recover exactly, the smallest budget where one does, the partial cells."""
+    published claim, the largest budget and the mean rec of each schedule there
+    (``tails_signum_at_max_<schedule>``), the best cell (its rec, budget and schedule), how
+    many cells recover exactly and the smallest budget where one does (``nan`` if none), and
+    the cells where only some seeds recover (``tails_signum_partial``: ``(schedule, T, exact
+    seeds, seeds)``, with the first one's numbers as ``tails_signum_partial_T``, ``_exact``,
+    ``_seeds``; ``nan`` if none)."""
     largest = max(r["T"] for r in hz)
     best = min(hz, key=lambda r: r["rec"])
+    partial = [(r["schedule"], r["T"], r["exact_seeds"], len(r["rec_seeds"])) for r in hz
+               if 0 < r["exact_seeds"] < len(r["rec_seeds"])]
+    first = partial[0] if partial else (None, math.nan, math.nan, math.nan)
     return {
         "tails_signum_lr": config.horizon.lr, "tails_pub_signum_lr": st.PUBLISHED_SIGNUM["lr"],
         "tails_pub_signum_from": st.PUBLISHED_SIGNUM["recovers_from"],
         "tails_pub_signum_t2": st.PUBLISHED_SIGNUM["table2_rec_at_2e4"],
         "tails_table2_steps": ms.get_config("paper").part("zoo").budget.num_steps,
         "tails_exact": st.EXACT_REC,
-        "tails_signum_T_max": largest, "tails_signum_best": best["rec"],
-        "tails_signum_best_T": best["T"], "tails_signum_best_schedule": best["schedule"],
+        "tails_signum_T_max": largest,
+        **{f"tails_signum_at_max_{r['schedule']}": r["rec"] for r in hz if r["T"] == largest},
+        "tails_signum_best": best["rec"], "tails_signum_best_T": best["T"],
+        "tails_signum_best_schedule": best["schedule"],
         "tails_signum_n_exact": sum(r["exact"] for r in hz), "tails_signum_n_cells": len(hz),
-        "tails_signum_at_max": "; ".join(f"{r['schedule']} {r['rec']:.3g}" for r in hz
-                                         if r["T"] == largest),
-        "tails_signum_partial": "; ".join(
-            f"{r['schedule']} at T = {r['T']}: {r['exact_seeds']} of {len(r['rec_seeds'])} "
-            "seeds" for r in hz if 0 < r["exact_seeds"] < len(r["rec_seeds"])) or "none",
-        "tails_signum_smallest_T": min((r["T"] for r in hz if r["exact"]), default=None)
-        or "none",
+        "tails_signum_smallest_T": min((r["T"] for r in hz if r["exact"]), default=math.nan),
+        "tails_signum_partial": partial, "tails_signum_partial_T": first[1],
+        "tails_signum_partial_exact": first[2], "tails_signum_partial_seeds": first[3],
     }
 
 
@@ -426,8 +401,9 @@ def balancedness_html(bal: Sequence[Row], tau0: float, published: bool) -> str:
 
 def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str, Any]:
     """The probe for the text (``tails_bal_…``): the balancedness of each optimizer at the
-    first ``τ``, at how many ``τ`` both of Muon and Shampoo are above both of GD and
-    shared-scale Adam, and the verdict."""
+    first ``τ``, the smaller of Muon and Shampoo over the larger of GD and shared-scale Adam
+    there, and at how many ``τ`` both of Muon and Shampoo are above both of GD and
+    shared-scale Adam (of how many)."""
     by = {(r["method"], r["tau"]): r["balancedness"] for r in bal}
     geometry, balanced = ("muon", "shampoo"), ("gd", "scalar_adam")
     per_tau = [min(by[(m, t)] for m in geometry) > max(by[(m, t)] for m in balanced)
@@ -438,6 +414,4 @@ def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str,
         "tails_bal_ratio": (min(by[(m, taus[0])] for m in geometry)
                             / max(by[(m, taus[0])] for m in balanced)),
         "tails_bal_n_split": sum(per_tau), "tails_bal_n_taus": len(per_tau),
-        "tails_bal_verdict": "holds" if all(per_tau) else ("narrows" if any(per_tau)
-                                                           else "fails"),
     }

@@ -303,3 +303,83 @@ def test_the_code_width_check_sees_a_long_line():
     assert [(len(line), w) for _, line, w in _code_cell_lines(text)] == [(78, 77)]
     hidden = "```{code-cell} ipython3\n:tags: [hide-input]\n" + "z" * 76 + "\n```\n"
     assert [(len(line), w) for _, line, w in _code_cell_lines(hidden)] == [(76, 75)]
+
+
+# --------------------------------------------------------------------------------------------
+# captions of at most about three rendered lines
+# --------------------------------------------------------------------------------------------
+
+#: what about three lines of a caption hold at the text column's width, counted as written
+#: (markdown and math source included, whitespace collapsed)
+CAPTION_LIMIT = 300
+_GLUE_FIGURE = re.compile(r"^\s*(`{3,}|:{3,})\{glue:figure\}[ \t]*(\S*)")
+_CELL_METADATA = re.compile(r"^```\{code-cell\}[^\n]*\n---\n(.*?)\n---\n", re.M | re.S)
+
+
+def _captions(text: str) -> list[tuple[str, str]]:
+    """``(name, caption)`` of every figure and table caption of a chapter's text, whitespace
+    collapsed: the body of each ``glue:figure`` block after its ``:option:`` lines (named by
+    ``:name:``, else by the glued key) and the ``caption`` of each code cell's ``mystnb: figure:``
+    metadata (named by the ``name`` beside it)."""
+    out = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        match = _GLUE_FIGURE.match(lines[i])
+        i += 1
+        if not match:
+            continue
+        fence, name = match.groups()
+        body: list[str] = []
+        while i < len(lines) and lines[i].strip() != fence:
+            option = re.match(r"\s*:([\w-]+):(.*)$", lines[i])
+            if option and not "".join(body).strip():
+                name = option[2].strip() if option[1] == "name" else name
+            else:
+                body.append(lines[i])
+            i += 1
+        out.append((name, " ".join(" ".join(body).split())))
+    for metadata in _CELL_METADATA.findall(text):
+        figure = ((yaml.safe_load(metadata) or {}).get("mystnb") or {}).get("figure") or {}
+        if "caption" in figure:
+            out.append((figure.get("name", "?"), " ".join(str(figure["caption"]).split())))
+    return out
+
+
+def _long_captions(label: str, text: str) -> list[str]:
+    return [f"{label}:{name}: {len(caption)} chars" for name, caption in _captions(text)
+            if len(caption) > CAPTION_LIMIT]
+
+
+def _caption_pages() -> list[Path]:
+    return sorted((ROOT / "chapters").glob("*.md")) + sorted((ROOT / "book").glob("*.md"))
+
+
+def test_captions_are_at_most_three_lines():
+    """A caption says what is shown; protocol, definitions and conclusions belong to the text."""
+    found = [c for path in _caption_pages() for c in _captions(path.read_text())]
+    assert len(found) >= 50, "the caption parser found too few captions"
+    long = [line for path in _caption_pages()
+            for line in _long_captions(str(path.relative_to(ROOT)), path.read_text())]
+    assert long == []
+
+
+def test_the_caption_check_sees_a_long_caption():
+    """Negative control: a 400-character caption of either kind is reported, a short one and
+    a cell without a figure are not, and the ``:name:`` option is not caption text."""
+    import textwrap
+
+    caption = ("lorem ipsum " * 34)[:400]
+    assert len(caption) == 400
+    wrapped = textwrap.fill(caption, 90)
+    text = (
+        "# A chapter\n\n```{glue:figure} tab_long\n:name: tab-long\n\n" + wrapped + "\n```\n\n"
+        "```{glue:figure} tab_short\n:name: tab-short\n\nA short caption.\n```\n\n"
+        "```{code-cell} ipython3\n---\ntags: [hide-input]\nmystnb:\n  figure:\n"
+        "    name: fig-long\n    caption: |\n"
+        + textwrap.indent(wrapped, "      ") + "\n---\nplot()\n```\n\n"
+        "```{code-cell} ipython3\n---\ntags: [hide-input]\n---\nprint(1)\n```\n")
+    assert dict(_captions(text)) == {"tab-long": caption, "tab-short": "A short caption.",
+                                     "fig-long": caption}
+    assert _long_captions("synthetic.md", text) == [
+        "synthetic.md:tab-long: 400 chars", "synthetic.md:fig-long: 400 chars"]

@@ -1,6 +1,8 @@
-"""The layout check (.ci/check_layout.py) in headless Chromium on a page written here: a table
-wider than its box and a code block that runs past its box are found; the same content that fits
-is not. Skipped where no Chromium is installed (CI installs it)."""
+"""The layout check (.ci/check_layout.py) in headless Chromium on a page written here, at a desk's
+width and at a phone's: a table wider than its box, a code block or a display equation that runs
+past its box and a page wider than the window are found; the same content that fits is not; on a
+phone a wide block may scroll inside the text column but may not widen the page. Skipped where no
+Chromium is installed (CI installs it)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ WIDE = "wide " * 40
 
 def _page(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "page.html"
-    path.write_text("<html><head><style>article {width: 600px} pre {overflow: auto}</style>"
+    path.write_text("<html><head><style>article {max-width: 600px} pre {overflow: auto}</style>"
                     f"</head><body><article>{body}</article></body></html>", encoding="utf-8")
     return path
 
@@ -30,14 +32,18 @@ def _page(tmp_path: Path, body: str) -> Path:
 def test_overflowing_table_and_code_are_found(tmp_path):
     body = (f'<div style="overflow-x: auto"><table><tr><td style="white-space: nowrap">{WIDE}'
             f"</td></tr></table></div><pre>{'x' * 200}</pre>")
-    kinds = sorted(p["kind"] for p in check_layout.measure(_page(tmp_path, body), BROWSER))
+    page = _page(tmp_path, body)
+    kinds = sorted(p["kind"] for p in check_layout.measure(page, BROWSER, 1280))
     assert kinds == ["code", "table"]
+    # on a phone both scroll inside the text column, which is allowed
+    assert check_layout.measure(page, BROWSER, 390) == []
     assert check_layout.main([str(tmp_path)]) == 1
 
 
 def test_content_that_fits_passes(tmp_path):
     body = f"<table><tr><td>{WIDE}</td></tr></table><pre>{'x' * 20}</pre><p>{WIDE}</p>"
-    assert check_layout.measure(_page(tmp_path, body), BROWSER) == []
+    for width in check_layout.WIDTHS:
+        assert check_layout.measure(_page(tmp_path, body), BROWSER, width) == []
     assert check_layout.main([str(tmp_path)]) == 0
     assert not list(tmp_path.glob(".*.layout.html"))      # the probe copy is removed
 
@@ -65,5 +71,19 @@ def test_the_measurement_is_read_back_when_the_theme_marks_scrolling_blocks(tmp_
              'if (p.scrollWidth > p.clientWidth) p.setAttribute("tabindex", "0");});});'
              "</script>")
     body = theme + f"<pre>{'x' * 200}</pre>" + "".join(f"<pre>{'y' * 120}</pre>" for _ in range(3))
-    kinds = [p["kind"] for p in check_layout.measure(_page(tmp_path, body), BROWSER)]
+    kinds = [p["kind"] for p in check_layout.measure(_page(tmp_path, body), BROWSER, 1280)]
     assert kinds == ["code"] * 4
+
+
+def test_a_wide_equation_and_a_wide_page(tmp_path):
+    """MathJax draws a display equation as ``mjx-container[display=true]``: one wider than the
+    text column is found at a desk, and allowed to scroll inside the column on a phone; a block
+    of fixed width that fits a desk widens a phone's page."""
+    math = ('<mjx-container display="true" style="display: block; overflow-x: auto">'
+            '<span style="display: inline-block; width: 900px">x</span></mjx-container>')
+    page = _page(tmp_path, math)
+    assert [p["kind"] for p in check_layout.measure(page, BROWSER, 1280)] == ["math"]
+    assert check_layout.measure(page, BROWSER, 390) == []   # scrolls inside the column
+    fixed = _page(tmp_path, '<div style="width: 480px">a block of fixed width</div>')
+    assert check_layout.measure(fixed, BROWSER, 1280) == []
+    assert [p["kind"] for p in check_layout.measure(fixed, BROWSER, 390)] == ["page"]

@@ -165,6 +165,13 @@ def test_fixed_lr_table_reads_monotonicity_per_lr():
     assert table["monotone_rec"] == [True, False] == table["monotone_erank"]
     assert table["rec"][0][2] == pytest.approx(0.215)
     assert table["published"][0] == [dx.PUBLISHED_FIXED_LR[1e-3][p] for p in (1.0, 0.5, 0.0)]
+    # the text's numbers: monotone at one lr of two, the largest lr, the cell of the largest gap
+    numbers = dn.fixed_lr_numbers(table)
+    assert (numbers["fixed_mono_count"], numbers["fixed_num_lrs"]) == (1, 2)
+    assert numbers["fixed_lr_max"] == 0.1
+    i = table["lrs"].index(numbers["fixed_max_gap_lr"])
+    j = table["powers"].index(numbers["fixed_max_gap_p"])
+    assert numbers["fixed_max_gap"] == abs(table["rec"][i][j] - table["published"][i][j])
     # a cell that misses the bar does not count for the monotonicity
     records[-1]["metrics"].update(train_loss=1e-3, interpolated=False)
     records[-2]["metrics"].update(train_loss=1e-3, interpolated=False)
@@ -179,6 +186,17 @@ def test_lr_edge_rows_count_seeds_and_bars():
     assert (row["seeds"], row["ok"], row["interpolated"]) == (3, 3, 2)
     assert row["rec"] == pytest.approx(0.2) and row["rec_sd"] == pytest.approx(0.1)
     assert dn.seed_stats([0.5]) == (0.5, pytest.approx(math.nan, nan_ok=True))
+
+
+def test_lr_edge_numbers_compare_the_ends_with_the_change_across_the_grid():
+    recs = {(0.0, 1e-4): 0.12, (0.0, 3e-4): 0.14, (1.0, 1e-4): 0.50, (1.0, 3e-4): 0.52}
+    records = [_record(p, lr, s, rec, 1e-9) for (p, lr), rec in recs.items() for s in (1, 2)]
+    numbers = dn.lr_edge_numbers(records)
+    assert numbers["edge_min_lr"] == numbers["edge_best_p0_lr"] == 1e-4
+    assert numbers["edge_change_p0"] == pytest.approx(-0.02)
+    assert numbers["edge_gap"] == pytest.approx(0.38)
+    assert numbers["edge_rec"] == pytest.approx(0.14) and numbers["edge_sd"] == 0.0
+    assert numbers["edge_sd_ddof"] == dx.PUBLISHED_LR_EDGE["sd_ddof"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,7 +235,9 @@ def test_a_tiny_sweep_fills_every_summary(tmp_path, monkeypatch):
     assert len(dn.dial_table(got.records)) == 4
     assert all(r["published_text"] is None for r in fn.flow_table(got.records["flow_rows"]))
     assert fn.flow_numbers(got.records, _tiny_config())["long_seeds"] == 3
-    assert "edge_gap_verdict" in dn.lr_edge_numbers(got.records["lr_edge"])
+    edge = dn.lr_edge_numbers(got.records["lr_edge"])
+    assert edge["edge_gap"] == pytest.approx(
+        abs(edge["edge_best_p100_rec"] - edge["edge_best_p0_rec"]), nan_ok=True)
     assert dn.fixed_lr_numbers(dn.fixed_lr_table(got.records["dial_rms"]))["fixed_num_lrs"] == 2
     assert run_sweep(dx.EXPERIMENT, tmp_path, scale="quick", parts=parts, progress=False).ran == 0
 
@@ -284,4 +304,5 @@ def test_the_quoted_invariant_figure_is_the_same_in_the_table_and_the_text():
     assert row["published_text"] == f"{dx.PUBLISHED_FLOW_SHORT_RMS['rec']:g}†"
     numbers = fn.flow_numbers(records)
     assert numbers["short_pub_rec"] == row["published_quoted"] == 0.169
-    assert numbers["short_verdict"] == "does not reach the bar"
+    # the chapter says the quoted figure is not an interpolating run's
+    assert 0 < numbers["short_seeds"] and numbers["short_interp"] < numbers["short_seeds"]

@@ -1,74 +1,52 @@
-"""The sentences chapter 7 reads off its tables, on constructed rows: each says what the
-numbers say, and a changed number changes the sentence."""
+"""The numbers chapter 7 quotes and checks its sentences against, on constructed rows: each
+reads what the table shows, and a changed number changes it."""
 
 from __future__ import annotations
 
-from gaugebook.hyperspectral import hyperspectral_views as views
+import math
+
+from gaugebook.hyperspectral import hyperspectral_page as page
 
 
-def _cells(method, values, pub=None, lr=1.0, lr_pub=1.0):
-    pub = pub or [None] * len(values)
-    return [{"method": method, "lr": lr, "lr_pub": lr_pub, "level": 10.0 ** -(i + 2), "n": 4,
-             "rmse": v, "erank": 5.0, "rmse_pub": p, "erank_pub": 5 if p else None,
-             "diff": None if p is None else v - p}
-            for i, (v, p) in enumerate(zip(values, pub, strict=True))]
+def _cells(method, values):
+    return [{"method": method, "lr": 1.0, "lr_pub": None, "level": 10.0 ** -(i + 2), "n": 4,
+             "rmse": v, "erank": 5.0, "rmse_pub": None, "erank_pub": None, "diff": None}
+            for i, v in enumerate(values)]
 
 
-def test_table5_verdict_counts_the_cells_that_agree_to_the_digits_printed():
-    rows = _cells("GD", [0.03, 0.02], pub=[0.03, 0.02]) + _cells("Adam", [0.04, 0.031],
-                                                                 pub=[0.04, 0.03], lr=3.0)
-    text = views.table5_verdict(rows)
-    assert "the paper's rate for 1 of 2 methods" in text
-    assert "Of the 4 cells, 3 agree" in text
-    assert views.table5_verdict([]).startswith("The table is empty")
-    assert "no published value applies" in views.table5_verdict(_cells("GD", [0.1, 0.05]))
-
-
-def test_levels_text_describes_each_curve():
+def test_level_values_read_each_curve():
     rows = (_cells("GD", [0.04, 0.02, 0.01]) + _cells("Adam", [0.04, 0.02, 0.03])
             + _cells("Muon", [0.04, 0.05, 0.03]))
-    text = views.levels_text(rows)
-    assert "GD's falls at every level, to 0.0100" in text
-    assert "Adam's is lowest at 0.001 (0.0200) and 0.0300 at 0.0001" in text
-    assert "Muon's rises to 0.0500 at 0.001 before falling to 0.0300" in text
+    v = page.level_values(rows)
+    assert v["hsi_lv_gd_falls"] and v["hsi_lv_gd_deep"] == 0.01
+    assert not v["hsi_lv_adam_falls"]
+    assert (v["hsi_lv_adam_min"], v["hsi_lv_adam_min_at"], v["hsi_lv_adam_deep"]) == (
+        0.02, 1e-3, 0.03)
+    assert not v["hsi_lv_muon_falls"] and v["hsi_lv_muon_falls_after_max"]
+    assert (v["hsi_lv_muon_max"], v["hsi_lv_muon_max_at"]) == (0.05, 1e-3)
+    # a level nobody reached is left out of the curve
+    rows[2]["n"] = 0
+    assert page.level_values(rows)["hsi_lv_gd_deep"] == 0.02
 
 
-def test_gd_edge_text_names_the_rate_where_every_seed_diverged():
-    rows = [{"lr": 300.0, "selected": "", "diverged": 0, "rmse": 0.1, "erank": 4.0},
+def test_gd_edge_reads_the_rate_where_every_seed_diverged():
+    rows = [{"lr": 300.0, "selected": "", "diverged": 0, "rmse": 0.01, "erank": 4.0},
+            {"lr": 1000.0, "selected": "", "diverged": 0, "rmse": 0.02, "erank": 3.0},
             {"lr": 3000.0, "selected": "selected", "diverged": 0, "rmse": 0.2, "erank": 28.0},
             {"lr": 10000.0, "selected": "", "diverged": 4, "rmse": None, "erank": None}]
-    text = views.gd_edge_text(rows)
-    assert "3000, one grid step below 10000, where every seed diverged" in text
-    assert "effective rank of W is 28, against 4 at the slower rates" in text
-    rows[2]["diverged"] = 3
-    assert "where every seed diverged" not in views.gd_edge_text(rows)
+    edge = page._gd_edge(rows, adam=0.05, seeds=4)
+    assert edge["lr"] == 3000.0 and edge["edge"] and edge["erank"] == 28.0
+    assert (edge["slow_erank"], edge["slow_lo"], edge["slow_hi"]) == (4.0, 0.01, 0.02)
+    assert edge["slow_below_adam"]
+    assert not page._gd_edge(rows, adam=0.015, seeds=4)["slow_below_adam"]
+    rows[3]["diverged"] = 3
+    assert not page._gd_edge(rows, adam=0.05, seeds=4)["edge"]
+    # no selection: nothing to read, and nothing claimed
+    empty = page._gd_edge([], adam=math.nan, seeds=4)
+    assert math.isnan(empty["lr"]) and not empty["edge"] and not empty["slow_below_adam"]
 
 
-def _arm(density, dtype, centring, gap, wins="4/4"):
-    return {"density": density, "dtype": dtype, "centring": centring, "gap": gap,
-            "wins": wins}
-
-
-def test_arms_text_measures_each_arm_against_the_papers_protocol():
-    rows = [_arm(0.15, "float64", "all entries", 0.430),
-            _arm(0.15, "float32", "all entries", 0.4301),
-            _arm(0.15, "float32", "observed only", 0.424)]
-    text = views.arms_text(rows)
-    assert text.startswith("At ρ = 0.15 GD's gap below Adam is +43.0 % in float64")
-    assert "float32 with all entries centring changes it by nothing" in text
-    assert "float32 with observed only centring changes it by -0.6 points" in text
-    assert text.endswith("every seed of every arm")
-    # a seed lost in one arm is said, and an arm without the paper's protocol is not compared
-    rows[2]["wins"] = "3/4"
-    assert views.arms_text(rows).endswith("not every seed of every arm")
-    assert views.arms_text(rows[1:]) == "No Indian Pines arms to compare at this scale"
-
-
-def test_arms_verdict_says_whether_every_arm_keeps_the_sign_on_every_seed():
-    rows = [_arm(0.15, "float64", "all entries", 0.430),
-            _arm(0.15, "float32", "observed only", 0.424),
-            _arm(0.25, "float64", "all entries", 0.276)]
-    assert views.arms_verdict(rows).startswith("Neither float32")
-    assert views.arms_verdict(rows).endswith("at most 0.6 points between arms")
-    rows[1] = _arm(0.15, "float32", "observed only", -0.1, wins="1/4")
-    assert views.arms_verdict(rows).startswith("The verdict depends on the arm")
+def test_seed_counts():
+    assert page._all_won("4/4") and not page._all_won("3/4") and not page._all_won(None)
+    assert page._none_won("0/4") and not page._none_won("1/4") and not page._none_won(None)
+    assert math.isnan(page._pct(None)) and page._pct(0.43) == 43.0

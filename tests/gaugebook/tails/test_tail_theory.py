@@ -113,7 +113,6 @@ def test_known_crossing_between_grid_points():
     assert c.tau_star == pytest.approx(0.27, abs=1e-12)
     assert c.low == pytest.approx(0.27, abs=1e-12) and c.high == pytest.approx(0.27, abs=1e-12)
     assert c.no_crossing == 0.0 and c.sign_changes == 1
-    assert "0.270" in c.describe("Muon", "GD")
 
 
 def test_noisy_crossing_interval_covers_the_truth_and_widens_with_noise():
@@ -139,7 +138,6 @@ def test_no_crossing_in_the_grid():
     c = estimate_crossing(TAUS, a, b, num_boot=100)
     assert c.status == "a_below_everywhere" and c.tau_star is None and c.bracket is None
     assert c.high == math.inf and c.no_crossing == 1.0
-    assert "no crossing" in c.describe()
     never = estimate_crossing(TAUS, b + 1.0, b, num_boot=100)
     assert never.status == "a_never_below" and never.low == -math.inf
 
@@ -179,7 +177,6 @@ def test_grid_estimator_is_the_first_grid_point_after_the_change():
     i = estimate_crossing(TAUS, a, b, num_boot=100)
     assert 0.2 < i.tau_star < 0.35 and i.tau_star == pytest.approx(
         0.2 + 0.15 * 0.015 / (0.015 + 0.028), abs=1e-12)
-    assert "τ* = 0.35" in c.describe("Muon", "GD")
 
 
 def test_grid_estimator_counts_zero_as_not_below():
