@@ -15,7 +15,7 @@ importable optimizer class (``torch.optim.AdamW``, ``gaugekit.optim.Muon``) or r
 / ``--no-create-graph`` force the backward pass of a Hessian-vector optimizer (Sophia-H,
 AdaHessian); by default the audit detects it.
 
-Values are read strictly (:func:`parse_hyperparameters`): a Python literal (``1e-3``, ``10``,
+Values are read strictly (``parse_hyperparameters``): a Python literal (``1e-3``, ``10``,
 ``True``, ``None``, ``(0.9, 0.95)``, ``'text'``), or a bare word (``dopri5``) where the argument
 takes a string; each value must have the type the constructor's signature gives the argument
 (its annotation, else its default). A bad value is a usage error (exit status 2) naming the key,

@@ -127,7 +127,7 @@ class FactorRun:
     params: list[Tensor]
 
 
-#: Torch's error (its tail) when a step differentiates gradients that carry no graph: the sign
+#: The tail of torch's error when a step differentiates gradients that carry no graph, the sign
 #: of a Hessian-vector optimizer (Sophia-H, AdaHessian) stepped after a plain backward.
 NO_GRAPH_ERROR = "does not require grad and does not have a grad_fn"
 

@@ -141,7 +141,7 @@ class SharedScaleAdam(ZooOptimizer):
     sum of ``g²``, the moment, the parameter). A checkpoint of the former layout (with the full
     ``exp_avg_sq``, from before the class marker) is converted on load: ``v̄`` is its mean.
 
-    Non-finite gradients (``nonfinite``, :mod:`gaugekit.optim.base`): a NaN or inf in one
+    Non-finite gradients (``nonfinite``, ``gaugekit.optim.base``): a NaN or inf in one
     gradient would reach every parameter through ``s_t``. By default (``batch_dims = 0``) such a
     step is skipped — no parameter, moment or step count changes — with a ``RuntimeWarning``
     naming the offending parameters; ``"raise"`` raises instead; ``"propagate"`` (the default

@@ -134,7 +134,7 @@ class FlowAdam(ZooOptimizer):
     Gauge: equivariant for ``precond_power=0, precond_scalar='rms', flow_clip_mode='globalnorm'``
     (the defaults, preset ``'invariant'``); not equivariant otherwise.
 
-    Non-finite gradients (``nonfinite``, :mod:`gaugekit.optim.base`): ``s̄``, the norms and the
+    Non-finite gradients (``nonfinite``, ``gaugekit.optim.base``): ``s̄``, the norms and the
     clip are shared by all parameters, so one NaN or inf would reach every parameter. By
     default (``batch_dims = 0``) a step whose gradients are not all finite is skipped — no
     parameter, moment, counter or step count changes — with a ``RuntimeWarning`` naming the

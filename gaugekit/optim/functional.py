@@ -156,7 +156,7 @@ def moment_step_(
     ``c`` the step's coefficient, broadcast against ``θ``).
 
     ``foreach=True`` runs the passes as ``torch._foreach_*`` calls (one call per pass for all
-    parameters; the same numbers). Compiled by :func:`_fused` (``fused=True`` of the classes), the
+    parameters; the same numbers). Compiled by ``_fused`` (``fused=True`` of the classes), the
     two passes become one: ``g``, ``m``, ``θ`` read once, ``m``, ``θ`` written once.
     """
     decays = decays if decays is not None else [None] * len(params)
@@ -280,7 +280,7 @@ def shared_scale_adam_(
 
 
 def _fused_step_(*args: object, foreach: bool = False, **kwargs: object) -> None:
-    """:func:`moment_step_` compiled (:func:`_fused`); ``foreach`` has no meaning there."""
+    """:func:`moment_step_` compiled (``_fused``); ``foreach`` has no meaning there."""
     _fused(moment_step_)(*args, **kwargs)
 
 
@@ -491,7 +491,7 @@ def orthogonalize(
 
     Each target is viewed as its stack of matrices (:func:`muon_matrix_shape`: the batch dims,
     then ``split_rows`` row blocks, trailing dimensions flattened); the result has the target's
-    shape. Where it pays (:func:`_batching_pays`) the matrices of all targets that share a shape
+    shape. Where it pays (``_batching_pays``) the matrices of all targets that share a shape
     (up to a transpose), dtype and device are stacked and orthogonalized in one call, which
     gives each matrix's result (the normalisation and every product are per matrix).
     """

@@ -107,7 +107,7 @@ class MuonAdam(ZooOptimizer):
 
     Non-finite gradients: with ``adam="shared_scale"`` the Adam side shares ``s_t``, and a
     non-finite gradient skips the whole step (Muon's too) with a ``RuntimeWarning`` by default
-    (``nonfinite``, :mod:`gaugekit.optim.base`); with ``"adamw"`` nothing is shared across
+    (``nonfinite``, ``gaugekit.optim.base``); with ``"adamw"`` nothing is shared across
     parameters and a NaN stays in its parameter (its matrix, under Muon), as in torch.optim.
 
     Gauge: equivariant with ``adam="shared_scale"`` (Muon's ``NS(MQ) = NS(M)Q``, the shared
@@ -169,7 +169,8 @@ class MuonAdam(ZooOptimizer):
 
     @property
     def couples_param_groups(self) -> bool:  # type: ignore[override]
-        """Whether the groups share a statistic: the shared scale of ``adam="shared_scale"``."""
+        """``True`` when the groups share a statistic (the shared scale of
+        ``adam="shared_scale"``)."""
         return self.defaults["adam"] == "shared_scale"
 
     @staticmethod

@@ -82,7 +82,7 @@ def muon_param_groups(
     * the output head: the ``head`` argument (a module, a parameter, a name in ``model``, or a
       sequence of them), every ``nn.Linear`` whose weight *is* an embedding's weight (tied,
       found by identity: ``linear.weight is embedding.weight``) and every ``nn.Linear`` named
-      ``lm_head``, ``head`` or ``classifier`` (:data:`HEAD_NAMES`, the last name component);
+      ``lm_head``, ``head`` or ``classifier`` (``HEAD_NAMES``, the last name component);
     * every parameter of fewer than 2 dimensions (biases, norm gains, scalars);
     * convolution kernels (3-D and more) when ``flatten_conv=False``.
 

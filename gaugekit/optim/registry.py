@@ -6,7 +6,7 @@ To add an optimizer, append one :class:`OptimizerSpec` to ``_SPECS`` below (or c
 Names. :func:`get_spec` and :func:`make_optimizer` take a registry name (``"scalar_adam"``),
 a class name (``"SharedScaleAdam"``: the class's entry without ``options``) or an alias
 (``"adamw"``: :class:`~gaugekit.optim.adam.Adam` with ``decoupled_weight_decay=True`` and
-``weight_decay=0.01``, torch's AdamW; :data:`ALIASES`), ignoring case, ``_`` and ``-``
+``weight_decay=0.01``, torch's AdamW; ``ALIASES``), ignoring case, ``_`` and ``-``
 (``"shared-scale-adam"``). Aliases are no rows of the zoo: :func:`optimizer_names` and
 :func:`all_specs` list the registered names only. The class's own defaults (plus
 the spec's ``options``) must let ``make_optimizer(name, [U, V])`` run on two ``n × k`` factors.
@@ -232,7 +232,7 @@ def _folded(name: str) -> str:
 
 def get_spec(name: str) -> OptimizerSpec:
     """The spec of ``name``: a registry name, a class name (the class's entry without
-    ``options``) or an alias of :data:`ALIASES`, ignoring case, ``_`` and ``-``.
+    ``options``) or an alias of ``ALIASES``, ignoring case, ``_`` and ``-``.
 
     An unknown name raises ``ValueError`` listing the allowed ones.
     """
