@@ -27,7 +27,6 @@ from gaugekit.gauge import (
     gl_act,
     head_logit_bilinears,
     interface_act,
-    product,
     relative_distance,
     rotate_factors,
     rotate_heads,
@@ -75,24 +74,6 @@ def _size(U: Tensor, V: Tensor) -> float:
 # --------------------------------------------------------------------------------------------
 # chapter 1: gauge symmetry
 # --------------------------------------------------------------------------------------------
-
-
-def isometry_check(U: Tensor, V: Tensor, Q: Tensor, A: Tensor) -> Findings:
-    r"""Lemma 3.2 on one pair: the relative change of ``W = UVᵀ`` and of the size
-    ``‖U‖_F² + ‖V‖_F²`` under the orthogonal gauge ``(UQ, VQ)`` and under ``(UA, VA^{-⊤})``
-    (``product_change_Q``, ``product_change_A``, ``size_change_Q``, ``size_change_A``)."""
-    W, size = product(U, V), _size(U, V)
-    (U_Q, V_Q), (U_A, V_A) = rotate_factors(U, V, Q), gl_act(U, V, A)
-    v = {"product_change_Q": relative_distance(product(U_Q, V_Q), W).item(),
-         "product_change_A": relative_distance(product(U_A, V_A), W).item(),
-         "size_change_Q": abs(_size(U_Q, V_Q) - size) / size,
-         "size_change_A": abs(_size(U_A, V_A) - size) / size}
-    return Findings(v, [
-        f"relative change of W:           Q {v['product_change_Q']:.1e}   "
-        f"A {v['product_change_A']:.1e}",
-        f"relative change of |U|^2+|V|^2: Q {v['size_change_Q']:.1e}   "
-        f"A {v['size_change_A']:.1e}"],
-        figure={"pairs": [("(U, V)", U, V), ("(UQ, VQ)", U_Q, V_Q), ("(UA, VA⁻ᵀ)", U_A, V_A)]})
 
 
 def orbit_check(loss: LossFn, U0: Tensor, V0: Tensor, thetas: Tensor) -> Findings:

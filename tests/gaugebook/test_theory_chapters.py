@@ -19,7 +19,7 @@ from gaugebook import dynamics, ecosystem, symmetry, taxonomy  # noqa: E402
 from gaugebook.present.viz import method_color  # noqa: E402
 from gaugebook.sensing.measurements import make_instance  # noqa: E402
 from gaugekit import theory  # noqa: E402
-from gaugekit.gauge import haar_orthogonal, random_gl  # noqa: E402
+from gaugekit.gauge import gl_act, haar_orthogonal, random_gl, rotate_factors  # noqa: E402
 
 DTYPE = torch.float64
 EXACT = 1e-12  # round-off of the small float64 checks
@@ -109,9 +109,13 @@ def test_gauge_checks_hold_for_orthogonal_gauges_and_fail_where_the_lemmas_say()
     U, V = _draw((5, 3), (4, 3), seed=1)
     Q = haar_orthogonal(3, generator=gen, dtype=DTYPE)
     A = random_gl(3, generator=gen, condition_number=4.0, dtype=DTYPE)
-    iso = symmetry.isometry_check(U, V, Q, A).values
-    assert max(iso["product_change_Q"], iso["product_change_A"], iso["size_change_Q"]) < EXACT
-    assert iso["size_change_A"] > BROKEN
+    # Lemma 3.2 as chapter 1 computes it: both gauges keep W, only Q keeps the size
+    W, size = U @ V.mT, U.square().sum() + V.square().sum()
+    for act, M, keeps_size in ((rotate_factors, Q, True), (gl_act, A, False)):
+        U2, V2 = act(U, V, M)
+        assert ((U2 @ V2.mT - W).norm() / W.norm()).item() < EXACT
+        change = ((U2.square().sum() + V2.square().sum() - size).abs() / size).item()
+        assert (change < EXACT) if keeps_size else (change > BROKEN)
     instance = make_instance(0, n=6, r=2, dtype=DTYPE)
     U0, V0 = _draw((6, 3), (6, 3), seed=2, scale=0.5)
     cov = symmetry.gradient_covariance_check(instance.loss, U0, V0, Q, A)
