@@ -31,7 +31,8 @@ class GramPreconditioned(ZooOptimizer):
     .. math::
         θ_t = θ_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\,Φ(G_t),
 
-        Φ(G) = H(G G^\top)\, G \ \ (\texttt{side="left"}),\qquad
+        Φ(G) = H(G G^\top)\, G \ \ (\texttt{side="left"}),
+
         Φ(G) = G\, H(G^\top G) \ \ (\texttt{side="right"})
 
     ``w = weight_decay`` is a decoupled weight decay (``maximize`` uses ``−G_t``). ``H`` is

@@ -44,9 +44,10 @@ class MuonAdam(ZooOptimizer):
     Example:
         >>> import torch
         >>> from gaugekit.optim import MuonAdam, muon_param_groups
-        >>> model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Linear(32, 4))
-        >>> optimizer = MuonAdam(muon_param_groups(model, head=model[1]), lr=0.02)
-        >>> scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=100)
+        >>> model = torch.nn.Sequential(torch.nn.Linear(8, 32),
+        ...                             torch.nn.Linear(32, 4))
+        >>> optimizer = MuonAdam(muon_param_groups(model, head=model[1]))
+        >>> scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 100)
         >>> model(torch.randn(16, 8)).square().mean().backward()
         >>> optimizer.step()
         >>> scheduler.step()
@@ -60,7 +61,8 @@ class MuonAdam(ZooOptimizer):
     (:class:`~gaugekit.optim.Muon`, decoupled decay λ):
 
     .. math::
-        M_t = μ M_{t-1} + G_t,\qquad
+        M_t = μ M_{t-1} + G_t,
+
         θ_t = θ_{t-1}(1 − η λ) − η\,ρ\,\mathrm{NS}_5(G_t + μ M_t\ \text{(Nesterov) or}\ M_t)
 
     Adam's parameters, at the rate ``η_A = η · adam_lr_ratio``: AdamW
