@@ -203,8 +203,8 @@ def lm_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return viz.table_html(
         _twin_cells(rows), ["optimizer", "twin", "step1_logit_drift", "final_logit_drift",
                             "final_m_drift", "train_loss", "val_loss", "val_acc", "collapsed"],
-        headers=RUN_HEADERS, formats={"step1_logit_drift": ".2e", "final_logit_drift": ".3e",
-                 "final_m_drift": ".3e", "train_loss": f, "val_loss": f, "val_acc": f})
+        headers=RUN_HEADERS, formats={"step1_logit_drift": ".2e", "final_logit_drift": ".2e",
+                 "final_m_drift": ".2e", "train_loss": f, "val_loss": f, "val_acc": f})
 
 
 def lm_comparison_table(family: Any, records: Sequence[Mapping[str, Any]]) -> str:
