@@ -239,16 +239,10 @@ def step1_numbers(head: Mapping[str, Any]) -> Values:
     }
 
 
-def _below(a: float | None, b: float | None) -> str:
-    if a is None or b is None:
-        return "not comparable (missing records)"
-    return "below" if a < b else "not below"
-
-
 def final_numbers(head: Mapping[str, Any]) -> Values:
     r"""The final :math:`M_h` drift of every optimizer's gauge and 1e-7 noise twin; Adam's
-    gauge twin over the farther of its noise twins; whether the equivariant rules end below
-    their noise twins; Muon's gauge / noise ratios; the :math:`A = I` control's largest drift."""
+    gauge twin over the farther of its noise twins; Muon's gauge / noise ratios; the
+    :math:`A = I` control's largest drift."""
     out: Values = {}
     for method in att.METHODS:
         out[f"final_m_{method}"] = fmt(head[method]["gauge_final_m"], ".3g")
@@ -257,10 +251,6 @@ def final_numbers(head: Mapping[str, Any]) -> Values:
     adam, mu = head["adam"], head["muon_adam"]
     farther = max([x for x in (adam["noise7_final_m"], adam["noise5_final_m"]) if x],
                   default=None)
-    cmp = [_below(head[m]["gauge_final_m"], head[m]["noise7_final_m"])
-           for m in ("momentum", "scalar_adam")]
-    out["cmp_equivariant"] = as_markdown(
-        f"both {cmp[0]}" if cmp[0] == cmp[1] else f"respectively {cmp[0]} and {cmp[1]}")
     out["adam_vs_noise"] = fmt(ratio(adam["gauge_final_m"], farther), ".3g")
     out["muon_ratio"] = fmt(ratio(mu["gauge_final_m"], mu["noise7_final_m"]), ".3g")
     out["muon_logit_ratio"] = fmt(ratio(mu["gauge_final_logit"], mu["noise7_final_logit"]),
