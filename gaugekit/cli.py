@@ -7,13 +7,18 @@
     gaugekit audit CLASS [KEY=VALUE ...] [--steps N]
                          [--dtype float64|float32]
                          [--create-graph | --no-create-graph]
+                         [--group orthogonal|general] [--layout UV|AB]
+                         [--condition-number KAPPA]
 
 ``audit`` runs the equivariance audit (:func:`gaugekit.audit.factors.audit_equivariance`) on any
 importable optimizer class (``torch.optim.AdamW``, ``gaugekit.optim.Muon``) or registry name
 (``adam``, ``adamw``, a class name; see :func:`gaugekit.optim.get_spec`), built with the
 ``KEY=VALUE`` hyperparameters, and prints the audit table and its verdict line. ``--create-graph``
 / ``--no-create-graph`` force the backward pass of a Hessian-vector optimizer (Sophia-H,
-AdaHessian); by default the audit detects it.
+AdaHessian); by default the audit detects it. ``--group general`` audits the ``GL(r)`` twin
+``(U R, V R⁻ᵀ)`` with a random ``R`` of condition number ``--condition-number`` (default 4)
+instead of the orthogonal one; ``--layout AB`` hands the optimizer LoRA's pair ``[A, B]``
+(``W = B A``) instead of the paper's ``[U, V]``.
 
 Values are read strictly (``parse_hyperparameters``): a Python literal (``1e-3``, ``10``,
 ``True``, ``None``, ``(0.9, 0.95)``, ``'text'``), or a bare word (``dopri5``) where the argument
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import math
 import re
 import sys
 from collections.abc import Sequence
@@ -78,6 +84,14 @@ def _add_audit_parser(sub: Any) -> None:
     audit.add_argument("--create-graph", action=argparse.BooleanOptionalAction, default=None,
                        help="backward with create_graph=True, as a Hessian-vector optimizer "
                        "(Sophia-H, AdaHessian) needs (default: detected)")
+    audit.add_argument("--group", choices=("orthogonal", "general"), default="orthogonal",
+                       help="the gauge twin: orthogonal (U Q, V Q), Q Haar in O(r), or general "
+                       "(U R, V R⁻ᵀ), R random in GL(r) (default orthogonal)")
+    audit.add_argument("--layout", choices=("UV", "AB"), default="UV",
+                       help="the factor pair the optimizer gets: the paper's [U, V] with "
+                       "W = U Vᵀ, or LoRA's [A, B] with W = B A (default UV)")
+    audit.add_argument("--condition-number", type=float, default=4.0, metavar="KAPPA",
+                       help="cond(R) of the general twin's R, >= 1 (default 4)")
 
 
 #: annotation word → the kind of value it admits (``float`` admits an ``int`` too)
@@ -224,24 +238,37 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         spec = get_spec(args.optimizer)  # an unknown name: ValueError listing the allowed ones
         kwargs = parse_hyperparameters(args.hyperparameters, spec.cls)
         factory = lambda params: spec.make(params, **kwargs)
+    if not (math.isfinite(args.condition_number) and args.condition_number >= 1):
+        raise ValueError(f"Invalid --condition-number: {args.condition_number!r}; expected a "
+                         "finite float >= 1")
     dtype = getattr(torch, args.dtype)
-    probe = [torch.zeros(7, 3, dtype=dtype, requires_grad=True),
-             torch.zeros(5, 3, dtype=dtype, requires_grad=True)]
+    shapes = [(7, 3), (5, 3)] if args.layout == "UV" else [(3, 5), (7, 3)]
+    probe = [torch.zeros(*shape, dtype=dtype, requires_grad=True) for shape in shapes]
     try:  # a bad key or value is a usage error, before any step is taken
         factory(probe)
     except (TypeError, ValueError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"Invalid hyperparameters for {args.optimizer}: {message}") from exc
     print(f"Equivariance audit of {args.optimizer}: {args.steps} steps, {args.dtype}, "
-          f"matrix sensing L(U Vᵀ) with U 7x3, V 5x3, a Haar Q and a noise twin (seed 0)")
+          f"{_audit_problem(args)} and a noise twin (seed 0)")
     try:
         result = audit_equivariance(factory, num_steps=args.steps, dtype=dtype,
-                                    create_graph=args.create_graph)
+                                    create_graph=args.create_graph, group=args.group,
+                                    layout=args.layout, condition_number=args.condition_number)
     except AuditError as exc:
         print(format_audit_table([AuditRow(args.optimizer, "error", error=str(exc))]))
         return 1
     print(format_audit_table([AuditRow(args.optimizer, result.verdict, result)]))
     return 0
+
+
+def _audit_problem(args: argparse.Namespace) -> str:
+    """The audit's problem in words: the loss, the pair and the gauge element."""
+    pair = ("matrix sensing L(U Vᵀ) with U 7x3, V 5x3" if args.layout == "UV" else
+            "matrix sensing L(B A) with LoRA's A 3x5, B 7x3")
+    gauge = ("a Haar Q" if args.group == "orthogonal" else
+             f"a random R in GL(3) with cond(R) = {args.condition_number:g}")
+    return f"{pair}, {gauge}"
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -64,6 +64,7 @@ __all__ = [
     "CHAOTIC",
     "FLOAT32_THRESHOLD",
     "FLOAT64_THRESHOLD",
+    "GROUP_NAMES",
     "IMPLEMENTATION_SWITCHES",
     "KEEPS",
     "LOW_PRECISION_STEPS",
@@ -77,6 +78,7 @@ __all__ = [
     "default_threshold",
     "describe_optimizer",
     "format_audit_table",
+    "format_group_table",
     "low_precision_step",
     "optimizer_hyperparameters",
     "optimizer_name",
@@ -327,6 +329,10 @@ class AuditResult:
     ``optimizer``, ``hyperparameters``: the class (dotted path) and the values it was built
     with (:func:`optimizer_hyperparameters`). ``gauge_verdict`` and :meth:`verdict_line` say
     in words whether the rule keeps the gauge, breaks it or is chaotic (module doc).
+    ``group``: the gauge group of the twin, ``"orthogonal"`` (``O(r)``) or ``"general"``
+    (``GL(r)``); ``layout``: the factor pair the optimizer saw, ``"UV"`` (``W = U Vᵀ``) or
+    ``"AB"`` (LoRA, ``W = B A``; ``residual_U`` is then ``B``'s and ``residual_V`` ``A``'s);
+    ``condition_number``: ``cond(R)`` of the general twin's ``R`` (``None`` under ``O(r)``).
     """
 
     residual_U: float
@@ -344,6 +350,9 @@ class AuditResult:
     noise_scale: float | None = None
     optimizer: str = ""
     hyperparameters: dict[str, object] = field(default_factory=dict, hash=False)
+    group: str = "orthogonal"
+    layout: str = "UV"
+    condition_number: float | None = None
 
     @property
     def verdict(self) -> str:
@@ -366,16 +375,27 @@ class AuditResult:
         """The optimizer as built, as in ``"torch.optim.AdamW(lr=0.01, ...)"``."""
         return describe_optimizer(self.optimizer or "optimizer", self.hyperparameters)
 
+    @property
+    def twin(self) -> str:
+        """The gauge twin in words, ``""`` for the default one (``O(r)``, layout ``UV``):
+        ``"general-linear twin (U R, V R⁻ᵀ), cond(R) = 4"``, ``"orthogonal twin (Qᵀ A, B Q)"``."""
+        if self.group == "orthogonal":
+            return "" if self.layout == "UV" else "orthogonal twin (Qᵀ A, B Q)"
+        pair = "(U R, V R⁻ᵀ)" if self.layout == "UV" else "(R⁻¹ A, B R)"
+        cond = f", cond(R) = {self.condition_number:.3g}" if self.condition_number else ""
+        return f"general-linear twin {pair}{cond}"
+
     def verdict_line(self, name: str | None = None) -> str:
         """One plain line: the optimizer as built, its verdict, the numbers and the rule.
 
         ``name`` (a row name such as a registry name) is put in front when it is not the
-        class's own name.
+        class's own name; a twin other than the default one is named in brackets after the
+        optimizer (:attr:`twin`).
         """
         short = self.optimizer.rsplit(".", 1)[-1]
         plain = name is None or name in (self.optimizer, short)
         label = self.description if plain else f"{name} = {self.description}"
-        return self.gauge_verdict.line(label)
+        return self.gauge_verdict.line(f"{label} [{self.twin}]" if self.twin else label)
 
     def __str__(self) -> str:
         return format_audit_table([AuditRow(self.optimizer or "optimizer", self.verdict, self)])
@@ -432,6 +452,55 @@ def text_table(
     if rule:
         lines.append("-" * len(lines[0]))
     return "\n".join([*lines, *(line(r) for r in cells[1:])])
+
+
+#: The gauge groups' names in a table.
+GROUP_NAMES: dict[str, str] = {"orthogonal": "O(r)", "general": "GL(r)"}
+_SHORT_OUTCOMES = {KEEPS: "keeps", BREAKS: "breaks", CHAOTIC: "chaotic", UNJUDGED: "unjudged"}
+
+
+def _group_cells(row: AuditRow | None) -> list[str]:
+    """A row's outcome in one word and its gauge twin's residual (``error`` when none)."""
+    if row is None or row.result is None:
+        return ["error", "-"]
+    verdict = row.result.gauge_verdict
+    word = _SHORT_OUTCOMES[verdict.outcome]
+    if verdict.precision is not None:
+        word += f" ({verdict.precision[0]})"
+    return [word, f"{row.result.residual:.1e}"]
+
+
+def format_group_table(rows_by_group: Mapping[str, Sequence[AuditRow]]) -> str:
+    """The verdict table under several gauge groups: one row per optimizer, per group its
+    outcome (keeps / breaks / chaotic / unjudged / error) and its gauge twin's residual.
+
+    ``rows_by_group`` maps a group (``"orthogonal"``, ``"general"``) to the rows of
+    :func:`~gaugekit.audit.factors.audit_many` under it (what
+    :func:`~gaugekit.audit.factors.audit_groups` returns); rows are matched by name, in the
+    first group's order. A legend gives the threshold and ``cond(R)`` of the general twin.
+    """
+    groups = list(rows_by_group)
+    names = list(dict.fromkeys(r.name for rows in rows_by_group.values() for r in rows))
+    by_name = {g: {r.name: r for r in rows} for g, rows in rows_by_group.items()}
+    header = ["optimizer"]
+    for g in groups:
+        header += [GROUP_NAMES.get(g, g), "residual"]
+    cells = [[name, *(c for g in groups for c in _group_cells(by_name[g].get(name)))]
+             for name in names]
+    table = text_table(header, cells, align="l" + "lr" * len(groups), sep="  ", rule=True)
+    results = [r.result for rows in rows_by_group.values() for r in rows if r.result is not None]
+    legend = []
+    if results:
+        legend.append(f"keeps: residual <= {results[0].threshold:.0e} ({results[0].dtype}); "
+                      f"breaks: above it and > {CHAOS_FACTOR:g} x the noise twin")
+    conds = sorted({f"{r.condition_number:.3g}" for r in results if r.condition_number})
+    pairs = sorted({"(U R, V R⁻ᵀ)" if r.layout == "UV" else "(R⁻¹ A, B R)" for r in results
+                    if r.group == "general"}, reverse=True)
+    if conds:
+        legend.append(f"GL(r) twins {', '.join(pairs)} with cond(R) = {', '.join(conds)}")
+    errors = [f"{r.name} ({GROUP_NAMES.get(g, g)}): {r.error}" for g, rows in
+              rows_by_group.items() for r in rows if r.result is None]
+    return "\n".join([table, *legend, *(f"error: {e}" for e in errors)])
 
 
 def format_audit_table(rows: Sequence[AuditRow]) -> str:

@@ -20,6 +20,27 @@ the relative residual of the *displacements*
 (and ``r_V`` alike; ``r`` is the larger of the two). Displacements, not iterates, are compared
 so that the size of ``U₀`` does not dilute the residual.
 
+The whole gauge group. ``L(U Vᵀ)`` cannot see ``(U, V) → (U R, V R⁻ᵀ)`` for any invertible
+``R``: the gauge group is ``GL(r)``, and ``O(r)`` (``R⁻ᵀ = R = Q``) is its orthogonal part.
+``group="general"`` audits the twin ``(U₀R, V₀R⁻ᵀ)`` with a well-conditioned random ``R``
+(:func:`gaugekit.gauge.random_gl`, ``cond(R) = condition_number``, 4 by default) and measures
+each factor's displacement covariantly, the way that factor transforms:
+
+.. math::
+
+   r_U = \max_t \frac{\lVert ΔU_t^R - ΔU_t\, R \rVert_F}{\lVert ΔU_t\, R \rVert_F},
+   \qquad
+   r_V = \max_t \frac{\lVert ΔV_t^R - ΔV_t\, R^{-\top} \rVert_F}{\lVert ΔV_t\, R^{-\top} \rVert_F}.
+
+Gradient descent keeps ``O(r)`` but not ``GL(r)``; ScaledGD without damping keeps both
+(:class:`gaugekit.optim.ScaledGD`).
+
+LoRA's layout. ``layout="AB"`` hands the optimizer LoRA's pair ``[A, B]`` with ``W = B A``
+(``A``: r × in, ``B``: out × r), the paper's pair transposed: ``B = U``, ``A = Vᵀ``. The gauge
+acts as ``(A, B) → (R⁻¹ A, B R)`` (orthogonal: ``(Qᵀ A, B Q)``) and the residuals compare
+``ΔB^R`` with ``ΔB R`` and ``ΔA^R`` with ``R⁻¹ ΔA``: the same numbers as ``r_U`` and ``r_V`` of
+the transposed problem, under which names they are reported.
+
 The round-off thresholds, the verdict in words and the result types are
 :mod:`gaugekit.audit.factor_results` (re-exported here, the old address).
 """
@@ -41,16 +62,19 @@ from gaugekit.audit.factor_results import (
     optimizer_hyperparameters,
     optimizer_name,
 )
-from gaugekit.gauge import haar_orthogonal, relative_distance
+from gaugekit.gauge import haar_orthogonal, random_gl, relative_distance
 
 __all__ = [
     "AUDIT_LRS",
     "NO_GRAPH_ERROR",
     "AuditError",
     "FactorRun",
+    "GROUPS",
+    "LAYOUTS",
     "LossFn",
     "OptimizerFactory",
     "audit_equivariance",
+    "audit_groups",
     "audit_many",
     "registry_factories",
     "run_factor_optimizer",
@@ -187,6 +211,15 @@ def run_factor_optimizer(
     return FactorRun(iterates=iterates, optimizer=optimizer, params=[U, V])
 
 
+#: The gauge groups :func:`audit_equivariance` tests: ``O(r)`` (a Haar ``Q``) and ``GL(r)``.
+GROUPS: tuple[str, ...] = ("orthogonal", "general")
+#: The layouts of the factor pair: the paper's ``[U, V]`` (``W = U Vᵀ``) and LoRA's ``[A, B]``
+#: (``W = B A``).
+LAYOUTS: tuple[str, ...] = ("UV", "AB")
+
+GaugeMap = Callable[[Tensor], Tensor]
+
+
 def audit_equivariance(
     make_optimizer: OptimizerFactory,
     *,
@@ -204,18 +237,37 @@ def audit_equivariance(
     noise_scale: float | None = 1e-7,
     noise_seed: int = 888,
     create_graph: bool | None = None,
+    group: str = "orthogonal",
+    layout: str = "UV",
+    condition_number: float = 4.0,
 ) -> AuditResult:
     r"""Audit ``make_optimizer`` for gauge equivariance (the paper's Proposition 4.2) over
     ``num_steps`` steps.
 
-    ``make_optimizer(params)`` receives the list ``[U, V]`` of two leaf tensors and returns any
-    ``torch.optim.Optimizer``; each run builds one and steps it as :func:`run_factor_optimizer`
-    does (closure-only optimizers such as L-BFGS work too).
+    ``make_optimizer(params)`` receives the list of two leaf tensors, ``[U, V]`` (or ``[A, B]``
+    in layout ``"AB"``), and returns any ``torch.optim.Optimizer``; each run builds one and
+    steps it as :func:`run_factor_optimizer` does (closure-only optimizers such as L-BFGS work
+    too).
 
     Missing pieces are drawn from ``generator`` (default ``torch.Generator().manual_seed(0)``)
     in this order: the sensing loss (:func:`sensing_loss` with ``n, m`` from ``shape``), then
-    ``U₀`` (n×k) and ``V₀`` (m×k) with entries ``init_scale · N(0, 1/k)``, then a Haar ``Q``.
-    ``shape = (n, m, k)`` and ``dtype``/``device`` are taken from ``U`` when it is given.
+    ``U₀`` (n×k) and ``V₀`` (m×k) with entries ``init_scale · N(0, 1/k)``, then the gauge
+    element: a Haar ``Q`` (``group="orthogonal"``) or ``R = random_gl(k, condition_number)``
+    (``group="general"``). ``shape = (n, m, k)`` and ``dtype``/``device`` are taken from the
+    given factors.
+
+    ``group``: ``"orthogonal"`` (default) starts the twin at ``(U₀Q, V₀Q)``; ``"general"`` at
+    ``(U₀R, V₀R⁻ᵀ)`` and measures the V-side displacement against ``ΔV R⁻ᵀ`` (module doc).
+    ``Q`` is the gauge element when given (orthogonal for ``"orthogonal"``, any invertible
+    ``R`` for ``"general"``); ``condition_number`` (``>= 1``) is ``cond(R)`` of a drawn ``R``.
+    The result records the group, the layout and, for ``"general"``, ``cond(R)``.
+
+    ``layout``: ``"UV"`` (default, ``W = U Vᵀ``) or ``"AB"`` (LoRA, ``W = B A``, ``A`` r × in,
+    ``B`` out × r). ``U``, ``V`` and ``loss`` are in the layout's terms: the starting pair in
+    the optimizer's order (``U = A₀``, ``V = B₀`` for ``"AB"``) and a loss of that pair; the
+    default loss and draws are the ``"UV"`` ones transposed (``A₀ = V₀ᵀ``, ``B₀ = U₀``), so the
+    default audit in either layout is the same problem. The noise twin adds the same draws
+    (transposed in ``"AB"``).
 
     A third run, the noise twin, starts from ``(U₀ + δE, V₀ + δF)`` with ``δ = noise_scale``
     and ``E, F`` i.i.d. ``N(0, 1)`` from ``torch.Generator().manual_seed(noise_seed)`` (so the
@@ -232,15 +284,14 @@ def audit_equivariance(
     optimizer is the same either way.
 
     Raises :class:`AuditError` if the factory or a step raises or the run diverges, and
-    ``ValueError`` if ``loss`` is not gauge-invariant at ``(U₀, V₀)`` (the audit would be void).
+    ``ValueError`` for an invalid argument or if ``loss`` is not gauge-invariant at
+    ``(U₀, V₀)`` (the audit would be void).
     """
-    if num_steps < 1:
-        raise ValueError(f"Invalid num_steps: {num_steps!r}; expected an integer >= 1")
-    if (U is None) != (V is None):
-        raise ValueError("Invalid U, V: give both factors or neither")
+    _check_audit_arguments(num_steps, U, V, group, layout, condition_number, noise_scale)
     if generator is None:
         generator = torch.Generator().manual_seed(0)
     if U is not None and V is not None:
+        U, V = _from_layout(U, V, layout)
         n, k = U.shape[-2:]
         m = V.shape[-2]
         dtype, device = U.dtype, U.device
@@ -248,7 +299,8 @@ def audit_equivariance(
         n, m, k = shape
     tol = threshold if threshold is not None else default_threshold(dtype)
     if loss is None:
-        loss = sensing_loss(n, m, generator=generator, dtype=dtype, device=device)
+        paper_loss = sensing_loss(n, m, generator=generator, dtype=dtype, device=device)
+        loss = paper_loss if layout == "UV" else lambda A, B: paper_loss(B, A.mT)
     if U is None or V is None:
         gdev = generator.device
         scale = init_scale / math.sqrt(k)
@@ -256,42 +308,36 @@ def audit_equivariance(
         V = scale * torch.randn(m, k, generator=generator, dtype=dtype, device=gdev)
         U, V = (U.to(device), V.to(device)) if device is not None else (U, V)
     if Q is None:
-        Q = haar_orthogonal(k, generator=generator, dtype=dtype, device=U.device)
+        draw = {"generator": generator, "dtype": dtype, "device": U.device}
+        Q = (haar_orthogonal(k, **draw) if group == "orthogonal"
+             else random_gl(k, condition_number=condition_number, **draw))
     U0, V0 = U.detach(), V.detach()
-    U0Q, V0Q = U0 @ Q, V0 @ Q
+    maps = _gauge_maps(Q, group)
+    U0Q, V0Q = maps[0](U0), maps[1](V0)
+    _check_invariant_loss(loss, layout, U0, V0, U0Q, V0Q, dtype)
 
-    with torch.no_grad():
-        loss_start = loss(U0, V0)
-        loss_gap = relative_distance(loss(U0Q, V0Q).reshape(1), loss_start.reshape(1)).item()
-    if loss_gap > default_threshold(dtype):
-        raise ValueError(
-            f"Invalid loss: L(U₀Q, V₀Q) differs from L(U₀, V₀) by {loss_gap:.3g} (relative); "
-            "expected a gauge-invariant loss L(U Vᵀ)"
-        )
-
-    if noise_scale is not None and not (math.isfinite(noise_scale) and noise_scale >= 0):
-        raise ValueError(f"Invalid noise_scale: {noise_scale!r}; expected a finite float >= 0")
+    def run(U_start: Tensor, V_start: Tensor, graph: bool) -> FactorRun:
+        """A run from the paper's pair, handed to the optimizer in the layout's order."""
+        return run_factor_optimizer(make_optimizer, *_to_layout(U_start, V_start, layout), loss,
+                                    num_steps, create_graph=graph)
 
     try:
-        plain_run = run_factor_optimizer(make_optimizer, U0, V0, loss, num_steps,
-                                         create_graph=bool(create_graph))
+        plain_run = run(U0, V0, bool(create_graph))
     except AuditError as exc:
         if create_graph is not None or NO_GRAPH_ERROR not in str(exc.__cause__):
             raise
         create_graph = True  # a Hessian-vector optimizer: it differentiates the gradient
-        plain_run = run_factor_optimizer(make_optimizer, U0, V0, loss, num_steps,
-                                         create_graph=True)
-    run = partial(run_factor_optimizer, make_optimizer, loss=loss, num_steps=num_steps,
-                  create_graph=bool(create_graph))
-    plain = plain_run.iterates
-    rotated = run(U0Q, V0Q).iterates
-    res_U, res_V = _displacement_residual(plain, rotated, U0, V0, U0Q, V0Q, Q)
+        plain_run = run(U0, V0, True)
+    graph = bool(create_graph)
+    plain = _paper_iterates(plain_run.iterates, layout)
+    rotated = _paper_iterates(run(U0Q, V0Q, graph).iterates, layout)
+    res_U, res_V = _displacement_residual(plain, rotated, U0, V0, U0Q, V0Q, maps)
     noise_residual = None
     if noise_scale is not None:
         noise = torch.Generator().manual_seed(noise_seed)
         U0n = U0 + noise_scale * torch.randn(U0.shape, generator=noise, dtype=dtype).to(U0.device)
         V0n = V0 + noise_scale * torch.randn(V0.shape, generator=noise, dtype=dtype).to(V0.device)
-        noisy = run(U0n, V0n).iterates
+        noisy = _paper_iterates(run(U0n, V0n, graph).iterates, layout)
         noise_residual = max(_displacement_residual(plain, noisy, U0, V0, U0n, V0n, None))
 
     U_T, V_T = plain[-1]
@@ -301,7 +347,8 @@ def audit_equivariance(
     static = displacement < 100 * torch.finfo(dtype).eps
     residual = max(res_U, res_V)
     with torch.no_grad():
-        loss_end = loss(U_T, V_T).item()
+        loss_start = loss(*_to_layout(U0, V0, layout)).item()
+        loss_end = loss(*_to_layout(U_T, V_T, layout)).item()
     return AuditResult(
         residual_U=res_U,
         residual_V=res_V,
@@ -311,14 +358,82 @@ def audit_equivariance(
         static=static,
         num_steps=num_steps,
         displacement=displacement,
-        loss_start=loss_start.item(),
+        loss_start=loss_start,
         loss_end=loss_end,
         dtype=str(dtype).removeprefix("torch."),
         noise_residual=noise_residual,
         noise_scale=noise_scale,
         optimizer=optimizer_name(plain_run.optimizer),
         hyperparameters=optimizer_hyperparameters(plain_run.optimizer),
+        group=group,
+        layout=layout,
+        condition_number=(torch.linalg.cond(Q).item() if group == "general" else None),
     )
+
+
+def _check_choice(name: str, value: object, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"Invalid {name}: {value!r}; expected one of "
+                         f"{', '.join(repr(a) for a in allowed)}")
+
+
+def _check_audit_arguments(
+    num_steps: int, U: Tensor | None, V: Tensor | None, group: str, layout: str,
+    condition_number: float, noise_scale: float | None,
+) -> None:
+    """The ``ValueError`` of an invalid argument of :func:`audit_equivariance`, if any."""
+    if num_steps < 1:
+        raise ValueError(f"Invalid num_steps: {num_steps!r}; expected an integer >= 1")
+    if (U is None) != (V is None):
+        raise ValueError("Invalid U, V: give both factors or neither")
+    _check_choice("group", group, GROUPS)
+    _check_choice("layout", layout, LAYOUTS)
+    if not (isinstance(condition_number, int | float) and math.isfinite(condition_number)
+            and condition_number >= 1):
+        raise ValueError(f"Invalid condition_number: {condition_number!r}; expected a finite "
+                         "float >= 1")
+    if noise_scale is not None and not (math.isfinite(noise_scale) and noise_scale >= 0):
+        raise ValueError(f"Invalid noise_scale: {noise_scale!r}; expected a finite float >= 0")
+
+
+def _check_invariant_loss(
+    loss: LossFn, layout: str, U0: Tensor, V0: Tensor, U0Q: Tensor, V0Q: Tensor,
+    dtype: torch.dtype,
+) -> None:
+    """``ValueError`` unless ``loss`` takes the same value at the pair and at its twin."""
+    with torch.no_grad():
+        before = loss(*_to_layout(U0, V0, layout)).reshape(1)
+        gap = relative_distance(loss(*_to_layout(U0Q, V0Q, layout)).reshape(1), before).item()
+    if gap > default_threshold(dtype):
+        raise ValueError(
+            f"Invalid loss: L(U₀Q, V₀Q) differs from L(U₀, V₀) by {gap:.3g} (relative); "
+            "expected a gauge-invariant loss L(U Vᵀ)"
+        )
+
+
+def _to_layout(U: Tensor, V: Tensor, layout: str) -> tuple[Tensor, Tensor]:
+    """The paper's pair in the layout's order: ``(U, V)``, or ``(A, B) = (Vᵀ, U)``."""
+    return (U, V) if layout == "UV" else (V.mT.contiguous(), U)
+
+
+def _from_layout(X: Tensor, Y: Tensor, layout: str) -> tuple[Tensor, Tensor]:
+    """The layout's pair as the paper's ``(U, V)``: ``(B, Aᵀ)`` for ``(A, B)``."""
+    return (X, Y) if layout == "UV" else (Y, X.mT)
+
+
+def _paper_iterates(
+    iterates: Sequence[tuple[Tensor, Tensor]], layout: str
+) -> list[tuple[Tensor, Tensor]]:
+    return [_from_layout(X, Y, layout) for X, Y in iterates]
+
+
+def _gauge_maps(R: Tensor, group: str) -> tuple[GaugeMap, GaugeMap]:
+    """How a U-side and a V-side matrix transform: ``X ↦ X R`` and ``X ↦ X R⁻ᵀ`` (a solve;
+    ``X ↦ X Q`` for both under ``O(r)``, where ``Q⁻ᵀ = Q``)."""
+    right = lambda X: X @ R
+    if group == "orthogonal":
+        return right, right
+    return right, lambda X: torch.linalg.solve(R, X.mT).mT
 
 
 def _displacement_residual(
@@ -328,15 +443,16 @@ def _displacement_residual(
     V0: Tensor,
     U0_other: Tensor,
     V0_other: Tensor,
-    Q: Tensor | None,
+    maps: tuple[GaugeMap, GaugeMap] | None,
 ) -> tuple[float, float]:
-    """``max_t rel((X_t' − X₀') , (X_t − X₀) Q)`` for ``X = U`` and ``X = V`` (``Q=None``: no
-    rotation), the audit's residual of the run ``other`` against the ``plain`` run."""
+    """``max_t rel((X_t' − X₀'), g_X(X_t − X₀))`` for ``X = U`` and ``X = V``, with ``g_U, g_V``
+    the gauge's action on each side (``maps=None``: none), the audit's residual of the run
+    ``other`` against the ``plain`` run."""
     res_U, res_V = 0.0, 0.0
     for (U_t, V_t), (U_o, V_o) in zip(plain, other, strict=True):
         dU, dV = U_t - U0, V_t - V0
-        if Q is not None:
-            dU, dV = dU @ Q, dV @ Q
+        if maps is not None:
+            dU, dV = maps[0](dU), maps[1](dV)
         res_U = max(res_U, relative_distance(U_o - U0_other, dU).item())
         res_V = max(res_V, relative_distance(V_o - V0_other, dV).item())
     return res_U, res_V
@@ -366,6 +482,25 @@ def audit_many(
             continue
         rows.append(AuditRow(name=name, verdict=result.verdict, result=result))
     return rows
+
+
+def audit_groups(
+    factories: Mapping[str, OptimizerFactory],
+    groups: Sequence[str] = GROUPS,
+    **audit_kwargs: object,
+) -> dict[str, list[AuditRow]]:
+    """:func:`audit_many` once per gauge group: ``{group: rows}``, every row on the same draws.
+
+    ``groups`` are names from :data:`GROUPS` (default both: ``O(r)`` and ``GL(r)``);
+    ``audit_kwargs`` (``layout``, ``condition_number``, ``num_steps``, ...) go to
+    :func:`audit_equivariance`. :func:`~gaugekit.audit.factor_results.format_group_table` prints
+    the result.
+    """
+    for group in groups:
+        _check_choice("groups", group, GROUPS)
+    if "group" in audit_kwargs:
+        raise ValueError("Invalid group: pass the groups as groups=(...), not group=")
+    return {group: audit_many(factories, group=group, **audit_kwargs) for group in groups}
 
 
 # --------------------------------------------------------------------------------------------
