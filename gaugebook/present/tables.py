@@ -183,6 +183,13 @@ def as_markdown(text: str) -> Any:
     return Markdown(text)
 
 
+def _is_scalar(value: Any) -> bool:
+    """A numpy scalar or a 0-d numpy array or tensor, whose printed form (``np.int64(20000)``)
+    a page could not format as a number."""
+    return (type(value).__module__ in ("numpy", "torch")
+            and getattr(value, "ndim", None) == 0 and hasattr(value, "item"))
+
+
 def glue_page(values: Mapping[str, Any], prefix: str = "", *, markdown: bool = False) -> None:
     """Glue every ``name → value`` of a page (as ``prefix + name``) for ``{glue:text}``,
     ``{glue:md}`` and ``glue:figure``, without showing it (``display=False``).
@@ -198,6 +205,8 @@ def glue_page(values: Mapping[str, Any], prefix: str = "", *, markdown: bool = F
     from myst_nb import glue
 
     for name, value in values.items():
+        if _is_scalar(value):  # a numpy or torch scalar glues as the plain number it is
+            value = value.item()
         if isinstance(value, str) and "<table" in value:
             value = HTML(value)
         elif isinstance(value, str) and markdown:

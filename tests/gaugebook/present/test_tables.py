@@ -87,3 +87,17 @@ def test_a_figure_legend_below_takes_each_label_once():
     assert a.get_xscale() == "log" and [t.get_text() for t in a.get_xticklabels()] == [
         "0.001", "0.01"]
     plt.close(fig)
+
+
+def test_numpy_and_torch_scalars_glue_as_plain_numbers():
+    """A page formats a glued number from its printed form: ``np.int64(20000)`` would not
+    parse, so glue_page unwraps numpy and torch scalars (and leaves arrays alone)."""
+    import numpy as np
+    import torch
+
+    from gaugebook.present.tables import _is_scalar
+
+    assert _is_scalar(np.int64(3)) and _is_scalar(np.float32(1.5))
+    assert _is_scalar(torch.tensor(2.0))
+    assert not _is_scalar(3) and not _is_scalar("3")
+    assert not _is_scalar(np.array([1, 2])) and not _is_scalar(torch.tensor([1.0, 2.0]))
