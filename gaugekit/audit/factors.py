@@ -211,10 +211,10 @@ def run_factor_optimizer(
     return FactorRun(iterates=iterates, optimizer=optimizer, params=[U, V])
 
 
-#: The gauge groups :func:`audit_equivariance` tests: ``O(r)`` (a Haar ``Q``) and ``GL(r)``.
+#: The gauge groups :func:`audit_equivariance` tests, ``O(r)`` (a Haar ``Q``) and ``GL(r)``.
 GROUPS: tuple[str, ...] = ("orthogonal", "general")
-#: The layouts of the factor pair: the paper's ``[U, V]`` (``W = U Vᵀ``) and LoRA's ``[A, B]``
-#: (``W = B A``).
+#: The two layouts of the factor pair, the paper's ``[U, V]`` (``W = U Vᵀ``) and LoRA's
+#: ``[A, B]`` (``W = B A``).
 LAYOUTS: tuple[str, ...] = ("UV", "AB")
 
 GaugeMap = Callable[[Tensor], Tensor]

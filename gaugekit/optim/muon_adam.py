@@ -29,7 +29,7 @@ from gaugekit.optim.adam import _shared_scale_step_
 from gaugekit.optim.base import NONFINITE, ZooOptimizer
 from gaugekit.optim.muon import _check_split_rows, _muon_group_step_, _ns_dtype_check
 
-#: the Adam rules of the non-Muon parameters: coordinate-wise AdamW, or shared-scale Adam.
+#: The Adam rules of the non-Muon parameters, coordinate-wise AdamW or shared-scale Adam.
 ADAM_KINDS: tuple[str, ...] = ("adamw", "shared_scale")
 
 

@@ -213,7 +213,7 @@ def optimizer_names(equivariant: bool | None = None) -> list[str]:
 
 
 #: Other names of registered rules, each a spec of its own (not a row of the zoo). ``adamw`` is
-#: torch's AdamW: decoupled decay with torch.optim.AdamW's default ``weight_decay = 0.01``.
+#: torch's AdamW, the decoupled decay with torch.optim.AdamW's default ``weight_decay = 0.01``.
 ALIASES: dict[str, OptimizerSpec] = {
     "adamw": OptimizerSpec(
         name="adamw", cls=Adam, equivariant=False,
