@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent
 DEFAULT_TORCH = "torch==2.13.0"
 # the extras the book and the test suite need (pyproject.toml); `book` and `test` both pull
 # `experiments`, named here too so that the list reads as what gets installed
-EXTRAS = "experiments,book,test,dev,cluster,transformers"
+EXTRAS = "experiments,book,test,dev,cluster,transformers,peft"
 
 
 def _venv_dir() -> Path:

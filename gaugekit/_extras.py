@@ -22,9 +22,11 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ecosystem": ("pytorch_optimizer", "heavyball"),
     # the twin audit's tests on Hugging Face models (gaugekit never imports it)
     "transformers": ("transformers",),
+    # the LoRA twin audit's tests on peft models (gaugekit never imports it)
+    "peft": ("peft",),
 }
 #: the extras of the library itself; the others serve the book, from a checkout
-LIBRARY_EXTRAS: frozenset[str] = frozenset({"flow", "transformers"})
+LIBRARY_EXTRAS: frozenset[str] = frozenset({"flow", "transformers", "peft"})
 
 
 class MissingExtra(ImportError):

@@ -7,8 +7,11 @@
              every ``W_Q, W_K`` pair (:func:`audit_twins`); its parts ``sites`` (where the
              gauge acts) and ``twin_parts`` (the twins, invariants ``M_h`` and drifts, traces
              and verdicts)
+``lora``     the twin audit of a LoRA model (peft's or any with ``lora_A``/``lora_B`` layers):
+             gauge twins ``(R⁻¹A, B R)`` of every pair under ``O(r)`` and ``GL(r)`` and a noise
+             twin (:func:`audit_lora_twins`), and its parts (pairs, gauges, products, drift)
 
-Both need torch and numpy only (``pip install gaugekit``).
+All need torch and numpy only (``pip install gaugekit``).
 """
 
 from gaugekit.audit.factor_results import *  # noqa: F403
@@ -17,5 +20,7 @@ from gaugekit.audit.factors import *  # noqa: F403
 from gaugekit.audit.factors import __all__ as _factor_names
 from gaugekit.audit.heads import *  # noqa: F403
 from gaugekit.audit.heads import __all__ as _head_names
+from gaugekit.audit.lora import *  # noqa: F403
+from gaugekit.audit.lora import __all__ as _lora_names
 
-__all__ = sorted(set(_factor_names) | set(_result_names) | set(_head_names))
+__all__ = sorted(set(_factor_names) | set(_result_names) | set(_head_names) | set(_lora_names))

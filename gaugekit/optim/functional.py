@@ -652,23 +652,66 @@ def scaled_gd_direction(grad: Tensor, other: Tensor, *, damping: float, relative
     return direction
 
 
+#: The two layouts of a ScaledGD pair: the paper's ``[U, V]`` (``W = U Vᵀ``) and LoRA's ``[A, B]``
+#: (``W = B A``).
+SCALED_GD_LAYOUTS: tuple[str, ...] = ("UV", "AB")
+
+
 def scaled_gd_(
     U: Tensor, V: Tensor, G_U: Tensor | None, G_V: Tensor | None, *, lr_U: Hyper, lr_V: Hyper,
     damping: float, relative_damping: bool, sequential: bool, weight_decay_U: Hyper = 0.0,
-    weight_decay_V: Hyper = 0.0, maximize: bool = False,
+    weight_decay_V: Hyper = 0.0, maximize: bool = False, layout: str = "UV",
 ) -> None:
-    r"""ScaledGD on a pair ``W = U Vᵀ``.
+    r"""ScaledGD on a pair ``W = U Vᵀ`` (``layout="UV"``) or ``W = B A`` (``layout="AB"``).
 
     ``U ← U(1 − lr·wd) − lr G_U (VᵀV + λ_V I)⁻¹``, ``V ← V(1 − lr·wd) − lr G_V (UᵀU + λ_U I)⁻¹``
     (``wd`` the decoupled weight decay), both Grams from the factors before the step
     (``sequential=True``: ``V``'s Gram uses the updated ``U``, the order of the paper's script).
+
+    Layout ``"AB"``: the arguments are ``A, B, G_A, G_B`` in this order (``lr_U``,
+    ``weight_decay_U`` go with ``A``), ``A`` of shape ``(..., r, in)`` and ``B`` of shape
+    ``(..., out, r)``, and the rule is the one above on ``(U, V) = (B, Aᵀ)``:
+    ``A ← A(1 − lr·wd) − lr (BᵀB + λ_B I)⁻¹ G_A``, ``B ← B(1 − lr·wd) − lr G_B (AAᵀ + λ_A I)⁻¹``,
+    with ``λ_A`` from ``tr(AAᵀ)`` as ``λ_V`` from ``tr(VᵀV)``; ``sequential=True`` updates ``B``
+    (the ``U`` of the pair) first. ``A`` is read and written through a transposed view.
+
     A factor whose gradient is ``None`` is left alone. DTensor factors and gradients are
     gathered; each rank applies its block of the directions.
     """
+    if layout not in SCALED_GD_LAYOUTS:
+        raise ValueError(f"Invalid layout: {layout!r}; expected one of {SCALED_GD_LAYOUTS!r}")
+    if layout == "AB":  # (A, B) = (Vᵀ, U): the UV rule with V stored transposed
+        _scaled_gd_pair(
+            V, U, G_V, G_U, lr_U=lr_V, lr_V=lr_U, damping=damping,
+            relative_damping=relative_damping, sequential=sequential,
+            weight_decay_U=weight_decay_V, weight_decay_V=weight_decay_U, maximize=maximize,
+            v_transposed=True,
+        )
+    else:
+        _scaled_gd_pair(
+            U, V, G_U, G_V, lr_U=lr_U, lr_V=lr_V, damping=damping,
+            relative_damping=relative_damping, sequential=sequential,
+            weight_decay_U=weight_decay_U, weight_decay_V=weight_decay_V, maximize=maximize,
+            v_transposed=False,
+        )
+
+
+def _scaled_gd_pair(
+    U: Tensor, V: Tensor, G_U: Tensor | None, G_V: Tensor | None, *, lr_U: Hyper, lr_V: Hyper,
+    damping: float, relative_damping: bool, sequential: bool, weight_decay_U: Hyper,
+    weight_decay_V: Hyper, maximize: bool, v_transposed: bool,
+) -> None:
+    """:func:`scaled_gd_` on ``(U, V)``, where ``V`` (and ``G_V``) are stored as ``Vᵀ`` when
+    ``v_transposed``."""
+
+    def as_v(t: Tensor) -> Tensor:  # stored ↔ paper orientation of V (an involution)
+        return t.mT if v_transposed else t
+
     step_U = None
     if G_U is not None:
         direction = scaled_gd_direction(
-            signed(D.full(G_U), maximize), D.full(V), damping=damping, relative=relative_damping
+            signed(D.full(G_U), maximize), as_v(D.full(V)), damping=damping,
+            relative=relative_damping,
         )
         step_U = lr_U * D.like_param(direction, U)
         if sequential:
@@ -677,8 +720,10 @@ def scaled_gd_(
             step_U = None
     if G_V is not None:
         direction = scaled_gd_direction(
-            signed(D.full(G_V), maximize), D.full(U), damping=damping, relative=relative_damping
+            as_v(signed(D.full(G_V), maximize)), D.full(U), damping=damping,
+            relative=relative_damping,
         )
+        direction = as_v(direction).contiguous() if v_transposed else direction
         decoupled_decay_(V, lr=lr_V, weight_decay=weight_decay_V)
         V.sub_(lr_V * D.like_param(direction, V))
     if step_U is not None:

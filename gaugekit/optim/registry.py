@@ -6,7 +6,8 @@ To add an optimizer, append one :class:`OptimizerSpec` to ``_SPECS`` below (or c
 Names. :func:`get_spec` and :func:`make_optimizer` take a registry name (``"scalar_adam"``),
 a class name (``"SharedScaleAdam"``: the class's entry without ``options``) or an alias
 (``"adamw"``: :class:`~gaugekit.optim.adam.Adam` with ``decoupled_weight_decay=True`` and
-``weight_decay=0.01``, torch's AdamW; ``ALIASES``), ignoring case, ``_`` and ``-``
+``weight_decay=0.01``, torch's AdamW; ``"muon_adam"``: :class:`~gaugekit.optim.muon_adam.MuonAdam`;
+``ALIASES``), ignoring case, ``_`` and ``-``
 (``"shared-scale-adam"``). Aliases are no rows of the zoo: :func:`optimizer_names` and
 :func:`all_specs` list the registered names only. The class's own defaults (plus
 the spec's ``options``) must let ``make_optimizer(name, [U, V])`` run on two ``n × k`` factors.
@@ -39,6 +40,7 @@ from gaugekit.optim.eigen_adam import EigenAdam
 from gaugekit.optim.flow_adam import FLOW_ADAM_PRESETS, FlowAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
+from gaugekit.optim.muon_adam import MuonAdam
 from gaugekit.optim.rmsprop import RMSprop
 from gaugekit.optim.scaled_gd import ScaledGD
 from gaugekit.optim.schedules import SCHEDULES, Schedule
@@ -213,7 +215,9 @@ def optimizer_names(equivariant: bool | None = None) -> list[str]:
 
 
 #: Other names of registered rules, each a spec of its own (not a row of the zoo). ``adamw`` is
-#: torch's AdamW, the decoupled decay with torch.optim.AdamW's default ``weight_decay = 0.01``.
+#: torch's AdamW, the decoupled decay with torch.optim.AdamW's default ``weight_decay = 0.01``;
+#: ``muon_adam`` is :class:`~gaugekit.optim.muon_adam.MuonAdam`, Muon on the matrices and Adam
+#: on the rest in one optimizer (on a factor pair both factors are matrices: it is Muon).
 ALIASES: dict[str, OptimizerSpec] = {
     "adamw": OptimizerSpec(
         name="adamw", cls=Adam, equivariant=False,
@@ -221,6 +225,12 @@ ALIASES: dict[str, OptimizerSpec] = {
         "entries (the decoupled decay θ ← θ(1 − lr λ) is a scalar multiple of θ)",
         lr_schedule="constant", label="AdamW",
         options={"decoupled_weight_decay": True, "weight_decay": 1e-2},
+    ),
+    "muon_adam": OptimizerSpec(
+        name="muon_adam", cls=MuonAdam, equivariant=True,
+        reason="Muon on every matrix (NS(MQ) = NS(M) Q); its Adam takes only vectors and the "
+        "modules routed to it, none of them a factor",
+        lr_schedule="cosine", label="Muon + Adam",
     ),
 }
 

@@ -1,16 +1,25 @@
-"""ScaledGD on factor pairs ``W = U Vᵀ`` (Tong, Ma & Chi, 2021)."""
+"""ScaledGD on factor pairs ``W = U Vᵀ`` or LoRA's ``W = B A`` (Tong, Ma & Chi, 2021)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gaugekit.optim import functional as F
-from gaugekit.optim._validation import LR, WEIGHT_DECAY, Hyper, bool_check, invalid, real_check
+from gaugekit.optim._validation import (
+    LR,
+    WEIGHT_DECAY,
+    Hyper,
+    bool_check,
+    choice_check,
+    invalid,
+    real_check,
+)
 from gaugekit.optim.base import ZooOptimizer
 
 
 class ScaledGD(ZooOptimizer):
-    r"""Scaled gradient descent on a factor pair; each param group holds exactly one ``[U, V]``.
+    r"""Scaled gradient descent on a factor pair; each param group holds exactly one ``[U, V]``
+    (or, with ``layout="AB"``, one LoRA pair ``[A, B]``).
 
     Example:
         >>> import torch
@@ -76,17 +85,33 @@ class ScaledGD(ZooOptimizer):
     relative_damping=False`` is Tong et al.'s exactly ``GL(k)``-equivariant rule (``VᵀV`` and
     ``UᵀU`` must then be invertible).
 
+    LoRA's layout (``layout="AB"``): each group holds ``[A, B]`` with ``W = B A``, ``A`` of shape
+    ``(..., r, in)`` and ``B`` of shape ``(..., out, r)``, and the step is
+
+    .. math::
+        A_t = A_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\,(B^\top B + λ_B I)^{-1} G_A,
+
+        B_t = B_{t-1}(1 − \mathrm{lr}\,w) − \mathrm{lr}\, G_B (A A^\top + λ_A I)^{-1},
+
+    the rule above on ``(U, V) = (B, Aᵀ)`` (same relative damping, ``λ_A`` from ``tr(AAᵀ)/r``;
+    ``sequential=True`` updates ``B`` first). LoRA's gauge ``(A, B) → (R⁻¹A, BR)`` is the gauge
+    above with ``U' = BR``, ``V' = AᵀR⁻ᵀ``, so the proof carries over word for word: undamped,
+    the layout-``AB`` step is ``GL(r)``-equivariant; damped, ``O(r)``-equivariant.
+
     Distributed: sharded DTensor factors (FSDP2) and their gradients are gathered (four
     all-gathers per pair and step); the directions are computed whole on every rank and each
     rank applies its block.
 
     Args:
-        params: ``[U, V]`` or a list of groups ``{"params": [U, V], ...}``.
+        params: ``[U, V]`` (``[A, B]`` in layout ``"AB"``) or a list of groups
+            ``{"params": [U, V], ...}``.
         lr: learning rate ``>= 0`` (per run).
         damping: ``λ`` (absolute) or its factor on ``tr/k`` (relative), ``>= 0``.
         relative_damping: scale ``damping`` by the mean Gram diagonal.
         sequential: build ``V``'s Gram from the already-updated ``U``.
         weight_decay: decoupled weight decay ``w >= 0`` (per run).
+        layout: ``"UV"`` (``[U, V]``, ``W = U Vᵀ``) or ``"AB"`` (LoRA's ``[A, B]``,
+            ``W = B A``); per group.
     """
 
     matrix_only = True
@@ -97,16 +122,18 @@ class ScaledGD(ZooOptimizer):
         "sequential": bool_check,
         "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check,
+        "layout": choice_check(*F.SCALED_GD_LAYOUTS),
     }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, *, damping: float = 1e-4,
         relative_damping: bool = True, sequential: bool = False, weight_decay: Hyper = 0.0,
-        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
+        maximize: bool = False, layout: str = "UV", batch_dims: int = 0, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "damping": damping, "relative_damping": relative_damping,
             "sequential": sequential, "weight_decay": weight_decay, "maximize": maximize,
+            "layout": layout,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
@@ -117,11 +144,18 @@ class ScaledGD(ZooOptimizer):
                 "params", f"a group of {len(params)} tensors",
                 "exactly one pair [U, V] per param group (one group per pair)",
             )
-        U, V = params
+        X, Y = params
         b = group["batch_dims"]
-        if U.shape[:b] != V.shape[:b] or U.shape[-1] != V.shape[-1]:
+        if group["layout"] == "AB":
+            if X.shape[:b] != Y.shape[:b] or X.shape[-2] != Y.shape[-1]:
+                raise invalid(
+                    "params", f"a pair of shapes {tuple(X.shape)}, {tuple(Y.shape)}",
+                    "A (..., r, in) and B (..., out, r) with the same r and batch dims "
+                    "(layout 'AB')",
+                )
+        elif X.shape[:b] != Y.shape[:b] or X.shape[-1] != Y.shape[-1]:
             raise invalid(
-                "params", f"a pair of shapes {tuple(U.shape)}, {tuple(V.shape)}",
+                "params", f"a pair of shapes {tuple(X.shape)}, {tuple(Y.shape)}",
                 "U (..., n, k) and V (..., m, k) with the same k and batch dims",
             )
 
@@ -136,4 +170,5 @@ class ScaledGD(ZooOptimizer):
             relative_damping=group["relative_damping"], sequential=group["sequential"],
             weight_decay_U=self._hyper(group, "weight_decay", U),
             weight_decay_V=self._hyper(group, "weight_decay", V), maximize=group["maximize"],
+            layout=group["layout"],
         )

@@ -43,7 +43,7 @@ def test_equivariance_classification():
 
 def test_unknown_name_lists_the_allowed_ones():
     expected = (r"^Invalid name: 'adamx'; expected a registry name \[.*'adam'.*'muon'.*\], an "
-                r"alias \['adamw'\] or a class name \[.*'SharedScaleAdam'.*\]")
+                r"alias \['adamw', 'muon_adam'\] or a class name \[.*'SharedScaleAdam'.*\]")
     with pytest.raises(ValueError, match=expected):
         get_spec("adamx")
     with pytest.raises(ValueError, match="^Invalid name: 'adamx'"):
@@ -60,6 +60,21 @@ def test_unknown_name_lists_the_allowed_ones():
 ])
 def test_class_names_and_spellings_find_the_entry(name, entry):
     assert get_spec(name) is get_spec(entry)
+
+
+def test_muon_adam_is_an_alias_that_runs_muon_on_a_factor_pair():
+    from gaugekit.optim import Muon, MuonAdam
+
+    spec = get_spec("muon_adam")
+    assert get_spec("MuonAdam") is spec and "muon_adam" not in optimizer_names()
+    assert spec.cls is MuonAdam and spec.equivariant
+    g = torch.Generator().manual_seed(4)
+    start = torch.randn(6, 3, generator=g, dtype=DTYPE), torch.randn(5, 3, generator=g, dtype=DTYPE)
+    ours, theirs = leaves(*start), leaves(*start)
+    opt = make_optimizer("muon_adam", ours, lr=0.02)
+    ref = Muon(theirs, lr=0.02, momentum=0.95, nesterov=True, adjust_lr_fn="original")
+    assert isinstance(opt, MuonAdam)
+    assert_close(_three_steps(opt, ours), _three_steps(ref, theirs), rtol=0, atol=1e-12)
 
 
 def _three_steps(opt, params):

@@ -42,6 +42,7 @@ BAD_VALUES: dict[str, list] = {
     "side": ["top"],
     "relative_damping": [1],
     "sequential": [None],
+    "layout": ["BA", "uv", None],  # ScaledGD: "UV" or LoRA's "AB"
     # EigenAdam (gaugekit/optim/eigen_adam.py)
     "gram_beta": [1.0, -0.1, torch.tensor(0.9, dtype=DTYPE)],
     "cluster_tol": [-0.1, 1.0, "0.1", math.nan],
