@@ -85,5 +85,32 @@ class NeedsModel(PlainSGD):
         super().__init__(model.parameters(), lr=lr)
 
 
+class PairScaledGD(torch.optim.Optimizer):
+    """Undamped ScaledGD on LoRA's pair ``[A, B]`` (``W = B A``, ``A``: r × in, ``B``: out × r):
+    ``A ← A − lr (BᵀB)⁻¹ G_A``, ``B ← B − lr G_B (AAᵀ)⁻¹``, equivariant under ``GL(r)``. Refuses
+    a pair whose shapes are not LoRA's (the paper's ``[U, V]``), as LoRA-RITE fails on one."""
+
+    def __init__(self, params, lr: float = 0.01) -> None:
+        super().__init__(params, {"lr": lr})
+        A, B = self.param_groups[0]["params"]
+        if A.shape[-2] != B.shape[-1]:
+            raise ValueError(f"expected LoRA's pair [A (r x in), B (out x r)], got "
+                             f"{tuple(A.shape)} and {tuple(B.shape)}")
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            A, B = group["params"]
+            step_A = torch.linalg.solve(B.mT @ B, A.grad)
+            step_B = torch.linalg.solve(A @ A.mT, B.grad.mT).mT
+            A.sub_(group["lr"] * step_A)
+            B.sub_(group["lr"] * step_B)
+        return loss
+
+
 NAMES = ("PlainSGD", "SignDescent", "Hangs", "Segfaults", "Exits", "Raises", "Float32Only",
-         "NeedsModel")
+         "NeedsModel", "PairScaledGD")

@@ -1,4 +1,4 @@
-"""The optimizer ecosystem, audited, and the eigenbasis Adam (chapter 12).
+"""The optimizer ecosystem, audited, and the eigenbasis Adam (chapter 13).
 
 ``ecosystem_runs``   every optimizer class of pytorch-optimizer and heavyball through the audit
 ``eigenbasis_runs``  the eigenbasis Adam on Table 2's protocol and on the attention twins
@@ -16,18 +16,21 @@ from gaugebook.ecosystem.ecosystem_runs import (
 )
 from gaugebook.ecosystem.ecosystem_views import (
     COLLISION_GAPS,
+    by_group,
     collision_residual,
     comparison_values,
     eigen_adam_comparison,
     eigen_audit_values,
     followup_values,
     gap_collision,
+    group_values,
     initial_q_gradients,
     live_residuals,
     verdict_values,
 )
 
 __all__ = [
+    "by_group",
     "collect",
     "COLLISION_GAPS",
     "collision_residual",
@@ -36,6 +39,7 @@ __all__ = [
     "eigen_audit_values",
     "followup_values",
     "gap_collision",
+    "group_values",
     "initial_q_gradients",
     "LIBRARIES",
     "live_residuals",

@@ -2,10 +2,16 @@ r"""The optimizer ecosystem, audited — every optimizer class that ``pytorch-op
 and ``heavyball`` export, run through :func:`gaugekit.audit.audit_equivariance`.
 
 One run is one optimizer class of one library at a pinned version (the ``ecosystem`` extra of
-``pyproject.toml``). The run builds the class on the audit's factor pair ``[U, V]`` with its
-default hyperparameters and runs the equivariance audit (the float64 sensing loss, ``U₀`` 7×3,
-``V₀`` 5×3, a Haar ``Q``, :data:`NUM_STEPS` steps with a closure), in float64; if the optimizer
-raises there it is audited again in float32 with the float32 threshold. The verdict:
+``pyproject.toml``) under one gauge group of :data:`GROUPS`. The run builds the class on the
+audit's factor pair with its default hyperparameters and runs the equivariance audit (the
+float64 sensing loss, ``U₀`` 7×3, ``V₀`` 5×3, :data:`NUM_STEPS` steps with a closure) against
+the group's twin: ``(U₀Q, V₀Q)`` with a Haar ``Q`` (``"orthogonal"``, ``O(r)``) or
+``(U₀R, V₀R⁻ᵀ)`` with a random ``R`` of condition number :data:`CONDITION_NUMBER`
+(``"general"``, ``GL(r)``), in float64; if the optimizer raises there it is audited again in
+float32 with the float32 threshold. Every class runs under both groups, one record each (the
+group is in the record's config, so a resumed sweep skips each pair it has). The pair is the
+paper's ``[U, V]``, or LoRA's ``[A, B]`` (``W = B A``) for a class that wants LoRA pairs
+(:data:`PAIR_LAYOUTS`); the layout is recorded too. The verdict:
 
 ``equivariant``     residual at most the dtype's threshold (:data:`gaugekit.audit.FLOAT64_THRESHOLD`
                     or ``FLOAT32_THRESHOLD``);
@@ -15,6 +21,10 @@ raises there it is audited again in float32 with the float32 threshold. The verd
 ``not``             above :data:`APPROXIMATE_BOUND`;
 ``could not run``   with the reason: needs a model, needs second-order gradients, a wrapper,
                     refuses both dtypes, did not move, timed out, crashed, raised.
+
+A run that did not move (every step left the factors where they were: LoRA-RITE at its
+defaults skips every step of this problem) has nothing to compare and is ``could not run``
+whatever its residual: the audit marks it ``static`` and :func:`classify` says so.
 
 Arguments without a default are supplied and recorded: a wrapper's ``optimizer`` is
 ``torch.optim.SGD(params, lr=0.01)`` (equivariant, so the verdict is the wrapper's), a SAM-style
@@ -49,6 +59,7 @@ from gaugebook.engine import backends, collection
 from gaugebook.engine.backends import Isolated
 from gaugebook.engine.spec import RunResult, RunSpec
 from gaugekit.audit import factors as audit_factors
+from gaugekit.audit.factors import GROUPS
 
 NAME = "ecosystem"
 #: audit steps per run (past RAdam-style warm-ups of 5 steps and a first preconditioner refresh)
@@ -63,6 +74,18 @@ TIMEOUT_S = {"paper": 30.0, "quick": 30.0}
 QUICK_CLASSES = 3
 #: the lr given to a base optimizer that a wrapper needs
 WRAPPED_LR = 1e-2
+#: ``cond(R)`` of the general-linear twin's ``R`` (the audit's default)
+CONDITION_NUMBER = 4.0
+#: Classes that take LoRA's pairs ``[A, B]`` (``A``: r × in, ``B``: out × r, ``W = B A``), in
+#: alternating order, instead of the paper's ``[U, V]``: audited in layout ``"AB"``. Found by
+#: reading the docstrings and signatures at the pinned versions (heavyball has none).
+PAIR_LAYOUTS: dict[tuple[str, str], str] = {("pytorch_optimizer", "LoRARite"): "AB"}
+
+
+def layout_of(library: str, cls_name: str) -> str:
+    """The factor layout a class is audited in: ``"AB"`` for :data:`PAIR_LAYOUTS`, else
+    ``"UV"``."""
+    return PAIR_LAYOUTS.get((library, cls_name), "UV")
 
 
 @dataclass(frozen=True)
@@ -121,7 +144,8 @@ CATALOG: dict[str, tuple[str, ...]] = {
 class Investigation:
     """One follow-up audit of a surprising verdict: ``optimizer`` of ``library`` built with
     ``kwargs`` (and, when ``group`` is given, as one param group ``{"params": …, **group}``;
-    ``call_train``: ``.train()`` first), over ``num_steps`` steps. ``key`` names it in the book."""
+    ``call_train``: ``.train()`` first), over ``num_steps`` steps, against the twin of the gauge
+    group ``gauge`` (:data:`GROUPS`). ``key`` names it in the book."""
 
     key: str
     library: str
@@ -130,6 +154,7 @@ class Investigation:
     group: Mapping[str, Any] | None = None
     call_train: bool = False
     num_steps: int = 20
+    gauge: str = "orthogonal"
 
     def to_config(self) -> dict[str, Any]:
         return {"key": self.key, "kwargs": dict(self.kwargs),
@@ -171,6 +196,10 @@ INVESTIGATIONS: tuple[Investigation, ...] = (
                   {"start_preconditioning_step": 2, "preconditioning_compute_steps": 5}),
     Investigation("po_apollo_belief", "pytorch_optimizer", "ApolloDQN", {"rebound": "belief"}),
     Investigation("po_apollo_60_steps", "pytorch_optimizer", "ApolloDQN", {}, num_steps=60),
+    # LoRA-RITE skips every step at its defaults (update_skipping = 1): turn the skipping off
+    *(Investigation(f"po_lorarite_no_skipping{tag}", "pytorch_optimizer", "LoRARite",
+                    {"update_skipping": 0.0}, gauge=gauge)
+      for tag, gauge in (("", "orthogonal"), ("_gl", "general"))),
 )
 
 
@@ -272,11 +301,15 @@ def _factory(cls: type, required: Sequence[str], num_measurements: int,
 
 def audit_class(module_name: str, class_name: str, num_steps: int = NUM_STEPS,
                 kwargs: Mapping[str, Any] | None = None, group: Mapping[str, Any] | None = None,
-                call_train: bool = False) -> dict[str, Any]:
+                call_train: bool = False, gauge: str = "orthogonal", layout: str = "UV",
+                condition_number: float = CONDITION_NUMBER) -> dict[str, Any]:
     """Audit ``module_name.class_name`` with its defaults (float64, else float32); a plain dict.
 
     ``kwargs``, ``group`` and ``call_train`` change the construction (see :func:`_factory`);
-    the main parts use none of them, the investigations do.
+    the main parts use none of them, the investigations do. ``gauge`` (a group of
+    :data:`GROUPS`), ``layout`` and ``condition_number`` go to
+    :func:`~gaugekit.audit.factors.audit_equivariance` as its ``group``, ``layout`` and
+    ``condition_number``.
 
     Keys: ``result`` (the :class:`~gaugekit.audit.AuditResult` fields, or ``None``),
     ``errors`` (dtype → message of the attempts that failed), ``supplied`` (the arguments given),
@@ -314,7 +347,9 @@ def audit_class(module_name: str, class_name: str, num_steps: int = NUM_STEPS,
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(0)
-                result = audit_equivariance(factory, num_steps=num_steps, dtype=dtype)
+                result = audit_equivariance(factory, num_steps=num_steps, dtype=dtype,
+                                            group=gauge, layout=layout,
+                                            condition_number=condition_number)
         except Exception as exc:  # noqa: BLE001 - recorded (AuditError and the rest)
             text = f"{type(exc).__name__}: {exc}"
             if isinstance(exc, AuditError) and exc.__cause__ is not None:
@@ -347,9 +382,10 @@ def _failure_reason(err64: str, err32: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def classify(outcome: Mapping[str, Any]) -> tuple[str, str]:
+def classify(outcome: Mapping[str, Any], settings: str = "its defaults") -> tuple[str, str]:
     """``(verdict, note)`` of one run's metrics (the fields :func:`audit_class` returned plus
-    ``isolation``): see the module docstring for the bands."""
+    ``isolation``): see the module docstring for the bands. A run that did not move is
+    ``could not run``, its note naming the ``settings`` it ran with."""
     iso = outcome.get("isolation", "ok")
     if iso != "ok":
         return "could not run", str(outcome.get("reason") or iso)
@@ -357,7 +393,7 @@ def classify(outcome: Mapping[str, Any]) -> tuple[str, str]:
     if result is None:
         return "could not run", str(outcome.get("reason") or "no result")
     if result["static"]:
-        return "could not run", f"did not move in {result['num_steps']} steps with its defaults"
+        return "could not run", f"did not move in {result['num_steps']} steps with {settings}"
     residual, threshold = result["residual"], result["threshold"]
     note = "" if result["dtype"] == "float64" else (
         "refuses float64 (" + str(outcome.get("errors", {}).get("float64", ""))[:120] + ")")
@@ -382,7 +418,8 @@ def counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 class EcosystemAudit:
-    """The ecosystem audit as a sweep experiment (one run = one optimizer class)."""
+    """The ecosystem audit as a sweep experiment (one run = one optimizer class under one gauge
+    group; a batch = one library's runs under one group)."""
 
     name = NAME
     description = "every optimizer class of pytorch-optimizer and heavyball through the audit"
@@ -394,27 +431,33 @@ class EcosystemAudit:
         if part == "investigations":
             chosen = INVESTIGATIONS if scale == "paper" else ()
             return [self._spec(part, inv.library, inv.optimizer, inv.num_steps, scale,
-                               inv.to_config()) for inv in chosen]
+                               inv.gauge, inv.to_config()) for inv in chosen]
         if part not in LIBRARIES:
             raise ValueError(f"Invalid part: {part!r}; expected one of {self.parts(scale)}")
         names = CATALOG[part] if scale == "paper" else CATALOG[part][:QUICK_CLASSES]
-        return [self._spec(part, part, name, NUM_STEPS, scale) for name in names]
+        return [self._spec(part, part, name, NUM_STEPS, scale, gauge)
+                for gauge in GROUPS for name in names]
 
     @staticmethod
     def _spec(part: str, library: str, cls_name: str, num_steps: int, scale: str,
-              investigation: Mapping[str, Any] | None = None) -> RunSpec:
+              gauge: str, investigation: Mapping[str, Any] | None = None) -> RunSpec:
+        """One run's spec: the class, the audit's settings, the gauge group (with ``cond(R)``
+        for ``"general"``), the layout, and the investigation's changes if any."""
         lib = LIBRARIES[library]
         config = {
             "library": lib.name, "distribution": lib.distribution, "version": lib.version,
             "optimizer": cls_name, "num_steps": num_steps, "audit": "default sensing loss "
             "7x5, k = 3, seed 0", "timeout_s": TIMEOUT_S[scale], "dtype": "float64",
+            "group": gauge, "layout": layout_of(library, cls_name),
         }
+        if gauge == "general":
+            config["condition_number"] = CONDITION_NUMBER
         if investigation is not None:
             config["investigation"] = dict(investigation)
         return RunSpec(NAME, part, config, {"audit": 0})
 
     def batch_key(self, spec: RunSpec) -> Hashable:
-        return spec.config["library"]
+        return spec.config["library"], spec.config["group"]
 
     def run_batch(self, specs: Sequence[RunSpec], *, device: torch.device,
                   progress: bool) -> list[RunResult]:
@@ -430,7 +473,8 @@ class EcosystemAudit:
             c = spec.config
             inv = c.get("investigation") or {}
             args = (lib.module, c["optimizer"], int(c["num_steps"]), inv.get("kwargs"),
-                    inv.get("group"), bool(inv.get("call_train", False)))
+                    inv.get("group"), bool(inv.get("call_train", False)), c["group"],
+                    c["layout"], float(c.get("condition_number", CONDITION_NUMBER)))
             iso = run_isolated(audit_class, args,
                                float(c["timeout_s"]), preload=(lib.module,))
             metrics: dict[str, Any] = {"isolation": iso.status, "seconds": iso.seconds}
@@ -438,10 +482,12 @@ class EcosystemAudit:
                 metrics.update(iso.value)
             else:
                 metrics["reason"] = iso.message
-            verdict, note = classify(metrics)
+            verdict, note = classify(metrics, "its defaults" if not inv else
+                                     "the investigation's settings")
             metrics["verdict"], metrics["note"] = verdict, note
             if progress:
-                print(f"{library}.{c['optimizer']}: {verdict} {note}", flush=True)
+                print(f"{library}.{c['optimizer']} [{c['group']}, {c['layout']}]: {verdict} "
+                      f"{note}", flush=True)
             results.append(RunResult("ok", metrics))
         return results
 
@@ -456,15 +502,20 @@ collect = collection.collector(EXPERIMENT, allow_missing=True)
 
 
 def table_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One flat row per record: library, optimizer, verdict, residual, dtype, note, reason."""
+    """One flat row per record: library, optimizer, gauge ``group``, ``layout``, verdict,
+    residual, the noise twin's residual, ``moved`` (the plain run's relative displacement),
+    ``cond`` (the measured ``cond(R)`` of a general twin, else ``None``), dtype, note, reason."""
     rows = []
     for r in records:
         m, c = r["metrics"], r["config"]
         res = m.get("result") or {}
         rows.append({
             "library": c["library"], "optimizer": c["optimizer"], "verdict": m["verdict"],
+            "group": c.get("group", "orthogonal"), "layout": c.get("layout", "UV"),
             "key": (c.get("investigation") or {}).get("key"), "num_steps": c["num_steps"],
             "residual": res.get("residual"), "dtype": res.get("dtype"),
+            "noise_residual": res.get("noise_residual"), "moved": res.get("displacement"),
+            "cond": res.get("condition_number"),
             "note": m.get("note") or "", "reason": m.get("reason") or "",
             "supplied": m.get("supplied") or {},
         })

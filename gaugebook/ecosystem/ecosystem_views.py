@@ -5,7 +5,9 @@ r"""What the ecosystem appendix shows, computed from the rows of
 Nothing here is typed in: verdicts, residuals and reasons come from the committed records
 (``results/ecosystem/paper``), and what each follow-up changed from
 :data:`gaugebook.ecosystem.ecosystem_runs.INVESTIGATIONS`; the one-line reasons of the kept verdicts
-(:data:`REASONS`) are written here, by hand, from each rule's source. Last, the appendix's
+(:data:`REASONS`) are written here, by hand, from each rule's source. Every class is recorded
+under both gauge groups; the per-library tables show ``O(r)`` (:func:`by_group` splits the rows),
+:func:`group_values` the two groups side by side and LoRA-RITE. Last, the appendix's
 EigenAdam sections: :func:`collision_residual`, :func:`initial_q_gradients`, :class:`Comparison`.
 """
 
@@ -30,7 +32,7 @@ from gaugebook.present.tables import Row, as_markdown, table_html, value_text
 from gaugebook.present.viz import legend_beside, method_color
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.symmetry import WIDTH
-from gaugekit.audit.factor_results import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD
+from gaugekit.audit.factor_results import FLOAT32_THRESHOLD, FLOAT64_THRESHOLD, GROUP_NAMES
 from gaugekit.audit.factors import audit_equivariance
 from gaugekit.gauge import haar_orthogonal
 from gaugekit.optim import get_spec
@@ -169,15 +171,146 @@ def change_text(investigation: eco.Investigation) -> str:
     return "; ".join(parts) or "as the main audit"
 
 
+def twin_text(row: Row) -> str:
+    """The gauge group a row was audited under, ``O(r)`` or ``GL(r)``, with ``, (A, B)`` when
+    the optimizer saw LoRA's pair."""
+    return GROUP_NAMES[row["group"]] + (", (A, B)" if row["layout"] == "AB" else "")
+
+
 def investigation_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One row per follow-up record: ``class`` (with the library), ``change``
-    (:func:`change_text`), ``verdict``, ``residual`` (text) and ``dtype``; the library's name
-    with non-breaking hyphens (a table breaks a cell at its spaces only)."""
+    (:func:`change_text`), ``twin`` (:func:`twin_text`), ``verdict``, ``residual`` (text) and
+    ``dtype``; the library's name with non-breaking hyphens (a table breaks a cell at its
+    spaces only)."""
     by_key = {inv.key: inv for inv in eco.INVESTIGATIONS}
     unbroken = {lib: library_label(lib).replace("-", "\u2011") for lib in eco.LIBRARIES}
     return [{"class": f"{r['optimizer']} ({unbroken[r['library']]})",
-             "change": change_text(by_key[r["key"]]), "verdict": r["verdict"],
-             "residual": residual_text(r), "dtype": r["dtype"]} for r in rows]
+             "change": change_text(by_key[r["key"]]), "twin": twin_text(r),
+             "verdict": r["verdict"], "residual": residual_text(r), "dtype": r["dtype"]}
+            for r in rows]
+
+
+# --------------------------------------------------------------------------------------------
+# The two gauge groups
+# --------------------------------------------------------------------------------------------
+
+
+def by_group(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The rows of each gauge group (:data:`~gaugebook.ecosystem.ecosystem_runs.GROUPS`, in
+    order), each in the rows' order."""
+    return {g: [r for r in rows if r["group"] == g] for g in eco.GROUPS}
+
+
+def group_count_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """One row per gauge group over both libraries: ``group`` (``O(r)``, ``GL(r)``), ``twin``
+    (the twin's start in words), ``classes`` and the count of each verdict."""
+    twins = {"orthogonal": "(U Q, V Q), Haar Q",
+             "general": f"(U R, V R⁻ᵀ), cond(R) = {eco.CONDITION_NUMBER:g}"}
+    return [{"group": GROUP_NAMES[g], "twin": twins[g], "classes": len(group),
+             **eco.counts(group)} for g, group in by_group(rows).items()]
+
+
+def _kept(row: Row | None) -> bool:
+    return row is not None and row["verdict"] in KEPT
+
+
+def group_pair_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """One row per class that keeps ``O(r)`` or ``GL(r)`` (exactly or approximately), in the
+    ``O(r)`` rows' order: ``library``, ``class``, and per group its verdict and residual
+    (``o_verdict``, ``o_residual``, ``gl_verdict``, ``gl_residual``; residuals as text)."""
+    groups = by_group(rows)
+    general = {(r["library"], r["optimizer"]): r for r in groups["general"]}
+    out = []
+    for r in groups["orthogonal"]:
+        g = general.get((r["library"], r["optimizer"]))
+        if not (_kept(r) or _kept(g)):
+            continue
+        out.append({"library": library_label(r["library"]), "class": r["optimizer"],
+                    "o_verdict": r["verdict"], "o_residual": residual_text(r),
+                    "gl_verdict": g["verdict"] if g else None,
+                    "gl_residual": residual_text(g) if g else None})
+    return out
+
+
+#: The follow-ups that audit LoRA-RITE with its update skipping off, by group.
+LORA_RITE_KEYS: dict[str, str] = {"orthogonal": "po_lorarite_no_skipping",
+                                  "general": "po_lorarite_no_skipping_gl"}
+
+
+def lora_rite_rows(rows: Sequence[Row], followups: Sequence[Row]) -> list[dict[str, Any]]:
+    """LoRA-RITE in LoRA's layout: at its defaults (the main audits) and with
+    ``update_skipping = 0`` (the follow-ups :data:`LORA_RITE_KEYS`), per group: ``setting``
+    (``defaults``, else :func:`change_text`),
+    ``twin``, ``verdict``, ``residual`` (text), ``moved`` (the plain run's relative
+    displacement) and ``note``."""
+    main = [r for r in rows if (r["library"], r["optimizer"]) == ("pytorch_optimizer",
+                                                                    "LoRARite")]
+    keyed = {r["key"]: r for r in followups}
+    by_key = {inv.key: inv for inv in eco.INVESTIGATIONS}
+    picked = [("defaults", r) for r in main] + [
+        (change_text(by_key[key]), keyed[key]) for key in LORA_RITE_KEYS.values() if key in keyed]
+    return [{"setting": setting, "twin": twin_text(r), "verdict": r["verdict"],
+             "residual": residual_text(r), "moved": r["moved"], "note": r["note"]}
+            for setting, r in picked]
+
+
+def group_values(rows: Sequence[Row], followups: Sequence[Row]) -> dict[str, Any]:
+    """The two gauge groups side by side, from the main audits ``rows`` (both groups) and the
+    follow-ups: the count table (``group_count_table``) and its counts per group
+    (``eco_o_n_kept``, ``eco_gl_n_kept``, ``eco_gl_n_not``, ``eco_gl_n_failed``: kept exactly
+    or approximately, broken, no verdict), ``eco_cond`` (``cond(R)``), the classes that keep
+    ``GL(r)`` (``gl_kept``, Markdown, "none" when none) and the table of every class that keeps
+    a group (``group_pair_table``); of the classes that keep ``O(r)``, how many do not keep
+    ``GL(r)`` (``eco_o_only``), how many of these break it (``eco_o_gl_not``, verdict ``not``)
+    and their smallest ``GL(r)`` residual (``o_only_min_gl``, with its class
+    ``o_only_min_gl_class``); LoRA-RITE's table (``lora_rite_table``), the verdict at its
+    defaults per group (``rite_default_o_verdict``, ``rite_default_gl_verdict``) and with the
+    skipping off (``rite_o``, ``rite_gl``: residuals; ``rite_o_verdict``, ``rite_gl_verdict``;
+    ``rite_moved``: how far it moved)."""
+    groups = by_group(rows)
+    tallies = {g: eco.counts(group) for g, group in groups.items()}
+    general = {(r["library"], r["optimizer"]): r for r in groups["general"]}
+    o_only = [(r, general[(r["library"], r["optimizer"])]) for r in groups["orthogonal"]
+              if _kept(r) and not _kept(general.get((r["library"], r["optimizer"])))]
+    broken = sorted((g["residual"], r["optimizer"]) for r, g in o_only if g["residual"])
+    gl_kept = [r["optimizer"] for r in groups["general"] if _kept(r)]
+    values: dict[str, Any] = {
+        "group_count_table": table_html(group_count_rows(rows),
+                                        ["group", "twin", "classes", *eco.VERDICTS],
+                                        headers={"twin": "twin start"}),
+        "eco_o_n_kept": tallies["orthogonal"]["equivariant"]
+        + tallies["orthogonal"]["approximately"],
+        "eco_gl_n_kept": tallies["general"]["equivariant"] + tallies["general"]["approximately"],
+        "eco_gl_n_not": tallies["general"]["not"],
+        "eco_gl_n_failed": tallies["general"]["could not run"],
+        "eco_cond": eco.CONDITION_NUMBER,
+        "gl_kept": as_markdown(", ".join(f"`{name}`" for name in gl_kept) or "none"),
+        "group_pair_table": table_html(
+            group_pair_rows(rows),
+            ["library", "class", "o_verdict", "o_residual", "gl_verdict", "gl_residual"],
+            headers={"o_verdict": "O(r)", "o_residual": "residual", "gl_verdict": "GL(r)",
+                     "gl_residual": "residual"}),
+        "eco_o_only": len(o_only),
+        "eco_o_gl_not": sum(g["verdict"] == "not" for _, g in o_only),
+        "o_only_min_gl": broken[0][0] if broken else math.nan,
+        "o_only_min_gl_class": broken[0][1] if broken else "",
+    }
+    rite = lora_rite_rows(rows, followups)
+    values["lora_rite_table"] = table_html(
+        rite, ["setting", "twin", "verdict", "residual", "moved", "note"],
+        headers={"moved": "moved", "note": "why no verdict"}, formats={"moved": ".2g"})
+    by_setting = {(r["setting"], r["twin"].split(",")[0]): r for r in rite}
+    for tag, name in (("o", GROUP_NAMES["orthogonal"]), ("gl", GROUP_NAMES["general"])):
+        default = by_setting.get(("defaults", name))
+        values[f"rite_default_{tag}_verdict"] = default["verdict"] if default else ""
+    keyed = {r["key"]: r for r in followups}
+    for tag, group in (("o", "orthogonal"), ("gl", "general")):
+        r = keyed.get(LORA_RITE_KEYS[group])
+        values[f"rite_{tag}"] = _residual(r) if r else math.nan
+        values[f"rite_{tag}_verdict"] = r["verdict"] if r else ""
+    moved = keyed.get(LORA_RITE_KEYS["orthogonal"])
+    values["rite_moved"] = moved["moved"] if moved and moved["moved"] is not None else math.nan
+    return values
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,13 +367,14 @@ def followup_values(rows: Sequence[Row], followups: Sequence[Row]) -> dict[str, 
     without one), ``inv_<key>_verdict`` and ``inv_<key>_reason``; then the residual and verdict
     of each main audit of :data:`NAMED_MAIN` (``main_hb_sgd``, ``main_hb_sgd_verdict``, ...)."""
     values: dict[str, Any] = {"followup_table": table_html(
-        investigation_rows(followups), ["class", "change", "verdict", "residual", "dtype"],
+        investigation_rows(followups),
+        ["class", "change", "twin", "verdict", "residual", "dtype"],
         headers={"class": "class (library)", "change": "changed setting"})}
     for r in followups:
         key = r["key"]
         values |= {f"inv_{key}": _residual(r), f"inv_{key}_verdict": r["verdict"],
                    f"inv_{key}_reason": r["reason"] or r["note"] or ""}
-    main = {(r["library"], r["optimizer"]): r for r in rows}
+    main = {(r["library"], r["optimizer"]): r for r in by_group(rows)["orthogonal"]}
     for lib, names in NAMED_MAIN.items():
         for name in names:
             r = main[(lib, name)]
@@ -263,7 +397,8 @@ def live_residuals(followups: Sequence[Row], keys: Sequence[str], timeout_s: flo
         lib = eco.LIBRARIES[inv.library]
         iso = eco.run_isolated(
             eco.audit_class,
-            (lib.module, inv.optimizer, inv.num_steps, inv.kwargs, inv.group, inv.call_train),
+            (lib.module, inv.optimizer, inv.num_steps, inv.kwargs, inv.group, inv.call_train,
+             inv.gauge, eco.layout_of(inv.library, inv.optimizer)),
             timeout_s, preload=(lib.module,))
         now = (iso.value or {}).get("result") or {}
         live.append((key, now.get("residual"), recorded[key]))

@@ -18,7 +18,7 @@ from gaugebook.engine.records import read_records_dir
 def _row(optimizer, verdict, residual=1e-15, library="heavyball", **extra):
     row = {"library": library, "optimizer": optimizer, "verdict": verdict,
            "residual": residual, "dtype": "float64", "supplied": {}, "reason": "",
-           "note": "", "key": None}
+           "note": "", "key": None, "group": "orthogonal", "layout": "UV", "moved": 0.1}
     return {**row, **extra}
 
 
@@ -68,9 +68,50 @@ def test_each_follow_up_says_what_it_changed(key, words):
     assert views.change_text(inv) == words
 
 
+def test_rows_split_by_group_and_a_twin_names_its_group_and_layout():
+    rows = [_row("A", "equivariant"), _row("A", "not", 0.9, group="general"),
+            _row("LoRARite", "equivariant", group="general", layout="AB")]
+    split = views.by_group(rows)
+    assert list(split) == list(eco.GROUPS)
+    assert [r["optimizer"] for r in split["general"]] == ["A", "LoRARite"]
+    assert [views.twin_text(r) for r in rows] == ["O(r)", "GL(r)", "GL(r), (A, B)"]
+
+
+def test_group_counts_and_the_pair_table_keep_a_class_that_keeps_either_group():
+    rows = [_row("SGD", "equivariant"), _row("SGD", "not", 0.9, group="general"),
+            _row("Adam", "not", 0.7), _row("Adam", "not", 1.1, group="general"),
+            _row("Odd", "not", 0.5), _row("Odd", "equivariant", group="general")]
+    counts = views.group_count_rows(rows)
+    assert [(c["group"], c["classes"], c["equivariant"], c["not"]) for c in counts] == [
+        ("O(r)", 3, 1, 2), ("GL(r)", 3, 1, 2)]
+    pairs = views.group_pair_rows(rows)
+    assert [(p["class"], p["o_verdict"], p["gl_verdict"]) for p in pairs] == [
+        ("SGD", "equivariant", "not"), ("Odd", "not", "equivariant")]
+    assert pairs[0]["gl_residual"] == "9.0e-01"
+
+
+def test_the_committed_records_hold_both_groups_and_lora_rite_in_its_layout(committed):
+    records, rows, followups = committed
+    both = eco.table_rows([r for lib in eco.LIBRARIES for r in records[lib]])
+    values = views.group_values(both, followups)
+    counts = views.group_count_rows(both)
+    assert [c["classes"] for c in counts] == [len(rows)] * len(eco.GROUPS)
+    assert "<table" in values["group_count_table"] and "<table" in values["lora_rite_table"]
+    assert values["eco_o_only"] + values["eco_gl_n_kept"] >= values["eco_o_n_kept"]
+    rite = views.lora_rite_rows(both, followups)
+    assert [(r["setting"], r["twin"]) for r in rite] == [
+        ("defaults", "O(r), (A, B)"), ("defaults", "GL(r), (A, B)"),
+        ("update_skipping = 0", "O(r), (A, B)"), ("update_skipping = 0", "GL(r), (A, B)")]
+    assert [r["verdict"] for r in rite[:2]] == ["could not run"] * 2
+    assert all(r["moved"] == 0 and "did not move" in r["note"] for r in rite[:2])
+    assert values["rite_o_verdict"] == values["rite_gl_verdict"] == "equivariant"
+    assert values["rite_gl"] <= views.FLOAT64_THRESHOLD
+
+
 def test_the_committed_records_give_every_table():
     collected = eco.collect("paper", mode="read")
-    rows = eco.table_rows([r for lib in eco.LIBRARIES for r in collected.records[lib]])
+    rows = views.by_group(eco.table_rows(
+        [r for lib in eco.LIBRARIES for r in collected.records[lib]]))["orthogonal"]
     assert views.count_rows(rows)[-1]["classes"] == len(rows) == sum(
         len(names) for names in eco.CATALOG.values())
     kept = [r for lib in eco.LIBRARIES for r in views.kept_rows(rows, lib)]
@@ -93,8 +134,10 @@ def test_the_eigen_adam_comparison_reads_every_row_from_the_records():
 
 @pytest.fixture(scope="module")
 def committed():
+    """The committed records, the main audits' ``O(r)`` rows and the follow-ups' rows."""
     collected = eco.collect("paper", mode="read")
-    rows = eco.table_rows([r for lib in eco.LIBRARIES for r in collected.records[lib]])
+    rows = views.by_group(eco.table_rows(
+        [r for lib in eco.LIBRARIES for r in collected.records[lib]]))["orthogonal"]
     return collected.records, rows, eco.table_rows(collected.records["investigations"])
 
 
@@ -171,7 +214,7 @@ def test_every_committed_kept_verdict_has_a_reason_line():
     if not folder.is_dir():
         pytest.skip("no committed ecosystem records")
     records = [r for r in read_records_dir(folder) if r["part"] != "investigations"]
-    rows = eco.table_rows(records)
+    rows = views.by_group(eco.table_rows(records))["orthogonal"]
     kept = [(r["library"], r["optimizer"]) for r in rows
             if r["verdict"] in ("equivariant", "approximately")]
     assert kept and all(k in views.REASONS for k in kept), set(kept) - set(views.REASONS)
