@@ -10,8 +10,8 @@ sensing``). Three kinds of package, and one rule between them::
     present/    what every page shares: tables, number formats and glue, figures and the
                 book's style, claim-against-published verdict rows
     symmetry, taxonomy, dynamics       the theory chapters' live checks and figures (1–3)
-    sensing/ dial/ tails/ hyperspectral/ attention/ lm/ ladder/ ecosystem/
-                one package per experiment chapter (4–10, 12): its problem, configs and
+    sensing/ dial/ tails/ hyperspectral/ attention/ lm/ lora/ ladder/ ecosystem/
+                one package per experiment chapter (4–11, 13): its problem, configs and
                 published constants, runs and views; ``from gaugebook import sensing``
     experiments, headline, commands    the experiments by name, the README's results at a
                 glance, and ``python -m gaugebook``

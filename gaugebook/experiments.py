@@ -16,6 +16,7 @@ from gaugebook.engine.spec import Experiment
 from gaugebook.hyperspectral.hyperspectral_runs import EXPERIMENT as HYPERSPECTRAL
 from gaugebook.ladder.ladder_runs import EXPERIMENT as LADDER
 from gaugebook.lm.lm_runs import EXPERIMENT as LANGUAGE_MODEL
+from gaugebook.lora.lora_runs import EXPERIMENT as LORA
 from gaugebook.sensing.sensing_runs import EXPERIMENT as MATRIX_SENSING
 from gaugebook.tails.tails_runs import EXPERIMENT as SPECTRAL_TAILS
 
@@ -25,7 +26,7 @@ __all__ = ["EXPERIMENTS", "experiment_names", "get_experiment"]
 EXPERIMENTS: dict[str, Experiment] = {
     exp.name: exp
     for exp in (MATRIX_SENSING, ATTENTION, DIAL, SPECTRAL_TAILS, HYPERSPECTRAL, ECOSYSTEM,
-                EIGENBASIS, LADDER, LANGUAGE_MODEL)
+                EIGENBASIS, LADDER, LANGUAGE_MODEL, LORA)
 }
 
 

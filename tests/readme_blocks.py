@@ -15,6 +15,9 @@ SECTION = "## Use the library"
 
 #: (text that identifies a block, assertions run after it in its namespace); first match wins
 CHECKS: tuple[tuple[str, str], ...] = (
+    ("audit_lora_twins(", "assert lora.steps == 10 and not lora.diverged\n"
+                          "assert not lora.keeps('orthogonal') and not lora.keeps('general')\n"
+                          "assert lora.drift('orthogonal') > 1e3 * lora.drift('noise')\n"),
     ("audit_twins(", "gauge = result.trace('gauge').final\n"
                      "assert result.steps == 20 and not result.diverged\n"
                      "assert gauge.mean_head_drift > 1e-3, gauge\n"
@@ -43,9 +46,14 @@ def check_for(block: str) -> str:
 
 
 def skip_reason(block: str) -> str | None:
-    """Why ``block`` cannot run with this gaugekit yet: it passes ``weight_decay`` to a
-    ``gaugekit.optim`` class whose signature has none (weight decay comes with the optimizer
-    branch); ``None`` when it can run."""
+    """Why ``block`` cannot run here: it imports ``peft`` where peft is not installed (the
+    wheel's clean environment), or it passes ``weight_decay`` to a ``gaugekit.optim`` class
+    whose signature has none; ``None`` when it can run."""
+    if "from peft import" in block:
+        import importlib.util
+
+        if importlib.util.find_spec("peft") is None:
+            return "needs peft (the peft extra), not installed here"
     if "weight_decay" not in block:
         return None
     import gaugekit.optim

@@ -84,6 +84,7 @@ __all__ = [
     "matched_loss",
     "mean_metric",
     "select",
+    "select_rate",
 ]
 
 Record = Mapping[str, Any]
@@ -348,3 +349,20 @@ def lowest_mean(metric: str) -> Protocol:
                     score=lambda runs: _mean_or_inf(runs, metric),
                     fallback=lambda runs: _mean_or_inf(runs, metric), gate=lambda runs: True,
                     gate_text="none", eligible=lambda runs: True)
+
+
+def select_rate(
+    grid: Sequence[float], final_val_loss: Mapping[float, Sequence[float]]
+) -> dict[str, Any]:
+    """The rate of ``grid`` with the lowest mean final validation loss over the selection
+    seeds (a non-finite loss counts as ``+∞``; :func:`select` under :func:`lowest_mean`, the
+    rule of the language model and of the LoRA fine-tuning), the per-rate means, and whether the
+    choice is at an edge of the grid (then a wider grid might choose otherwise)."""
+    runs = [{"config": {"method": "lm", "hparams": {"lr": lr}}, "metrics": {"val_loss": x}}
+            for lr in grid for x in final_val_loss[lr]]
+    chosen = select(runs, lowest_mean("val_loss"))["lm"]
+    means = {lr: chosen.candidates[lr][2] for lr in grid}
+    best = chosen.value
+    return {"lr": best, "mean_val_loss": {str(k): v for k, v in means.items()},
+            "at_edge": list(grid).index(best) in (0, len(grid) - 1) and len(grid) > 1,
+            "all_diverged": not math.isfinite(means[best])}

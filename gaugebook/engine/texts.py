@@ -8,6 +8,17 @@ checksum
 is refused with a :class:`~gaugebook.engine.datafiles.DataFileError`). ``"builtin"`` is a short
 public domain passage shipped with the package, the default of CI machines that have no data folder.
 ``"auto"`` takes tiny-shakespeare when the file is there and the built-in text otherwise.
+
+``"python_reference"`` is the second text, of another kind: the topic pages of the Python
+language reference (``text/python_reference_topics.txt``, checked against its SHA-256; its
+provenance is in the data folder's README), the fine-tuning text of the LoRA chapter. When the
+file is absent, ``"auto_python_reference"`` writes the same pages from the running
+interpreter's own ``pydoc_data.topics`` by the README's recipe (another Python version gives
+another text, named ``"pydoc_topics_<version>"`` in the records).
+
+Two texts share one vocabulary when a model trained on one is fine-tuned on the other:
+``load_text(name, vocab=joint_vocab(...))`` encodes with a given vocabulary, and
+:func:`joint_vocab` is the sorted union of the texts' characters.
 """
 
 from __future__ import annotations
@@ -22,9 +33,11 @@ from gaugebook.engine.datafiles import MissingDataFileError, find_file
 
 __all__ = [
     "BUILTIN_TEXT",
+    "PYTHON_REFERENCE",
     "TEXT_NAMES",
     "TINYSHAKESPEARE",
     "Text",
+    "joint_vocab",
     "load_text",
 ]
 
@@ -34,8 +47,18 @@ TINYSHAKESPEARE = {
     "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
     "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
 }
-#: The names :func:`load_text` accepts (``"auto"``: tiny-shakespeare if present, else built-in).
-TEXT_NAMES: tuple[str, ...] = ("auto", "tinyshakespeare", "builtin")
+#: Where the Python language reference's topic pages are (path in the data folder), their
+#: SHA-256 and how they were made (there is no download: the recipe writes them).
+PYTHON_REFERENCE = {
+    "relpath": "text/python_reference_topics.txt",
+    "sha256": "71f2ff5d99bdc1f9c48c5c2353ad138201c5ca1c377e0226857ef8fa89b8bcee",
+    "recipe": ("python3.11 -c \"import pydoc_data.topics as t; d=t.topics; "
+               "open(F,'w',encoding='utf-8').write('\\n\\n'.join(d[k] for k in sorted(d)))\""),
+}
+#: The names :func:`load_text` accepts (``"auto"``: tiny-shakespeare if present, else built-in;
+#: ``"auto_python_reference"``: the reference's file if present, else the interpreter's pages).
+TEXT_NAMES: tuple[str, ...] = ("auto", "tinyshakespeare", "builtin", "python_reference",
+                               "auto_python_reference")
 
 #: A built-in text of about 2,000 characters, public domain (Shakespeare's Sonnets 18, 29
 #: and 116), enough characters for a few hundred windows of 64.
@@ -105,12 +128,41 @@ class Text:
         return "".join(self.vocab[int(i)] for i in ids)
 
 
+def _pydoc_topics() -> tuple[str, str]:
+    """The running interpreter's topic pages, joined as the data folder's file was made."""
+    import platform
+    import pydoc_data.topics as topics
+
+    pages = topics.topics
+    return "\n\n".join(pages[k] for k in sorted(pages)), f"pydoc_topics_{platform.python_version()}"
+
+
+def _python_reference(name: str, data_dir: str | os.PathLike[str] | None) -> tuple[str, str]:
+    try:
+        path = find_file(PYTHON_REFERENCE["relpath"], PYTHON_REFERENCE["sha256"], None, data_dir,
+                         download=False)
+    except MissingDataFileError as err:
+        if name == "python_reference":
+            raise MissingDataFileError(
+                f"{err} It is made by {PYTHON_REFERENCE['recipe']} (with F the file's path), "
+                "or use the text 'auto_python_reference', which writes it from this interpreter."
+            ) from err
+        return _pydoc_topics()
+    return path.read_text(encoding="utf-8"), "python_reference"
+
+
+def joint_vocab(*texts: Text) -> str:
+    """The sorted union of the texts' characters: one vocabulary for all of them."""
+    return "".join(sorted(set().union(*(set(t.vocab) for t in texts))))
+
+
 def load_text(
     name: str = "auto",
     data_dir: str | os.PathLike[str] | None = None,
     *,
     max_chars: int | None = None,
     download: bool = False,
+    vocab: str | None = None,
 ) -> Text:
     """The text ``name`` (one of :data:`TEXT_NAMES`), cut to its first ``max_chars`` characters.
 
@@ -118,25 +170,35 @@ def load_text(
     file is absent (downloaded first with ``download=True``) and
     :class:`~gaugebook.engine.datafiles.DataFileError` when its checksum is wrong; ``"auto"`` falls
     back to the built-in text only when the file is absent (a wrong checksum is still refused).
+    ``"python_reference"`` and ``"auto_python_reference"`` likewise (module doc). ``vocab``:
+    encode with this vocabulary (sorted characters) instead of the text's own; a character
+    outside it is a :class:`ValueError`.
     """
     if name not in TEXT_NAMES:
         raise ValueError(f"Invalid name: {name!r}; expected one of {TEXT_NAMES}")
     if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)
                                   or max_chars < 2):
         raise ValueError(f"Invalid max_chars: {max_chars!r}; expected an integer >= 2 or None")
-    chars, used = BUILTIN_TEXT, "builtin"
-    if name != "builtin":
-        try:
-            path = find_file(
-                TINYSHAKESPEARE["relpath"], TINYSHAKESPEARE["sha256"], TINYSHAKESPEARE["url"],
-                data_dir, download=download,
-            )
-            chars, used = path.read_text(encoding="utf-8"), "tinyshakespeare"
-        except MissingDataFileError:
-            if name == "tinyshakespeare":
-                raise
+    if name in ("python_reference", "auto_python_reference"):
+        chars, used = _python_reference(name, data_dir)
+    else:
+        chars, used = BUILTIN_TEXT, "builtin"
+        if name != "builtin":
+            try:
+                path = find_file(
+                    TINYSHAKESPEARE["relpath"], TINYSHAKESPEARE["sha256"], TINYSHAKESPEARE["url"],
+                    data_dir, download=download,
+                )
+                chars, used = path.read_text(encoding="utf-8"), "tinyshakespeare"
+            except MissingDataFileError:
+                if name == "tinyshakespeare":
+                    raise
     if max_chars is not None:
         chars = chars[:max_chars]
-    vocab = "".join(sorted(set(chars)))
+    if vocab is None:
+        vocab = "".join(sorted(set(chars)))
+    elif missing := sorted(set(chars) - set(vocab)):
+        raise ValueError(f"Invalid vocab: the text {used!r} has characters outside it: "
+                         f"{''.join(missing)[:40]!r}")
     index = {c: i for i, c in enumerate(vocab)}
     return Text(used, chars, vocab, torch.tensor([index[c] for c in chars], dtype=torch.long))

@@ -29,7 +29,6 @@ rate); ``muon_adam`` (Muon on the block matrices, Adam on the rest at
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ import torch
 from gaugebook.engine import collection
 from gaugebook.engine.records import canonical_json
 from gaugebook.engine.scales import ScaleConfig, Scales
-from gaugebook.engine.selection import lowest_mean, select
+from gaugebook.engine.selection import select_rate as select_lr
 from gaugebook.engine.spec import RunResult, RunSpec
 from gaugebook.engine.transformer import TransformerShape
 from gaugebook.engine.twin_trainer import (
@@ -200,24 +199,6 @@ get_config = Scales(paper=_paper_config, quick=_quick_config)
 # --------------------------------------------------------------------------------------------
 # selection and training
 # --------------------------------------------------------------------------------------------
-
-
-def select_lr(
-    grid: Sequence[float], final_val_loss: Mapping[float, Sequence[float]]
-) -> dict[str, Any]:
-    """The rate of ``grid`` with the lowest mean final validation loss over the selection
-    seeds (a non-finite loss counts as ``+∞``; the one selection of the book,
-    :func:`gaugebook.engine.selection.select`, under
-    :func:`~gaugebook.engine.selection.lowest_mean`), the per-rate means, and whether the
-    choice is at an edge of the grid (then a wider grid might choose otherwise)."""
-    runs = [{"config": {"method": "lm", "hparams": {"lr": lr}}, "metrics": {"val_loss": x}}
-            for lr in grid for x in final_val_loss[lr]]
-    chosen = select(runs, lowest_mean("val_loss"))["lm"]
-    means = {lr: chosen.candidates[lr][2] for lr in grid}
-    best = chosen.value
-    return {"lr": best, "mean_val_loss": {str(k): v for k, v in means.items()},
-            "at_edge": list(grid).index(best) in (0, len(grid) - 1) and len(grid) > 1,
-            "all_diverged": not math.isfinite(means[best])}
 
 
 def _batch_key(config: Mapping[str, Any]) -> str:

@@ -14,13 +14,7 @@ from typing import Any
 
 from gaugebook.attention.attention_summary import twin_label
 from gaugebook.lm import lm_runs as lm
-
-
-def _mean_sd(xs: Sequence[float]) -> tuple[float | None, float | None]:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
-    if not xs:
-        return None, None
-    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
+from gaugebook.present.stats import curve_at, mean_sd
 
 
 def _rows(records: Sequence[Mapping[str, Any]], role: str) -> list[Mapping[str, Any]]:
@@ -54,20 +48,6 @@ def timing(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             for r in _rows(records, "timing") if r["status"] == "ok"}
 
 
-def _curve_at(curves: Mapping[str, Sequence[Any]], key: str, step: float) -> float | None:
-    """``curves[key]`` at ``step``, linear between checkpoints (``None`` past the last)."""
-    xs, ys = curves["step"], curves[key]
-    if step > xs[-1] or step < xs[0]:
-        return None
-    for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:], strict=False):
-        if x0 <= step <= x1:
-            if y0 is None or y1 is None:
-                return None
-            w = 0.0 if x1 == x0 else (step - x0) / (x1 - x0)
-            return (1 - w) * y0 + w * y1
-    return ys[-1]
-
-
 def fresh_rows(records: Sequence[Mapping[str, Any]],
                ms_per_step: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """One row per optimizer over its fresh seeds (base runs at the selected rate): the rate,
@@ -84,11 +64,11 @@ def fresh_rows(records: Sequence[Mapping[str, Any]],
         if not runs:
             continue
         ok = [r for r in runs if r["status"] == "ok" and not r["metrics"].get("collapsed")]
-        mean, sd = _mean_sd([r["metrics"]["val_loss"] for r in ok])
+        mean, sd = mean_sd([r["metrics"]["val_loss"] for r in ok])
         step_eq = None if t_equal is None or method not in ms else t_equal / ms[method]
-        at_t = [] if step_eq is None else [_curve_at(r["curves"], "val_loss", step_eq)
+        at_t = [] if step_eq is None else [curve_at(r["curves"], "val_loss", step_eq)
                                            for r in ok]
-        t_mean, t_sd = _mean_sd([x for x in at_t if x is not None])
+        t_mean, t_sd = mean_sd([x for x in at_t if x is not None])
         out.append({
             "method": method, "label": lm.METHOD_LABELS[method],
             "lr": runs[0]["metrics"].get("lr"),

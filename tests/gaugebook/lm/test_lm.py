@@ -14,6 +14,7 @@ from gaugebook.engine.sweep import run_sweep
 from gaugebook.engine.transformer import TransformerShape, init_params, stack_params
 from gaugebook.lm import lm_runs as lm
 from gaugebook.lm import lm_summary as lms
+from gaugebook.present.stats import curve_at
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +134,8 @@ def test_equal_wall_time_reads_each_curve_where_it_has_got():
     assert rows["momentum"]["val_loss_equal_time"] == pytest.approx(3.0)
     assert rows["adam"]["rank"] == 1 and rows["momentum"]["rank"] == 2
     # half way between checkpoints: linear
-    assert lms._curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 25) == pytest.approx(1.75)
-    assert lms._curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 150) is None
+    assert curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 25) == pytest.approx(1.75)
+    assert curve_at({"step": [0, 100], "v": [2.0, 1.0]}, "v", 150) is None
 
 
 def test_cost_rows_group_the_models_by_what_sets_them_apart():
