@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     print("keeps: drift <= 1e-08 (float64); breaks: above it and > 10 x the noise twin; "
           "chaotic: within 10 x;\nunjudged: diverged or did not move. GL(r) twin (R^-1 A, B R) "
           f"with cond(R) = {args.condition_number:g};\nO(r) twin (Q^T A, B Q); noise twin "
-          "A, B + 1e-7 N(0, 1); moved: ||P_T - P_0|| / max(||P_0||, ||P_T||) of the base.")
+          "A, B + 1e-7 N(0, 1) (a zero B stays zero); moved: ||P_T - P_0|| / max(||P_0||, "
+          "||P_T||) of the base.")
     print()
     rite = {k: v for k, v in factories().items() if k.startswith("LoRARite")}
     print("A rank-deficient B: out: 8 -> 3 < r = 4")

@@ -20,7 +20,7 @@ from gaugebook.attention.attention_summary import RUN_HEADERS, run_rows, usable
 from gaugebook.lm import lm_runs as lm
 from gaugebook.lm import lm_summary as lms
 from gaugebook.present import viz
-from gaugebook.present.tables import NBSP, yes_no
+from gaugebook.present.tables import NBSP, rate_grid_table, yes_no
 
 Records = Sequence[Mapping[str, Any]]
 
@@ -42,16 +42,7 @@ def _pm(mean: float | None, sd: float | None, spec: str = ".3f") -> str:
 def selection_table(records: Records) -> str:
     """Each optimizer's grid: mean final validation loss of the selection seeds per rate, the
     chosen rate in bold-free brackets, and whether the choice is at an edge of the grid."""
-    by: dict[str, dict[str, Any]] = {}
-    for r in lms.selection_rows(records):
-        row = by.setdefault(r["method"], {"optimizer": r["label"], "edge": yes_no(r["at_edge"]),
-                                          "grid": []})
-        text = "diverged" if not math.isfinite(r["mean_val_loss"]) else f"{r['mean_val_loss']:.3f}"
-        row["grid"].append(f"{r['lr']:g}:{NBSP}" + (f"[{text}]" if r["chosen"] else text))
-    out = [{**row, "grid": "  ".join(row["grid"])} for row in by.values()]
-    return viz.table_html(out, ["optimizer", "grid", "edge"],
-                          headers={"grid": "rate: mean final validation loss ([chosen])",
-                                   "edge": "chosen at an edge"})
+    return rate_grid_table(lms.selection_rows(records), "mean final validation loss")
 
 
 def fresh_table(records: Records) -> str:

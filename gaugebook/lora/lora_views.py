@@ -5,7 +5,6 @@ figures, so that the chapter's cells stay short.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ from matplotlib.figure import Figure
 from gaugebook.lora import lora_runs as lr
 from gaugebook.lora import lora_summary as ls
 from gaugebook.present import viz
-from gaugebook.present.tables import NBSP, yes_no
+from gaugebook.present.tables import NBSP, rate_grid_table
 from gaugekit.audit.factor_results import BREAKS, CHAOTIC, KEEPS, UNJUDGED
 
 Records = Sequence[Mapping[str, Any]]
@@ -42,16 +41,7 @@ def _pm(mean: float | None, sd: float | None, spec: str = ".3f") -> str:
 def selection_table(records: Records) -> str:
     """Each optimizer's grid: mean final held-out loss of the selection seeds per rate, the
     chosen rate in brackets, and whether the choice is at an edge of the grid."""
-    by: dict[str, dict[str, Any]] = {}
-    for r in ls.selection_rows(records):
-        row = by.setdefault(r["method"], {"optimizer": r["label"], "edge": yes_no(r["at_edge"]),
-                                          "grid": []})
-        text = "diverged" if not math.isfinite(r["mean_val_loss"]) else f"{r['mean_val_loss']:.3f}"
-        row["grid"].append(f"{r['lr']:g}:{NBSP}" + (f"[{text}]" if r["chosen"] else text))
-    out = [{**row, "grid": "  ".join(row["grid"])} for row in by.values()]
-    return viz.table_html(out, ["optimizer", "grid", "edge"],
-                          headers={"grid": "rate: mean final held-out loss ([chosen])",
-                                   "edge": "chosen at an edge"})
+    return rate_grid_table(ls.selection_rows(records), "mean final held-out loss")
 
 
 def fresh_table(records: Records, init: str = "zero") -> str:

@@ -214,3 +214,20 @@ def glue_page(values: Mapping[str, Any], prefix: str = "", *, markdown: bool = F
         glue(prefix + name, value, display=False)
         if isinstance(value, Figure):
             plt.close(value)
+
+
+def rate_grid_table(rows: Sequence[Mapping[str, Any]], loss: str) -> str:
+    """One row per optimizer of a rate selection: every rate of its grid with the mean score of
+    its selection seeds (``"diverged"`` when not finite), the chosen one in brackets, and whether
+    the choice is at an edge of the grid. ``rows``: one per optimizer and rate, with ``method``,
+    ``label``, ``lr``, ``mean_val_loss``, ``chosen`` and ``at_edge``; ``loss`` names the score
+    in the header."""
+    by: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        row = by.setdefault(r["method"], {"optimizer": r["label"], "edge": yes_no(r["at_edge"]),
+                                          "grid": []})
+        text = "diverged" if not math.isfinite(r["mean_val_loss"]) else f"{r['mean_val_loss']:.3f}"
+        row["grid"].append(f"{r['lr']:g}:{NBSP}" + (f"[{text}]" if r["chosen"] else text))
+    out = [{**row, "grid": "  ".join(row["grid"])} for row in by.values()]
+    return table_html(out, ["optimizer", "grid", "edge"],
+                      headers={"grid": f"rate: {loss} ([chosen])", "edge": "chosen at an edge"})
