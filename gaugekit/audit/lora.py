@@ -61,7 +61,7 @@ Per LoRA pair, of the products ``P = s · B A`` (:func:`lora_products`, float64)
 measured after every optimizer step; a twin's drift is the largest over its pairs and steps.
 :func:`audit_lora_twins` decides each group's verdict with the rule of the other audits
 (:func:`~gaugekit.audit.factor_results.decide_verdict`): a gauge twin's drift at or below the
-round-off threshold of the dtype (:func:`~gaugekit.audit.twin_parts.verdict_threshold`: 1e-8 in
+round-off threshold of the dtype (``gaugekit.audit.twin_parts.verdict_threshold``: 1e-8 in
 float64, 1e-3 in float32) keeps the gauge; above it, more than ``CHAOS_FACTOR = 10`` times the
 noise twin's drift breaks it; within that factor the run is chaotic. A run whose base products
 did not move, or that diverged, cannot be judged (an optimizer that skips every update would
@@ -130,7 +130,7 @@ __all__ = [
     "lora_twin",
 ]
 
-#: The gauge groups of a LoRA pair: ``O(r)`` and ``GL(r)``.
+#: The two gauge groups of a LoRA pair, ``O(r)`` and ``GL(r)``.
 LORA_GROUPS: tuple[str, ...] = ("orthogonal", "general")
 #: The twins :func:`lora_twin` builds: the two gauge twins, the ``R = I`` copy and the noise twin.
 LORA_TWIN_KINDS: tuple[str, ...] = ("orthogonal", "general", "identity", "noise")
@@ -486,8 +486,8 @@ class LoraTwinTrace:
 
     @property
     def max_drift(self) -> float:
-        """Largest drift over pairs and steps: what a verdict reads (``nan`` with no step, or
-        when a drift is ``nan``)."""
+        """The largest drift over pairs and steps, which a verdict reads (``nan`` with no step,
+        or when a drift is ``nan``)."""
         return _max([d for step in self.drifts for d in step])
 
     def pair_max_drifts(self) -> tuple[float, ...]:
@@ -664,9 +664,9 @@ def audit_lora_twins(
     ``seed``, :func:`lora_twin`) and a noise twin (``scale = noise_scale``, drawn from
     ``seed + 1``) are. Before training each gauge twin must compute the same function as the
     base: its output on ``probe`` (``forward(model, probe)``, default ``model(probe)``, or
-    ``model(*probe)`` for a tuple; as in :func:`~gaugekit.audit.twin_parts.output_drift`) or,
+    ``model(*probe)`` for a tuple; as in ``gaugekit.audit.twin_parts.output_drift``) or,
     without a probe, its loss on the first batch (a weaker check), in eval mode, within
-    :func:`~gaugekit.audit.twin_parts.init_tolerance` of the dtype (``√ε``).
+    ``gaugekit.audit.twin_parts.init_tolerance`` of the dtype (``√ε``).
 
     What the factory receives: ``make_optimizer(pairs)`` is called once per copy with that
     copy's :class:`LoraPair` list (module order), so it can build any optimizer on the adapters:

@@ -652,8 +652,8 @@ def scaled_gd_direction(grad: Tensor, other: Tensor, *, damping: float, relative
     return direction
 
 
-#: The two layouts of a ScaledGD pair: the paper's ``[U, V]`` (``W = U Vᵀ``) and LoRA's ``[A, B]``
-#: (``W = B A``).
+#: The two layouts of a ScaledGD pair, the paper's ``[U, V]`` (``W = U Vᵀ``) and LoRA's
+#: ``[A, B]`` (``W = B A``).
 SCALED_GD_LAYOUTS: tuple[str, ...] = ("UV", "AB")
 
 
