@@ -53,6 +53,7 @@ import hashlib
 import math
 import os
 import time
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -396,7 +397,9 @@ def pretrained_params(config: Mapping[str, Any], device: torch.device | str = "c
 def lora_model(config: Mapping[str, Any], init: str, seed: int) -> tuple[nn.Module, list[LoraPair]]:
     """The pretrained model wrapped by ``peft`` with fresh adapters: initialisation ``init``
     (``"zero"`` or ``"random"``, module doc) drawn from a generator seeded ``seed``."""
-    import peft
+    with warnings.catch_warnings():  # tqdm's notebook check, when peft imports it in a kernel
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import peft
 
     if init not in INITS:
         raise ValueError(f"Invalid init: {init!r}; expected one of {INITS}")
