@@ -47,7 +47,7 @@ def selection_table(records: Records) -> str:
 def fresh_table(records: Records, init: str = "zero") -> str:
     """Each optimizer at its selected rate over the fresh seeds: held-out loss on the new text
     at equal steps and at equal time, ranks, ms per step, the loss on the pretraining text after
-    fine-tuning, and the gauge group its rule keeps."""
+    fine-tuning ("old text"), and the gauge group its rule keeps."""
     out = [{**r, "optimizer": r["label"] + ("" if not r["failed"] else
                                             f" ({r['failed']} of {r['seeds']} failed)"),
             "keeps": r["keeps"] or "none",
@@ -56,12 +56,12 @@ def fresh_table(records: Records, init: str = "zero") -> str:
             "source": _pm(r["source_val_loss"], r["source_val_loss_sd"])}
            for r in ls.fresh_rows(records, init)]
     return viz.table_html(
-        out, ["optimizer", "keeps", "lr", "steps", "rank", "ms_per_step", "steps_at_equal_time",
-              "time", "rank_equal_time", "source"],
+        out, ["optimizer", "keeps", "lr", "steps", "rank", "ms_per_step", "time",
+              "rank_equal_time", "source"],
         headers={"keeps": "keeps", "lr": "rate", "steps": "equal steps", "rank": "#",
-                 "ms_per_step": "ms/step", "steps_at_equal_time": "steps", "time": "equal time",
-                 "rank_equal_time": "#", "source": "Shakespeare after"},
-        formats={"lr": "g", "ms_per_step": ".1f", "steps_at_equal_time": ".0f"})
+                 "ms_per_step": "ms/step", "time": "equal time", "rank_equal_time": "#",
+                 "source": "old text"},
+        formats={"lr": "g", "ms_per_step": ".1f"})
 
 
 def twin_table(records: Records) -> str:
