@@ -6,7 +6,10 @@ time in the same round (variants timed in interleaved rounds, on two alternating
 gradients; glibc keeps freed memory in the process, :func:`bench_flow_adam.keep_freed_memory`).
 Interleaving matters: a step repeated back to back finds part of its working set in the last
 level cache, and the smaller working sets of shared-scale Adam and AdamMini gain more from it
-than Adam's; training evicts the cache between steps, as the interleaved rounds do.
+than Adam's; training evicts the cache between steps, as the interleaved rounds do. Each round
+runs the variants in a new random order (seeded): in a fixed order a variant always follows the
+same one, and what that one leaves in the cache moved a ratio by up to 0.1 (one variant listed
+twice measured 1.08 and 0.98).
 
     python bench/bench_optimizer_step.py                 # 10.5M float32 parameters, 2 threads
     python bench/bench_optimizer_step.py --pairs 1 --rounds 2 --steps 1 --muon-rounds 1  # smoke
@@ -29,6 +32,7 @@ reported as such, so the same script times the code before and after a change.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -104,8 +108,12 @@ def time_block(
         for _ in range(args.warmup):
             step(*run)
     times: dict[str, list[float]] = {label: [] for label in runs}
+    order = random.Random(args.seed)
     for _ in range(args.rounds):
-        for label, run in runs.items():
+        labels = list(runs)
+        order.shuffle(labels)  # no variant always follows the same one (what it leaves in cache)
+        for label in labels:
+            run = runs[label]
             start = time.perf_counter()
             for _ in range(args.steps):
                 step(*run)

@@ -137,8 +137,8 @@ class SharedScaleAdam(ZooOptimizer):
     parameter's entries of what Adam's ``exp_avg_sq`` would be, one value per run (shape
     ``param.shape[:batch_dims]``). The mean is linear, so it follows its own recurrence
     ``v̄_t = β₂ v̄_{t-1} + (1 − β₂) mean(g_t²)``: the optimizer keeps one tensor per parameter,
-    as momentum SGD — half of Adam's state — and takes three passes over memory per step (the
-    sum of ``g²``, the moment, the parameter). A checkpoint of the former layout (with the full
+    as momentum SGD — half of Adam's state — and takes two passes over memory per step (the
+    sum of ``g²``; the moment and the parameter, in one kernel: ``fused`` below). A checkpoint of the former layout (with the full
     ``exp_avg_sq``, from before the class marker) is converted on load: ``v̄`` is its mean.
 
     Non-finite gradients (``nonfinite``, ``gaugekit.optim.base``): a NaN or inf in one
@@ -171,12 +171,17 @@ class SharedScaleAdam(ZooOptimizer):
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
         nonfinite: ``"skip"``, ``"raise"``, ``"propagate"`` or ``None`` (``"skip"`` for one run,
             ``"propagate"`` for stacked runs): what a non-finite gradient does.
-        foreach: the moment and parameter passes as ``torch._foreach_*`` calls (``None``: when
-            every parameter is on a GPU, as torch.optim); the same numbers.
-        fused: the moment and parameter passes compiled into one (``torch.compile``; the first
-            step compiles, seconds): the step time of ``torch.optim.Adam(fused=True)`` on the
-            CPU (0.9 to 1.05 times it, ``bench/bench_optimizer_step.py``; without it, 1.2 to
-            1.3 times); the same numbers to round-off.
+        foreach: the two passes of the moment and the parameter as ``torch._foreach_*`` calls
+            (``None``: when every parameter is on a GPU, as torch.optim); the same numbers.
+        fused: the moment and the parameter in one pass. ``None`` (the default) or ``True``:
+            for one run (``batch_dims = 0``) with float hyperparameters and plain float32 or
+            float64 tensors on a CPU or CUDA device, torch's fused momentum-SGD kernel (the
+            kernel of ``torch.optim.SGD(fused=True)``, momentum and dampening ``β₁``, the rate
+            ``lr/((1 − β₁ᵗ) s)``): the step time of ``torch.optim.Adam(fused=True)``
+            (``bench/bench_optimizer_step.py``). Elsewhere ``None`` keeps two passes and
+            ``True`` compiles them into one (``torch.compile``; the first step compiles,
+            seconds). ``False``: always two passes (``lerp_``, ``addcmul_``). The same numbers
+            to round-off.
     """
 
     couples_param_groups = True
@@ -254,7 +259,7 @@ def _shared_scale_step_(
     F.shared_scale_adam_(
         params, grads, exp_avgs, v_means, steps=steps, lrs=lrs, beta1s=beta1s, beta2s=beta2s,
         weight_decays=decays, maximizes=maximizes, batch_dims=batch_dims, eps=eps,
-        square_sums=sums, foreach=foreach, fused=bool(opt.defaults.get("fused")),
+        square_sums=sums, foreach=foreach, fused=opt.defaults.get("fused"),
     )
     return True
 

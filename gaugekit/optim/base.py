@@ -19,9 +19,10 @@ and the optimizer, in the constructor and in a param group, unless their value a
 (``foreach=None``, ``amsgrad=False``, …). Any other key of a param group passes through, as in
 torch.optim (``initial_lr`` of the LR schedulers, ``name``); an unknown constructor keyword is a
 ``TypeError``. SharedScaleAdam and AdamMini implement ``foreach`` (``torch._foreach_*`` passes;
-``None``: on when every parameter is on a GPU, as torch.optim) and ``fused`` (the step compiled
-into one pass by ``torch.compile``); every other rule refuses ``foreach=True`` and
-``fused=True``.
+``None``: on when every parameter is on a GPU, as torch.optim) and ``fused`` (the moment and the
+parameter in one pass: torch's fused momentum-SGD kernel where SharedScaleAdam can use it, by
+default, else the step compiled by ``torch.compile``); every other rule refuses
+``foreach=True`` and ``fused=True``.
 
 Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
 ``state_dict()``, also through tools that keep only ``state`` and ``param_groups``), and
@@ -338,7 +339,7 @@ class ZooOptimizer(Optimizer):
         policy = self._nonfinite_policy()
         if policy == "propagate" or not sums:
             return True
-        if bool(torch.isfinite(torch.stack([s.sum() for s in sums]).sum())):
+        if bool(torch.isfinite(torch.stack([s if s.ndim == 0 else s.sum() for s in sums]).sum())):
             return True
         bad = [self._param_label(p) for p, s in zip(params, sums, strict=True)
                if not bool(torch.isfinite(s).all())]

@@ -218,7 +218,7 @@ def shared_scale_adam_(
     exp_avg_sq_means: list[Tensor], *, steps: list[int], lrs: list[Hyper], beta1s: list[Hyper],
     beta2s: list[Hyper], weight_decays: list[Hyper], maximizes: list[bool], batch_dims: int,
     eps: Hyper, square_sums: list[Tensor] | None = None, foreach: bool = False,
-    fused: bool = False,
+    fused: bool | None = None,
 ) -> None:
     r"""Shared-scale Adam on all ``params`` at once (one shared scalar per run).
 
@@ -235,13 +235,25 @@ def shared_scale_adam_(
     :func:`run_sums_of_squares` of ``grads`` when the caller has them already (its non-finite
     check).
 
-    Three passes over memory: ``Σ g²``, the moment (``lerp_``), the parameter (``addcmul_``
-    with one coefficient tensor ``−lr/((1 − β₁ᵗ) s)`` per parameter and run), the last two by
-    :func:`moment_step_` (``foreach``; ``fused``: compiled into one pass).
+    The passes over memory: ``Σ g²``, then the moment and the parameter:
+
+    * ``fused`` ``None`` or ``True``, one run (``batch_dims = 0``), float hyperparameters and
+      :func:`sgd_kernel_applies`: in one pass, torch's fused momentum-SGD kernel
+      (:func:`sgd_kernel_step_`, with the rate ``lr/((1 − β₁ᵗ) s)``);
+    * otherwise the moment (``lerp_``) and the parameter (``addcmul_`` with one coefficient
+      tensor ``−lr/((1 − β₁ᵗ) s)`` per parameter and run) by :func:`moment_step_`
+      (``foreach``), or with ``fused=True`` compiled into one pass.
     """
     sums = run_sums_of_squares(grads, batch_dims) if square_sums is None else square_sums
-    grads = [signed(g, maximize) for g, maximize in zip(grads, maximizes, strict=True)]
     counts = [math.prod(g.shape[batch_dims:]) for g in grads]
+    decays = [_decay_factor(lr, wd) for lr, wd in zip(lrs, weight_decays, strict=True)]
+    all_floats = not any(isinstance(h, Tensor) for h in (*lrs, *beta1s, *beta2s, *decays))
+    if (fused is not False and all_floats and batch_dims == 0 and not isinstance(eps, Tensor)
+            and sgd_kernel_applies(params, grads, exp_avgs)):
+        _shared_scale_kernel_step_(
+            params, grads, exp_avgs, exp_avg_sq_means, sums=sums, counts=counts, steps=steps,
+            lrs=lrs, beta1s=beta1s, beta2s=beta2s, decays=decays, maximizes=maximizes, eps=eps)
+        return
     floats = not any(isinstance(h, Tensor) for h in (*lrs, *beta1s, *beta2s))
     if floats:  # the same operations on all parameters' scalars, as multi-tensor calls
         torch._foreach_mul_(exp_avg_sq_means, beta2s)
@@ -261,6 +273,7 @@ def shared_scale_adam_(
     if isinstance(eps, Tensor):
         eps = eps.to(device=scale.device, dtype=scale.dtype)
     scale = scale + eps
+    grads = [signed(g, maximize) for g, maximize in zip(grads, maximizes, strict=True)]
     # a 0-d scale broadcasts as is (and is what a DTensor accepts as an implicit scalar)
     scales = [scale if scale.ndim == 0 else
               scale.reshape(scale.shape + (1,) * (p.ndim - batch_dims)) for p in params]
@@ -274,9 +287,104 @@ def shared_scale_adam_(
                         for s, step, lr, beta1 in zip(scales, steps, lrs, beta1s, strict=True)]
     (_fused_step_ if fused else moment_step_)(
         params, grads, exp_avgs, weights=[1 - beta1 for beta1 in beta1s],
-        coefficients=coefficients, foreach=foreach,
-        decays=[_decay_factor(lr, wd) for lr, wd in zip(lrs, weight_decays, strict=True)],
+        coefficients=coefficients, foreach=foreach, decays=decays,
     )
+
+
+#: the dtypes sent to torch's fused momentum-SGD kernel. Not half precision: in torch 2.13 the
+#: CPU kernel leaves float16 and bfloat16 parameters unchanged in its vectorized blocks
+#: (``torch.optim.SGD(momentum=0.9, fused=True)`` on 64 float16 ones does not move them).
+_SGD_KERNEL_DTYPES = (torch.float32, torch.float64)
+#: the tensor types the kernel takes as they are (a subclass such as DTensor is left out)
+_PLAIN = (Tensor, torch.nn.Parameter)
+
+
+def sgd_kernel_applies(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor]) -> bool:
+    """Whether :func:`sgd_kernel_step_` can run on these tensors: plain (not DTensor), dense,
+    on a CPU or a CUDA device, in float32 or float64 (:data:`_SGD_KERNEL_DTYPES`), each
+    gradient and moment on its parameter's device and in its dtype."""
+    if not hasattr(torch, "_fused_sgd_"):
+        return False
+    for p, g, m in zip(params, grads, exp_avgs, strict=True):
+        # a DTensor is a subclass; plain tensors and Parameters are not. Gradients are dense
+        # (the classes refuse sparse ones) and moments are zeros_like their parameter.
+        if (type(p) not in _PLAIN or type(g) not in _PLAIN or type(m) not in _PLAIN
+                or p.layout is not torch.strided or p.device.type not in ("cpu", "cuda")
+                or p.dtype not in _SGD_KERNEL_DTYPES
+                or (g.device, g.dtype, m.device, m.dtype) != (p.device, p.dtype) * 2):
+            return False
+    return True
+
+
+def _shared_scale_kernel_step_(
+    params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
+    exp_avg_sq_means: list[Tensor], *, sums: list[Tensor], counts: list[int], steps: list[int],
+    lrs: list[float], beta1s: list[float], beta2s: list[float], decays: list[float | None],
+    maximizes: list[bool], eps: float,
+) -> None:
+    r""":func:`shared_scale_adam_` for one run with float hyperparameters, its passes through
+    :func:`sgd_kernel_step_`: the same recurrences, ``v̄ᵢ ← β₂ v̄ᵢ + ((1 − β₂)/nᵢ) Σ gᵢ²`` and
+    ``s = √(Σᵢ nᵢ v̄ᵢ/(1 − β₂ᵗⁱ) / Σᵢ nᵢ) + ε``, with one rate ``lr/((1 − β₁ᵗ) s)`` per
+    ``(lr, β₁, t)``. On a GPU the scalars stay on the device (multi-tensor calls, no host
+    sync); on the CPU, where reading them costs nothing, they are computed on the host in
+    double precision (a few Python operations instead of a dozen tensor calls)."""
+    new_means = [(1 - b) / n for b, n in zip(beta2s, counts, strict=True)]
+    weights = [n / (1 - b**t) for n, b, t in zip(counts, beta2s, steps, strict=True)]
+    factors = [lr / (1 - b**t) for lr, b, t in zip(lrs, beta1s, steps, strict=True)]
+    if all(p.device.type == "cpu" for p in params):
+        means = [b * v + c * s for b, v, c, s in zip(
+            beta2s, torch.stack(exp_avg_sq_means).tolist(), new_means,
+            torch.stack(sums).tolist(), strict=True)]
+        for v, value in zip(exp_avg_sq_means, means, strict=True):
+            v.fill_(value)
+        total = sum(w * v for w, v in zip(weights, means, strict=True))
+        root = math.sqrt(total / sum(counts)) + eps
+        inverse = 1 / root if root else math.inf  # as the tensor path: 1/0 is inf
+        rates: dict[float, Hyper] = {f: f * inverse for f in factors}
+    else:
+        torch._foreach_mul_(exp_avg_sq_means, beta2s)
+        torch._foreach_add_(exp_avg_sq_means, torch._foreach_mul(sums, new_means))
+        total = torch.stack(torch._foreach_mul(exp_avg_sq_means, weights)).sum()
+        inverse = total.div_(sum(counts)).sqrt_().add_(eps).reciprocal_()
+        rates = {f: inverse * f for f in set(factors)}
+    sgd_kernel_step_(params, grads, exp_avgs, beta1s=beta1s, maximizes=maximizes, decays=decays,
+                     rates=[rates[f] for f in factors])
+
+
+def sgd_kernel_step_(
+    params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], *, beta1s: list[float],
+    rates: list[Hyper], maximizes: list[bool], decays: list[float | None],
+) -> None:
+    r"""The moment and parameter passes of :func:`shared_scale_adam_` as one pass of torch's
+    fused momentum-SGD kernel (``torch._fused_sgd_``, the kernel of
+    ``torch.optim.SGD(fused=True)``): per parameter, after the decoupled decay ``θ ← θ d``
+    (``d`` from :func:`_decay_factor`, skipped when ``None``),
+
+    ``m ← β₁ m + (1 − β₁) g``,  ``θ ← θ − r m``
+
+    (momentum ``β₁``, dampening ``β₁``, never its "first step": ``m`` starts at zero), with
+    ``r`` a float or a 0-d tensor on the device (``lr / ((1 − β₁ᵗ) s)``, no host sync); ``g`` is the
+    gradient as stored and ``maximize`` negates it inside the kernel. ``g``, ``m`` and ``θ`` are
+    read once and ``m``, ``θ`` written once: five streams against the six of ``lerp_`` then
+    ``addcmul_``, and one kernel launch per set of parameters sharing ``(β₁, r, maximize)``,
+    device and dtype. The same numbers as :func:`moment_step_` to round-off (``β₁ m +
+    (1 − β₁) g`` against ``m + (1 − β₁)(g − m)``). The caller checks
+    :func:`sgd_kernel_applies`.
+    """
+    decayed = [(p, d) for p, d in zip(params, decays, strict=True) if d is not None]
+    if decayed:
+        torch._foreach_mul_([p for p, _ in decayed], [d for _, d in decayed])
+    sets: dict[tuple, list[tuple[Tensor, Tensor, Tensor, Tensor]]] = {}
+    for p, g, m, beta1, rate, maximize in zip(params, grads, exp_avgs, beta1s, rates, maximizes,
+                                             strict=True):
+        sets.setdefault((p.device, p.dtype, beta1, id(rate), maximize), []).append((p, g, m, rate))
+    for (device, _, beta1, _, maximize), rows in sets.items():
+        ps, gs, ms, rate = (list(column) for column in zip(*rows, strict=True))
+        torch._fused_sgd_(
+            ps, gs, ms, weight_decay=0.0, momentum=beta1,
+            lr=rate[0].to(device) if isinstance(rate[0], Tensor) else rate[0],
+            dampening=beta1, nesterov=False, maximize=maximize, is_first_step=False,
+        )
 
 
 def _fused_step_(*args: object, foreach: bool = False, **kwargs: object) -> None:

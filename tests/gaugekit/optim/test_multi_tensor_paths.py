@@ -1,6 +1,7 @@
 """SharedScaleAdam's and AdamMini's multi-tensor paths: ``foreach=True`` gives the for-loop's
-numbers exactly, ``fused=True`` (the compiled one-pass step) to round-off; the switches are
-validated and stay out of the audit's description while off."""
+numbers exactly, ``fused=True`` (the compiled one-pass step) to round-off; SharedScaleAdam's
+default one-run step through torch's fused momentum-SGD kernel gives the two-pass numbers to
+round-off; the switches are validated and stay out of the audit's description while off."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def _train(make, steps: int = 5, **kw) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_foreach_is_the_for_loop_exactly(case):
-    loop, multi = _train(CASES[case], foreach=False), _train(CASES[case], foreach=True)
+    # fused=False: SharedScaleAdam's default one-run step takes neither (the kernel, below)
+    loop = _train(CASES[case], foreach=False, fused=False)
+    multi = _train(CASES[case], foreach=True, fused=False)
     start = _train(CASES[case], steps=0)
     for a, b, c in zip(loop, multi, start, strict=True):
         assert torch.equal(a, b)
@@ -44,9 +47,135 @@ def test_foreach_is_the_for_loop_exactly(case):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fused_is_the_for_loop_to_round_off(case):
-    loop, fused = _train(CASES[case]), _train(CASES[case], fused=True)
+    loop, fused = _train(CASES[case], fused=False), _train(CASES[case], fused=True)
     for a, b in zip(loop, fused, strict=True):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+
+
+@pytest.mark.slow
+def test_fused_compiles_the_step_of_stacked_runs():
+    """Where the kernel cannot run (stacked runs, per-run rates) ``fused=True`` compiles."""
+    def train(fused):
+        g = torch.Generator().manual_seed(3)
+        U = torch.randn(3, 6, 2, generator=g, dtype=torch.float64, requires_grad=True)
+        opt = SharedScaleAdam([U], lr=torch.tensor([1e-2, 3e-2, 1e-1]), batch_dims=1,
+                              fused=fused)
+        for _ in range(4):
+            opt.zero_grad()
+            U.sin().square().sum().backward()
+            opt.step()
+        return U.detach()
+
+    start = torch.randn(3, 6, 2, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    loop, compiled = train(False), train(True)
+    torch.testing.assert_close(loop, compiled, atol=1e-12, rtol=0)
+    assert (loop - start).abs().amax(dim=(1, 2)).gt(1e-3).all()  # every run moved
+
+
+class _KernelSpy:
+    """Counts the calls of ``torch._fused_sgd_`` (and the tensors they update)."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[int] = []
+        kernel = torch._fused_sgd_
+
+        def spy(params, *args, **kwargs):
+            self.calls.append(len(params))
+            return kernel(params, *args, **kwargs)
+
+        monkeypatch.setattr(torch, "_fused_sgd_", spy)
+
+
+@pytest.mark.parametrize("fused", [None, True])
+def test_the_one_run_step_is_torchs_fused_sgd_kernel_to_round_off(monkeypatch, fused):
+    """Two groups with their own lr, betas, weight decay and maximize: the kernel path (one call
+    per group and step) gives the two-pass numbers to float64 round-off, moments included."""
+    def groups(ps):
+        return [{"params": ps[:2]},
+                {"params": ps[2:], "lr": 5e-3, "betas": (0.8, 0.99), "maximize": True}]
+
+    def train(**kw):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4)).double()
+        opt = SharedScaleAdam(groups(list(model.parameters())), lr=1e-2, weight_decay=0.1, **kw)
+        x = torch.randn(16, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        for _ in range(5):
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+        state = [opt.state[p] for p in model.parameters()]
+        return ([p.detach().clone() for p in model.parameters()]
+                + [s["exp_avg"] for s in state] + [s["exp_avg_sq_mean"] for s in state])
+
+    two_passes = train(fused=False)
+    spy = _KernelSpy(monkeypatch)
+    kernel = train(fused=fused)
+    assert spy.calls == [2, 2] * 5  # each group in one call, every step
+    for a, b in zip(two_passes, kernel, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-13, rtol=1e-13)
+
+
+def test_the_kernel_starts_the_moment_at_zero():
+    """torch's kernel copies the gradient into a fresh buffer at its "first step"; here the
+    moment starts at zero, so after one step ``m = (1 − β₁) g`` and, both bias corrections
+    cancelling, ``θ ← θ − lr g / rms(g)`` (ε = 0)."""
+    p = torch.tensor([3.0, -4.0], dtype=torch.float64, requires_grad=True)
+    opt = SharedScaleAdam([p], lr=0.1, betas=(0.9, 0.999), eps=0.0)
+    p.grad = torch.tensor([3.0, -4.0], dtype=torch.float64)
+    opt.step()
+    torch.testing.assert_close(opt.state[p]["exp_avg"], 0.1 * p.grad, atol=1e-15, rtol=0)
+    rms = (12.5) ** 0.5  # √(mean g²) = √((9 + 16)/2)
+    expected = torch.tensor([3.0, -4.0], dtype=torch.float64) * (1 - 0.1 / rms)
+    torch.testing.assert_close(p.detach(), expected, atol=1e-15, rtol=0)
+
+
+def test_the_kernel_in_float32_is_the_two_passes_to_its_precision(monkeypatch):
+    def train(fused):
+        g = torch.Generator().manual_seed(2)
+        U = torch.randn(16, 4, generator=g).requires_grad_(True)
+        opt = SharedScaleAdam([U], lr=1e-2, fused=fused)
+        for _ in range(3):
+            opt.zero_grad()
+            U.sin().sum().backward()
+            opt.step()
+        return U.detach()
+
+    start = torch.randn(16, 4, generator=torch.Generator().manual_seed(2))
+    two = train(False)
+    spy = _KernelSpy(monkeypatch)
+    one = train(None)
+    assert spy.calls == [1, 1, 1]
+    torch.testing.assert_close(two, one, atol=1e-6, rtol=0)
+    assert (two - start).abs().max() > 1e-2  # the runs moved by far more than the tolerance
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_keeps_the_two_passes(monkeypatch, dtype):
+    """torch 2.13's CPU kernel does not move half-precision entries in its vectorized blocks
+    (64 ones, momentum 0.9, one step: still ones); such parameters keep the two passes, which
+    do move them."""
+    spy = _KernelSpy(monkeypatch)
+    q = torch.nn.Parameter(torch.ones(64, dtype=dtype))
+    opt = SharedScaleAdam([q], lr=0.01)
+    q.grad = torch.full((64,), 2.0, dtype=dtype)
+    opt.step()
+    assert spy.calls == []
+    assert q.detach().lt(1).all()  # every entry moved
+
+
+def test_the_kernel_is_left_out_where_it_cannot_run(monkeypatch):
+    """Stacked runs, per-run tensor hyperparameters and ``fused=False`` keep the two passes."""
+    spy = _KernelSpy(monkeypatch)
+    cases = [dict(fused=False), dict(lr=torch.tensor(1e-2)),
+             dict(batch_dims=1), dict(eps=torch.tensor(1e-8))]
+    for kw in cases:
+        U = torch.randn(3, 5, 2, dtype=torch.float64, requires_grad=True)
+        before = U.detach().clone()
+        opt = SharedScaleAdam([U], **kw)
+        U.grad = torch.randn_like(U)
+        opt.step()
+        assert not torch.equal(U.detach(), before), kw
+    assert spy.calls == []
 
 
 def test_switches_are_validated_and_hidden_while_off():
