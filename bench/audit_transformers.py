@@ -3,12 +3,14 @@ report of verdicts, not a timing.
 
     python bench/audit_transformers.py          (needs the `transformers` extra)
 
-For a tiny BERT, GPT-2 (fused ``c_attn``) and Llama (grouped-query attention, rotary position
-embeddings) in float64, each optimizer's gauge twin and 1e-7 noise twin after a few steps, the
-verdict, and the gauge twin's output distance from its base before training (the function
-identity check). Then, for the rotary model, the same check for a twin drawn from the residual
-gauge (a rotation of each frequency pair) against a Haar rotation of the whole head, which does
-not commute with the rotary map (the negative control).
+For a tiny BERT, GPT-2 (fused ``c_attn``), Llama (grouped-query attention, rotary position
+embeddings) and the fused layouts of Phi-3 (``[q; k; v]`` rows, grouped-query, rotary), Falcon
+(rows grouped by key-value group, rotary) and MPT (``[q; k; v]`` rows, ALiBi) in float64: each
+optimizer's gauge twin and 1e-7 noise twin after a few steps, the verdict, and the gauge twin's
+output distance from its base before training (the function identity check). Then, for the
+rotary models, the same check for a twin drawn from the residual gauge (a rotation of each
+frequency pair) against a Haar rotation of the whole head, which does not commute with the
+rotary map (the negative control).
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ MODELS = {
         n_embd=32, n_head=4, n_layer=2, vocab_size=100, initializer_range=0.2)),
     "Llama (GQA, RoPE)": lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(
         hidden_size=32, num_attention_heads=4, num_key_value_heads=2, **SMALL)),
+    "Phi-3 (fused, GQA)": lambda: transformers.Phi3ForCausalLM(transformers.Phi3Config(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, **SMALL)),
+    "Falcon (grouped)": lambda: transformers.FalconForCausalLM(transformers.FalconConfig(
+        hidden_size=32, num_attention_heads=4, num_kv_heads=2, num_hidden_layers=2,
+        vocab_size=100, new_decoder_architecture=True, initializer_range=0.2)),
+    "MPT (fused, ALiBi)": lambda: transformers.MptForCausalLM(transformers.MptConfig(
+        d_model=32, n_heads=4, n_layers=2, expansion_ratio=2, vocab_size=100,
+        initializer_range=0.2)),
 }
 OPTIMIZERS = {
     "Adam": lambda p: torch.optim.Adam(p, lr=1e-3),
@@ -65,15 +75,16 @@ def main() -> None:
             g, n = r.trace("gauge").max_drift, r.trace("noise").max_drift
             print(f"{name:18} {label:16} {g:9.2e} {n:9.2e} {g / n:11.3g}"
                   f"  {r.trace('gauge').init_output_drift:12.1e}  {r.verdict.outcome}")
-    model = build("Llama (GQA, RoPE)")
-    sites = find_qk_sites(model)
-    residual, _ = gauge_twin(model, sites, generator=torch.Generator().manual_seed(5))
-    whole = [dataclasses.replace(s, rotary=None) for s in sites]
-    haar, _ = gauge_twin(model, whole, generator=torch.Generator().manual_seed(5),
-                         check_structure=False)
-    print(f"\nLlama, output distance from the base before training: residual-gauge twin "
-          f"{output_drift(model, residual, ids):.1e}; whole-head Haar twin (negative control) "
-          f"{output_drift(model, haar, ids):.3f}")
+    print("\nOutput distance from the base before training (the function-identity check):")
+    for name in ("Llama (GQA, RoPE)", "Phi-3 (fused, GQA)", "Falcon (grouped)"):
+        model = build(name)
+        sites = find_qk_sites(model)
+        residual, _ = gauge_twin(model, sites, generator=torch.Generator().manual_seed(5))
+        whole = [dataclasses.replace(s, rotary=None) for s in sites]
+        haar, _ = gauge_twin(model, whole, generator=torch.Generator().manual_seed(5),
+                             check_structure=False)
+        print(f"  {name:18} residual-gauge twin {output_drift(model, residual, ids):.1e}; "
+              f"whole-head Haar twin (negative control) {output_drift(model, haar, ids):.3f}")
 
 
 if __name__ == "__main__":

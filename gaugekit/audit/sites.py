@@ -23,7 +23,16 @@ children; ``transformers`` itself is never imported:
   slices), so rotating the rows of head ``h`` of the view rotates columns of ``c_attn`` in
   place (kind ``"conv1d"``; with cross-attention the query is ``q_attn``: ``"conv1d_cross"``);
 * GPT-NeoX's and Bloom's fused ``query_key_value`` (``nn.Linear``, rows per head
-  ``[q_h | k_h | v_h]``): head-major views ``(H, d, in)`` (kind ``"fused_heads"``);
+  ``[q_h | k_h | v_h]``): head-major views ``(H, d, in)`` (kind ``"fused_heads"``); so are
+  Falcon's ``query_key_value`` without multi-query and GPTBigCode's ``c_attn`` without it;
+* fused projections with the rows ``[q (H·d); k (G·d); v (G·d)]``: Phi-3's ``qkv_proj``,
+  MPT's ``Wqkv``, and the multi-query (``G = 1``) layouts of Falcon's ``query_key_value`` and
+  GPTBigCode's ``c_attn`` (``nn.Linear``): the query and key are row slices (kind
+  ``"packed_rows"``). MPT's ``clip_qkv`` clamps every entry of q and k, which a rotation does
+  not commute with: refused;
+* Falcon's ``new_decoder_architecture`` groups its rows by key-value group,
+  ``[q_{g,1} … q_{g,H/G} | k_g | v_g]`` for each ``g``: the query heads are the view
+  ``(G, H/G, d, in)`` and the keys ``(G, d, in)`` (kind ``"grouped_rows"``);
 * grouped-query attention (Llama, Mistral, Qwen; ``num_key_value_heads < num_attention_heads``):
   key head ``g`` serves the ``H/G`` query heads ``h`` with ``g(h) = ⌊h G / H⌋`` (``repeat_kv``),
   so ``M_h = W_{Q,h}ᵀ W_{K,g(h)}`` and the gauge is one ``A_g`` per key-value group, acting on
@@ -35,8 +44,11 @@ children; ``transformers`` itself is never imported:
   ``SO(2)^{r/2} × O(d − r)`` that commutes with the rotary map (derivation in
   :mod:`gaugekit.audit.rotary`).
 
-Anything else with a fused projection (``qkv_proj``, ``Wqkv``, Falcon's ``query_key_value``) is
-refused by name with the reason: its row layout is not known, so the views cannot be taken.
+The fused layouts are read from the attention class (its name or a base class's), since the
+row order is a property of its ``forward``. Anything else with a fused projection (a
+``qkv_proj``, ``Wqkv``, ``query_key_value`` or ``c_attn`` of another class, GPTBigCode's
+cross-attention) is refused by name with the reason: its row layout is not known, so the views
+cannot be taken.
 """
 
 from __future__ import annotations
@@ -72,10 +84,12 @@ class QKSite:
             ``"mha_separate"`` (``q_proj_weight``/``k_proj_weight``), ``"linear"`` (two
             ``nn.Linear``), ``"param"`` (two 2-D weight parameters in Linear layout),
             ``"conv1d"`` (GPT-2's fused ``c_attn``), ``"conv1d_cross"`` (``q_attn`` and the
-            fused key/value ``c_attn``) or ``"fused_heads"`` (GPT-NeoX's per-head
-            ``query_key_value``); see the module doc.
+            fused key/value ``c_attn``), ``"fused_heads"`` (GPT-NeoX's per-head
+            ``query_key_value``), ``"packed_rows"`` (``[q; k; v]`` rows of one ``nn.Linear``:
+            Phi-3, MPT, multi-query Falcon and GPTBigCode) or ``"grouped_rows"`` (Falcon's
+            rows grouped by key-value group); see the module doc.
         modules: the module (or parameter) names, ``(mha,)``, ``(q, k)``, ``(c_attn,)``,
-            ``(q_attn, c_attn)`` or ``(query_key_value,)`` (``""`` is the model itself).
+            ``(q_attn, c_attn)`` or ``(fused,)`` (``""`` is the model itself).
         num_heads: number of (query) heads ``H``.
         d_head: rows per head.
         q_bias, k_bias: whether the query/key projection has a bias.
@@ -111,8 +125,9 @@ class QKSite:
 @dataclass
 class _QK:
     """Views of one site's query/key tensors in one model: a weight in Linear layout
-    ``(heads·d_head, c)`` or head-major ``(heads, d_head, c)``, a bias ``(heads·d_head,)`` or
-    ``(heads, d_head, 1)``; the query side has ``H`` heads, the key side ``G``."""
+    ``(heads·d_head, c)``, head-major ``(heads, d_head, c)`` or, for the query heads of
+    grouped rows, ``(G, H/G, d_head, c)``; a bias ``(heads·d_head,)``, ``(heads, d_head, 1)``
+    or ``(G, H/G, d_head, 1)``; the query side has ``H`` heads, the key side ``G``."""
 
     wq: Tensor
     wk: Tensor
@@ -396,15 +411,103 @@ def _transformers_site(model: nn.Module, name: str, mod: nn.Module) -> QKSite | 
             num_heads=heads, d_head=d_head, q_bias=fused.bias is not None,
             k_bias=fused.bias is not None, rotary=rotary,
         )
+    site = _known_fused_site(model, name, mod, children)
+    if site is not None:
+        return site
     for child in _FUSED_NAMES:
         if child in children and any(True for _ in children[child].parameters()):
             raise ValueError(
                 f"Invalid model: {prefix}{child} ({type(children[child]).__name__}) in "
                 f"{type(mod).__name__} is a fused q/k/v projection whose row layout the audit "
                 f"does not know, so it cannot take the query and key rows of a head as views; "
-                f"expected separate projections, GPT-2's Conv1D c_attn, or GPT-NeoX's per-head "
-                f"query_key_value (pass resolved QKSite objects, or sites=[...] of projections)"
+                f"expected separate projections, GPT-2's Conv1D c_attn, or the fused layouts of "
+                f"GPT-NeoX, Bloom, Phi-3, MPT, Falcon and GPTBigCode (pass resolved QKSite "
+                f"objects, or sites=[...] of projections)"
             )
+    return None
+
+
+def _is_class(mod: nn.Module, name: str) -> bool:
+    """Whether ``mod``'s class or one of its bases is called ``name``."""
+    return any(c.__name__ == name for c in type(mod).__mro__)
+
+
+def _fused_rows_site(
+    model: nn.Module, name: str, mod: nn.Module, child: str, kind: str, heads: int,
+    d_head: int, kv_heads: int, rotary: bool = True,
+) -> QKSite:
+    """The site of a fused ``nn.Linear`` ``child`` of ``mod`` whose rows hold ``heads`` query,
+    ``kv_heads`` key and ``kv_heads`` value heads of width ``d_head`` (``kind`` says in which
+    order), checked against its row count."""
+    prefix = f"{name}." if name else ""
+    fused = getattr(mod, child)
+    per_head = kind == "fused_heads"
+    rows = (3 * heads if per_head else heads + 2 * kv_heads) * d_head
+    if not isinstance(fused, nn.Linear) or fused.out_features != rows:
+        shape = tuple(fused.weight.shape) if isinstance(fused, nn.Linear) else type(fused).__name__
+        raise ValueError(
+            f"Invalid model: {prefix}{child} of {type(mod).__name__} is {shape}; expected an "
+            f"nn.Linear with {rows} rows: {heads} query heads, {kv_heads} key and {kv_heads} value "
+            f"heads of width {d_head}"
+        )
+    layout = (detect_rotary_layout(model, mod, d_head, name)
+              if rotary and uses_rotary(mod) else None)
+    return QKSite(
+        label=name or "<model>", kind=kind, modules=(prefix + child,), num_heads=heads,
+        d_head=d_head, q_bias=fused.bias is not None, k_bias=fused.bias is not None,
+        num_kv_heads=None if kv_heads == heads else kv_heads, rotary=layout,
+    )
+
+
+def _known_fused_site(
+    model: nn.Module, name: str, mod: nn.Module, children: dict[str, nn.Module]
+) -> QKSite | None:
+    """The site of an attention class whose fused q/k/v layout is known (module doc): Phi-3,
+    MPT, Falcon and GPTBigCode; ``None`` for any other class.
+
+    Raises:
+        ValueError: MPT's ``clip_qkv`` (a clamp breaks the gauge), GPTBigCode's
+            cross-attention (its key/value split is not per head), rows that do not fit.
+    """
+    config = getattr(mod, "config", None)
+    heads = _int_attr(mod, _HEAD_COUNT_ATTRS) or _int_attr(config, ("num_attention_heads",))
+    d_head = _int_attr(mod, _HEAD_DIM_ATTRS)
+    if heads is None or d_head is None:
+        return None
+    where = f"{name!r} ({type(mod).__name__})"
+    if _is_class(mod, "Phi3Attention") and "qkv_proj" in children:
+        kv = _int_attr(mod, ("num_key_value_heads",)) or _int_attr(
+            config, ("num_key_value_heads",)) or heads
+        return _fused_rows_site(model, name, mod, "qkv_proj", "packed_rows", heads, d_head, kv)
+    if _is_class(mod, "MptAttention") and "Wqkv" in children:
+        if getattr(mod, "clip_qkv", None):
+            raise ValueError(
+                f"Invalid model: {where} clamps q, k and v to ±clip_qkv = {mod.clip_qkv}; a "
+                f"clamp acts on each coordinate, so it does not commute with a rotation of a "
+                f"head and the gauge is not a symmetry; expected clip_qkv=None"
+            )
+        return _fused_rows_site(model, name, mod, "Wqkv", "packed_rows", heads, d_head, heads)
+    if _is_class(mod, "FalconAttention") and "query_key_value" in children:
+        rotary = not getattr(config, "alibi", False)
+        if getattr(mod, "new_decoder_architecture", False):
+            kv = _int_attr(mod, ("num_kv_heads",)) or heads
+            return _fused_rows_site(model, name, mod, "query_key_value", "grouped_rows", heads,
+                                    d_head, kv, rotary)
+        if getattr(mod, "multi_query", False):
+            return _fused_rows_site(model, name, mod, "query_key_value", "packed_rows", heads,
+                                    d_head, 1, rotary)
+        return _fused_rows_site(model, name, mod, "query_key_value", "fused_heads", heads,
+                                d_head, heads, rotary)
+    if _is_class(mod, "GPTBigCodeAttention") and "c_attn" in children:
+        if getattr(mod, "is_cross_attention", False):
+            raise ValueError(
+                f"Invalid model: {where} is a cross-attention whose c_attn splits keys and "
+                f"values as one head of width {d_head}, not per head; expected self-attention "
+                f"(or explicit sites)"
+            )
+        if getattr(mod, "multi_query", False):
+            return _fused_rows_site(model, name, mod, "c_attn", "packed_rows", heads, d_head, 1)
+        return _fused_rows_site(model, name, mod, "c_attn", "fused_heads", heads, d_head, heads)
     return None
 
 
@@ -423,7 +526,7 @@ def _validate_site(model: nn.Module, site: QKSite) -> QKSite:
             f"{site.kv_heads} key heads; expected the key heads to divide the query heads"
         )
     for side, heads, w in (("query", site.num_heads, qk.wq), ("key", site.kv_heads, qk.wk)):
-        rows = w.shape[0] * w.shape[1] if w.ndim == 3 else w.shape[0]
+        rows = w.shape[:-1].numel()  # (rows, c), (heads, d, c) or (G, H/G, d, c)
         if rows != heads * site.d_head:
             raise ValueError(
                 f"Invalid sites: QKSite {site.label!r}: the {side} weight has {rows} rows; "
@@ -448,7 +551,10 @@ _ROTARY_NAME = re.compile(r"[Rr]otary|ROTARY|RoPE|ROPE|Rope(?=[A-Z_\d]|$)|(?:^|_
 def _check_structure(model: nn.Module, site: QKSite) -> None:
     """Refuse qk-norms with a gain or mean-centring, and rotary modules when the site carries
     no rotary layout (see module doc)."""
-    for mod_name, mod in model.named_modules() if site.rotary is None else ():
+    # a model positioned by ALiBi (Falcon with alibi=True) may hold a rotary module it never
+    # calls; the probe check still compares the twins' outputs
+    alibi = bool(getattr(getattr(model, "config", None), "alibi", False))
+    for mod_name, mod in model.named_modules() if site.rotary is None and not alibi else ():
         if _ROTARY_NAME.search(type(mod).__name__) or _ROTARY_NAME.search(
             mod_name.rsplit(".", 1)[-1]
         ):
@@ -461,7 +567,8 @@ def _check_structure(model: nn.Module, site: QKSite) -> None:
                 f"or .interleaved(d_head) (found by itself in transformers models; pass "
                 f"check_structure=False to override; the probe check still runs)"
             )
-    if site.kind not in ("linear", "param", "conv1d", "conv1d_cross", "fused_heads"):
+    if site.kind not in ("linear", "param", "conv1d", "conv1d_cross", "fused_heads",
+                         "packed_rows", "grouped_rows"):
         return
     parents = {n.rsplit(".", 1)[0] if "." in n else "" for n in site.modules}
     modules = dict(model.named_modules())
@@ -516,8 +623,9 @@ def find_qk_sites(
         model: the model.
         sites: ``None`` (every ``nn.MultiheadAttention`` in ``model``, the model itself
             included, and every attention module of a ``transformers`` model: separate
-            projections, GPT-2's fused ``Conv1D``, GPT-NeoX's fused rows, grouped-query and
-            rotary attention; module doc), or a list whose items are an
+            projections, GPT-2's fused ``Conv1D``, the fused rows of GPT-NeoX, Bloom, Phi-3,
+            MPT, Falcon and GPTBigCode, grouped-query and rotary attention; module doc), or a
+            list whose items are an
             ``nn.MultiheadAttention`` (module or name), a ``(query, key)`` pair of
             ``nn.Linear`` projections (modules or names such as
             ``("layers.0.attn.q_proj", "layers.0.attn.k_proj")``) or of 2-D weight parameters
@@ -611,7 +719,9 @@ def qk_tensors(model: nn.Module, site: QKSite) -> _QK:
     GPT-2's ``Conv1D`` holds ``W`` of shape ``(in, 3E)`` (``y = x W + b``): the query weight in
     Linear layout is the transposed view ``W[:, :E]ᵀ`` and the key ``W[:, E:2E]ᵀ``. GPT-NeoX's
     ``query_key_value`` rows are ``[q_h | k_h | v_h]`` per head: head-major views
-    ``W.unflatten(0, (H, 3, d))[:, 0]`` (query) and ``[:, 1]`` (key).
+    ``W.unflatten(0, (H, 3, d))[:, 0]`` (query) and ``[:, 1]`` (key). Packed rows
+    ``[q; k; v]``: the slices ``W[:H·d]`` and ``W[H·d : (H + G)·d]``. Grouped rows (Falcon):
+    ``W.unflatten(0, (G, H/G + 2, d))[:, :H/G]`` (query, 4-D) and ``[:, H/G]`` (key).
     """
     modules = dict(model.named_modules())
     E = site.num_heads * site.d_head
@@ -631,6 +741,19 @@ def qk_tensors(model: nn.Module, site: QKSite) -> _QK:
              fused.bias.unflatten(0, (site.num_heads, 3, site.d_head)).unsqueeze(-1))
         return _QK(W[:, 0], W[:, 1], None if b is None else b[:, 0],
                    None if b is None else b[:, 1], None)
+    if site.kind == "packed_rows":
+        fused = modules[site.modules[0]]
+        W, b, K = fused.weight, fused.bias, E + site.kv_heads * site.d_head
+        return _QK(W[:E], W[E:K], None if b is None else b[:E], None if b is None else b[E:K],
+                   None)
+    if site.kind == "grouped_rows":
+        fused = modules[site.modules[0]]
+        n = site.group_size
+        shape = (site.kv_heads, n + 2, site.d_head)
+        W = fused.weight.unflatten(0, shape)
+        b = None if fused.bias is None else fused.bias.unflatten(0, shape).unsqueeze(-1)
+        return _QK(W[:, :n], W[:, n], None if b is None else b[:, :n],
+                   None if b is None else b[:, n], None)
     if site.kind == "linear":
         q, k = modules[site.modules[0]], modules[site.modules[1]]
         return _QK(q.weight, k.weight, q.bias, k.bias, None)

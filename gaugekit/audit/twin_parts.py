@@ -104,7 +104,10 @@ def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> No
 
 def _by_head(t: Tensor, heads: int) -> Tensor:
     """A head-major view ``(heads, d_head, c)`` of a weight ``(heads·d_head, c)``, a bias
-    ``(heads·d_head,)`` (``c = 1``) or a tensor already head-major."""
+    ``(heads·d_head,)`` (``c = 1``) or a tensor already head-major; the query heads of grouped
+    rows ``(G, H/G, d_head, c)`` flattened to ``(H, d_head, c)`` (a copy: for reading)."""
+    if t.ndim == 4:
+        return t.flatten(0, 1)
     if t.ndim == 3:
         return t
     if t.ndim == 1:
@@ -122,7 +125,8 @@ def _rotate_site(qk: _QK, site: QKSite, A: Tensor) -> None:
                         (qk.bias_k, A, site.kv_heads)):
         if t is None:
             continue
-        view = _by_head(t, heads)
+        # grouped rows (G, H/G, d, c): the rotations of the query heads by group
+        view, R = (t, R.unflatten(0, t.shape[:2])) if t.ndim == 4 else (_by_head(t, heads), R)
         work = t.dtype if t.device.type == "mps" else torch.float64
         view.copy_(R.to(device=t.device, dtype=work) @ view.to(work))
 

@@ -138,8 +138,9 @@ class SharedScaleAdam(ZooOptimizer):
     ``param.shape[:batch_dims]``). The mean is linear, so it follows its own recurrence
     ``v̄_t = β₂ v̄_{t-1} + (1 − β₂) mean(g_t²)``: the optimizer keeps one tensor per parameter,
     as momentum SGD — half of Adam's state — and takes two passes over memory per step (the
-    sum of ``g²``; the moment and the parameter, in one kernel: ``fused`` below). A checkpoint of the former layout (with the full
-    ``exp_avg_sq``, from before the class marker) is converted on load: ``v̄`` is its mean.
+    sum of ``g²``; the moment and the parameter, in one kernel: ``fused`` below). A checkpoint
+    of the former layout (with the full ``exp_avg_sq``, from before the class marker) is
+    converted on load: ``v̄`` is its mean.
 
     Non-finite gradients (``nonfinite``, ``gaugekit.optim.base``): a NaN or inf in one
     gradient would reach every parameter through ``s_t``. By default (``batch_dims = 0``) such a

@@ -1,15 +1,15 @@
 """The twin audit on Hugging Face ``transformers`` models, built from configs (no download).
 
-The sites are found by themselves (separate projections, GPT-2's fused ``Conv1D``, GPT-NeoX's
-fused rows, grouped-query and rotary attention); each gauge twin is the same function to
-round-off before training, and each structure has a negative control that fails for a reason
-of mathematics (a general rotation under RoPE, the wrong pairing layout, a query head rotated
-apart from its key group, GPT-2's weight rotated in the wrong layout). Then the verdicts: SGD and
-shared-scale Adam keep the gauge (drift at float64 round-off), Adam and AdamW break it.
+The sites are found by themselves (separate projections, GPT-2's fused ``Conv1D``, the fused
+rows of GPT-NeoX, Phi-3, MPT, Falcon and GPTBigCode, grouped-query and rotary attention); each
+gauge twin is the same function to round-off before training, and each structure has a negative
+control that fails for a reason of mathematics (a general rotation under RoPE, the wrong pairing
+layout, a query head rotated apart from its key group, GPT-2's weight rotated in the wrong
+layout, fused rows read in another order). Then the verdicts: SGD and shared-scale Adam keep the
+gauge (drift at float64 round-off), Adam and AdamW break it.
 
 Models in float64, ``initializer_range=0.2``: with the default 0.02 the logits ``qᵀk`` are so
-small that attention is nearly uniform, and a broken gauge would barely show in the outputs.
-"""
+small that attention is nearly uniform, and a broken gauge would barely show in the outputs."""
 
 from __future__ import annotations
 
@@ -90,6 +90,51 @@ def gptj() -> nn.Module:  # interleaved rotary on 4 of 8 coordinates
                   vocab_size=100, rotary_dim=4, initializer_range=0.2)
 
 
+def phi3() -> nn.Module:  # fused [q; k; v] rows, grouped-query 4/2, rotary
+    return _build("Phi3ForCausalLM", "Phi3Config", hidden_size=32, num_attention_heads=4,
+                  num_key_value_heads=2, pad_token_id=0, **SMALL)
+
+
+def mpt(**attn) -> nn.Module:  # fused [q; k; v] rows, ALiBi
+    return _build("MptForCausalLM", "MptConfig", d_model=32, n_heads=4, n_layers=2,
+                  expansion_ratio=2, vocab_size=100, initializer_range=0.2,
+                  attn_config=attn or None)
+
+
+def _falcon(**kw) -> nn.Module:
+    return _build("FalconForCausalLM", "FalconConfig", hidden_size=32, num_attention_heads=4,
+                  num_hidden_layers=2, vocab_size=100, initializer_range=0.2, **kw)
+
+
+def falcon_mq() -> nn.Module:  # multi-query: [q; k; v] rows with one key head, rotary
+    return _falcon(multi_query=True)
+
+
+def falcon_grouped() -> nn.Module:  # Falcon-40B's rows: [q_g1 q_g2 k_g v_g] per group
+    return _falcon(new_decoder_architecture=True, num_kv_heads=2)
+
+
+def falcon_heads() -> nn.Module:  # [q_h | k_h | v_h] per head, with biases
+    return _falcon(multi_query=False, bias=True)
+
+
+def falcon_alibi() -> nn.Module:  # ALiBi: it holds a rotary module it never calls
+    return _falcon(alibi=True)
+
+
+def bigcode(**kw) -> nn.Module:  # GPTBigCode's c_attn is an nn.Linear
+    return _build("GPTBigCodeForCausalLM", "GPTBigCodeConfig", n_embd=32, n_head=4, n_layer=2,
+                  vocab_size=100, initializer_range=0.2, **kw)
+
+
+def bigcode_mq() -> nn.Module:
+    return bigcode(multi_query=True)
+
+
+def bigcode_heads() -> nn.Module:
+    return bigcode(multi_query=False)
+
+
 IDS = torch.randint(0, 100, (4, 12), generator=generator(1))
 PIXELS = torch.randn(2, 3, 8, 8, generator=generator(2), dtype=F64)
 
@@ -103,7 +148,12 @@ def probe_of(name: str) -> torch.Tensor:
 
 
 BUILDERS = {"bert": bert, "roberta": roberta, "vit": vit, "gpt2": gpt2, "llama": llama,
-            "qwen2": qwen2, "neox": neox, "gptj": gptj}
+            "qwen2": qwen2, "neox": neox, "gptj": gptj, "phi3": phi3, "mpt": mpt,
+            "falcon_mq": falcon_mq, "falcon_grouped": falcon_grouped,
+            "falcon_heads": falcon_heads, "falcon_alibi": falcon_alibi,
+            "bigcode_mq": bigcode_mq, "bigcode_heads": bigcode_heads}
+#: Llama's half-split pairs on d_head = 8
+HALF = ((0, 4), (1, 5), (2, 6), (3, 7))
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,6 +170,14 @@ EXPECTED = {
     "qwen2": ("linear", 4, 1, 8, True, "half_split", ((0, 4), (1, 5), (2, 6), (3, 7))),
     "neox": ("fused_heads", 4, 4, 8, True, "half_split", ((0, 1),)),
     "gptj": ("linear", 4, 4, 8, False, "interleaved", ((0, 1), (2, 3))),
+    "phi3": ("packed_rows", 4, 2, 8, False, "half_split", HALF),
+    "mpt": ("packed_rows", 4, 4, 8, False, None, None),
+    "falcon_mq": ("packed_rows", 4, 1, 8, False, "half_split", HALF),
+    "falcon_grouped": ("grouped_rows", 4, 2, 8, False, "half_split", HALF),
+    "falcon_heads": ("fused_heads", 4, 4, 8, True, "half_split", HALF),
+    "falcon_alibi": ("packed_rows", 4, 1, 8, False, None, None),
+    "bigcode_mq": ("packed_rows", 4, 1, 8, True, None, None),
+    "bigcode_heads": ("fused_heads", 4, 4, 8, True, None, None),
 }
 
 
@@ -205,7 +263,7 @@ def test_gauge_twin_is_the_same_function(name):
     assert output_drift(model, twin, probe_of(name)) < ROUNDOFF
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "neox", "gptj"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "neox", "gptj", "phi3", "falcon_grouped"])
 def test_a_general_rotation_changes_a_rotary_model(name):
     """Negative control: Haar ``A ∈ O(d)`` on the same sites (the gauge of attention without
     RoPE) does not commute with ``R(δ)``: the logits change far beyond round-off, and the
@@ -231,6 +289,40 @@ def test_the_pairing_layout_matters(name, wrong):
     swapped = [dataclasses.replace(s, rotary=wrong(s.d_head, r)) for s in sites]
     twin, _ = gauge_twin(model, swapped, generator=generator(5))
     assert output_drift(model, twin, IDS) > 10 * BROKEN
+
+
+#: name -> a fused layout of the same row count that is not the model's
+WRONG_LAYOUT = {"phi3": "grouped_rows", "mpt": "fused_heads", "falcon_grouped": "packed_rows",
+                "bigcode_heads": "packed_rows", "falcon_heads": "packed_rows"}
+
+
+@pytest.mark.parametrize("name", list(WRONG_LAYOUT))
+def test_the_fused_row_layout_matters(name):
+    """Negative control for the fused layouts: the same rotations taken through the views of
+    another row order of the same size rotate rows of other heads (or of the values), so the
+    twin is another function."""
+    model = BUILDERS[name]()
+    sites = find_qk_sites(model)
+    twin, _ = gauge_twin(model, sites, generator=generator(5))
+    assert output_drift(model, twin, IDS) < ROUNDOFF
+    kind = WRONG_LAYOUT[name]
+    wrong = [dataclasses.replace(s, kind=kind, num_kv_heads=(
+        None if kind == "fused_heads" else s.num_kv_heads)) for s in sites]
+    twin, _ = gauge_twin(model, wrong, generator=generator(5))
+    assert output_drift(model, twin, IDS) > 10 * BROKEN
+
+
+def test_a_clamp_on_q_and_k_is_refused():
+    """MPT's ``clip_qkv`` clamps each coordinate: ``clamp(A q) ≠ A clamp(q)`` once an entry
+    reaches the bound."""
+    with pytest.raises(ValueError, match="clamps q, k and v to ±clip_qkv = 0.5"):
+        find_qk_sites(mpt(clip_qkv=0.5))
+
+
+def test_gptbigcode_cross_attention_is_refused():
+    model = bigcode(add_cross_attention=True, multi_query=False)
+    with pytest.raises(ValueError, match="cross-attention whose c_attn splits keys"):
+        find_qk_sites(model)
 
 
 def test_a_query_head_rotated_apart_from_its_key_group_changes_the_function():
@@ -292,7 +384,7 @@ OPTIMIZERS = {
 
 
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
-@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "phi3", "falcon_grouped", "mpt"])
 def test_verdicts(name, optimizer):
     """Equivariant rules keep the gauge twin on the orbit (drift at float64 round-off, far below
     the noise twin's 1e-7 perturbation); coordinate-wise Adam/AdamW split it from the first step,
