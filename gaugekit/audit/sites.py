@@ -459,11 +459,41 @@ def _fused_rows_site(
     )
 
 
+def _fused_layout(mod: nn.Module, heads: int, d_head: int) -> tuple[str, str, int] | str | None:
+    """``(child, kind, key heads)`` of an attention class whose fused q/k/v layout is known
+    (module doc), the reason it is refused, or ``None`` for any other class."""
+    config = getattr(mod, "config", None)
+    if _is_class(mod, "Phi3Attention"):
+        kv = (_int_attr(mod, ("num_key_value_heads",))
+              or _int_attr(config, ("num_key_value_heads",)) or heads)
+        return "qkv_proj", "packed_rows", kv
+    if _is_class(mod, "MptAttention"):
+        if getattr(mod, "clip_qkv", None):
+            return (f"clamps q, k and v to ±clip_qkv = {mod.clip_qkv}; a clamp acts on each "
+                    f"coordinate, so it does not commute with a rotation of a head and the gauge "
+                    f"is not a symmetry; expected clip_qkv=None")
+        return "Wqkv", "packed_rows", heads
+    if _is_class(mod, "FalconAttention"):
+        if getattr(mod, "new_decoder_architecture", False):
+            return "query_key_value", "grouped_rows", _int_attr(mod, ("num_kv_heads",)) or heads
+        if getattr(mod, "multi_query", False):
+            return "query_key_value", "packed_rows", 1
+        return "query_key_value", "fused_heads", heads
+    if _is_class(mod, "GPTBigCodeAttention"):
+        if getattr(mod, "is_cross_attention", False):
+            return (f"is a cross-attention whose c_attn splits keys and values as one head of "
+                    f"width {d_head}, not per head; expected self-attention (or explicit sites)")
+        multi_query = getattr(mod, "multi_query", False)
+        return ("c_attn", "packed_rows", 1) if multi_query else ("c_attn", "fused_heads", heads)
+    return None
+
+
 def _known_fused_site(
     model: nn.Module, name: str, mod: nn.Module, children: dict[str, nn.Module]
 ) -> QKSite | None:
-    """The site of an attention class whose fused q/k/v layout is known (module doc): Phi-3,
-    MPT, Falcon and GPTBigCode; ``None`` for any other class.
+    """The site of an attention class whose fused q/k/v layout is known (:func:`_fused_layout`:
+    Phi-3, MPT, Falcon and GPTBigCode); ``None`` for any other class. A rotary embedding is
+    read from the module unless its config says ALiBi (Falcon's ``alibi``).
 
     Raises:
         ValueError: MPT's ``clip_qkv`` (a clamp breaks the gauge), GPTBigCode's
@@ -472,43 +502,14 @@ def _known_fused_site(
     config = getattr(mod, "config", None)
     heads = _int_attr(mod, _HEAD_COUNT_ATTRS) or _int_attr(config, ("num_attention_heads",))
     d_head = _int_attr(mod, _HEAD_DIM_ATTRS)
-    if heads is None or d_head is None:
+    layout = None if heads is None or d_head is None else _fused_layout(mod, heads, d_head)
+    if isinstance(layout, str):
+        raise ValueError(f"Invalid model: {name!r} ({type(mod).__name__}) {layout}")
+    if layout is None or layout[0] not in children:
         return None
-    where = f"{name!r} ({type(mod).__name__})"
-    if _is_class(mod, "Phi3Attention") and "qkv_proj" in children:
-        kv = _int_attr(mod, ("num_key_value_heads",)) or _int_attr(
-            config, ("num_key_value_heads",)) or heads
-        return _fused_rows_site(model, name, mod, "qkv_proj", "packed_rows", heads, d_head, kv)
-    if _is_class(mod, "MptAttention") and "Wqkv" in children:
-        if getattr(mod, "clip_qkv", None):
-            raise ValueError(
-                f"Invalid model: {where} clamps q, k and v to ±clip_qkv = {mod.clip_qkv}; a "
-                f"clamp acts on each coordinate, so it does not commute with a rotation of a "
-                f"head and the gauge is not a symmetry; expected clip_qkv=None"
-            )
-        return _fused_rows_site(model, name, mod, "Wqkv", "packed_rows", heads, d_head, heads)
-    if _is_class(mod, "FalconAttention") and "query_key_value" in children:
-        rotary = not getattr(config, "alibi", False)
-        if getattr(mod, "new_decoder_architecture", False):
-            kv = _int_attr(mod, ("num_kv_heads",)) or heads
-            return _fused_rows_site(model, name, mod, "query_key_value", "grouped_rows", heads,
-                                    d_head, kv, rotary)
-        if getattr(mod, "multi_query", False):
-            return _fused_rows_site(model, name, mod, "query_key_value", "packed_rows", heads,
-                                    d_head, 1, rotary)
-        return _fused_rows_site(model, name, mod, "query_key_value", "fused_heads", heads,
-                                d_head, heads, rotary)
-    if _is_class(mod, "GPTBigCodeAttention") and "c_attn" in children:
-        if getattr(mod, "is_cross_attention", False):
-            raise ValueError(
-                f"Invalid model: {where} is a cross-attention whose c_attn splits keys and "
-                f"values as one head of width {d_head}, not per head; expected self-attention "
-                f"(or explicit sites)"
-            )
-        if getattr(mod, "multi_query", False):
-            return _fused_rows_site(model, name, mod, "c_attn", "packed_rows", heads, d_head, 1)
-        return _fused_rows_site(model, name, mod, "c_attn", "fused_heads", heads, d_head, heads)
-    return None
+    child, kind, kv = layout
+    rotary = not getattr(config, "alibi", False)
+    return _fused_rows_site(model, name, mod, child, kind, heads, d_head, kv, rotary)
 
 
 def _validate_site(model: nn.Module, site: QKSite) -> QKSite:
