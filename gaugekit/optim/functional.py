@@ -301,8 +301,9 @@ _PLAIN = (Tensor, torch.nn.Parameter)
 
 def sgd_kernel_applies(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor]) -> bool:
     """Whether :func:`sgd_kernel_step_` can run on these tensors: plain (not DTensor), dense,
-    on a CPU or a CUDA device, in float32 or float64 (:data:`_SGD_KERNEL_DTYPES`), each
-    gradient and moment on its parameter's device and in its dtype."""
+    on a CPU or a CUDA device, in float32 or float64 (not half precision: torch 2.13's CPU
+    kernel leaves such entries unchanged), each gradient and moment on its parameter's device
+    and in its dtype."""
     if not hasattr(torch, "_fused_sgd_"):
         return False
     for p, g, m in zip(params, grads, exp_avgs, strict=True):
@@ -358,7 +359,7 @@ def sgd_kernel_step_(
     r"""The moment and parameter passes of :func:`shared_scale_adam_` as one pass of torch's
     fused momentum-SGD kernel (``torch._fused_sgd_``, the kernel of
     ``torch.optim.SGD(fused=True)``): per parameter, after the decoupled decay ``θ ← θ d``
-    (``d`` from :func:`_decay_factor`, skipped when ``None``),
+    (``d = 1 − lr λ``, skipped when ``None``),
 
     ``m ← β₁ m + (1 − β₁) g``,  ``θ ← θ − r m``
 
