@@ -317,6 +317,12 @@ def sgd_kernel_applies(params: list[Tensor], grads: list[Tensor], exp_avgs: list
     return True
 
 
+def _scalars_on_host(params: list[Tensor]) -> bool:
+    """Whether :func:`_shared_scale_kernel_step_` computes its scalars on the host: when every
+    parameter is on the CPU, where reading them is free."""
+    return all(p.device.type == "cpu" for p in params)
+
+
 def _shared_scale_kernel_step_(
     params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
     exp_avg_sq_means: list[Tensor], *, sums: list[Tensor], counts: list[int], steps: list[int],
@@ -332,7 +338,7 @@ def _shared_scale_kernel_step_(
     new_means = [(1 - b) / n for b, n in zip(beta2s, counts, strict=True)]
     weights = [n / (1 - b**t) for n, b, t in zip(counts, beta2s, steps, strict=True)]
     factors = [lr / (1 - b**t) for lr, b, t in zip(lrs, beta1s, steps, strict=True)]
-    if all(p.device.type == "cpu" for p in params):
+    if _scalars_on_host(params):
         means = [b * v + c * s for b, v, c, s in zip(
             beta2s, torch.stack(exp_avg_sq_means).tolist(), new_means,
             torch.stack(sums).tolist(), strict=True)]

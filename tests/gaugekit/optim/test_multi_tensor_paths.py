@@ -115,6 +115,32 @@ def test_the_one_run_step_is_torchs_fused_sgd_kernel_to_round_off(monkeypatch, f
         torch.testing.assert_close(a, b, atol=1e-13, rtol=1e-13)
 
 
+def test_the_device_scalars_are_the_host_scalars_to_round_off(monkeypatch):
+    """On a GPU the kernel path keeps its scalars on the device (multi-tensor calls); forced on
+    the CPU, that branch gives the host branch's numbers to float64 round-off."""
+    import gaugekit.optim.functional as functional
+
+    def train():
+        g = torch.Generator().manual_seed(4)
+        ps = [torch.randn(6, 3, generator=g, dtype=torch.float64, requires_grad=True),
+              torch.randn(5, generator=g, dtype=torch.float64, requires_grad=True)]
+        opt = SharedScaleAdam([{"params": ps[:1]}, {"params": ps[1:], "lr": 3e-3}], lr=1e-2,
+                              weight_decay=0.1)
+        for _ in range(4):
+            opt.zero_grad()
+            (ps[0].sin().sum() * ps[1].cos().sum()).backward()
+            opt.step()
+        return [p.detach() for p in ps] + [opt.state[p]["exp_avg_sq_mean"] for p in ps]
+
+    host = train()
+    monkeypatch.setattr(functional, "_scalars_on_host", lambda params: False)
+    spy = _KernelSpy(monkeypatch)
+    device = train()
+    assert spy.calls == [1, 1] * 4
+    for a, b in zip(host, device, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-14, rtol=1e-13)
+
+
 def test_the_kernel_starts_the_moment_at_zero():
     """torch's kernel copies the gradient into a fresh buffer at its "first step"; here the
     moment starts at zero, so after one step ``m = (1 − β₁) g`` and, both bias corrections
