@@ -131,6 +131,7 @@ from gaugekit.audit.twin_parts import (
     TwinAuditResult,
     TwinCheckpoint,
     TwinTrace,
+    _step_in_lockstep,
     draw_head_rotations,
     gauge_twin,
     head_drift,
@@ -173,21 +174,6 @@ __all__ = [
 
 LossFn = Callable[[nn.Module, Any], Tensor]
 OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
-
-
-class _RngSnapshot:
-    """The global RNG state of the CPU (and the CUDA devices in use), restorable."""
-
-    def __init__(self, devices: Iterable[torch.device]) -> None:
-        self.cpu = torch.get_rng_state()
-        self.cuda = {
-            d.index or 0: torch.cuda.get_rng_state(d) for d in devices if d.type == "cuda"
-        }
-
-    def restore(self) -> None:
-        torch.set_rng_state(self.cpu)
-        for index, state in self.cuda.items():
-            torch.cuda.set_rng_state(state, index)
 
 
 def _make_factory(
@@ -379,22 +365,8 @@ def audit_twins(
     if 0 in cps:
         record(0)
     for t in range(steps):
-        snapshot = _RngSnapshot(devices)
-        for i, (m, opt) in enumerate(zip(models, optimizers, strict=True)):
-            snapshot.restore()
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(m, drawn[t])
-            if not isinstance(loss, Tensor) or loss.numel() != 1:
-                raise ValueError(
-                    f"Invalid loss_fn: returned {type(loss).__name__}; expected a scalar Tensor"
-                )
-            losses[i].append(float(loss.detach()))
-            if not math.isfinite(losses[i][-1]):
-                diverged = True
-                continue
-            loss.backward()
-            opt.step()
-        if diverged:
+        if _step_in_lockstep(models, optimizers, loss_fn, drawn[t], devices, losses):
+            diverged = True
             break
         done = t + 1
         if done in cps:

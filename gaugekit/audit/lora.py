@@ -101,9 +101,9 @@ from gaugekit.audit.factor_results import (
     optimizer_name,
     text_table,
 )
-from gaugekit.audit.heads import _RngSnapshot
 from gaugekit.audit.twin_parts import (
     ForwardFn,
+    _step_in_lockstep,
     init_tolerance,
     output_drift,
     rel_distance,
@@ -761,21 +761,8 @@ def audit_lora_twins(
     drifts: list[list[tuple[float, ...]]] = [[] for _ in twins]
     diverged, done = False, 0
     for batch in drawn:
-        snapshot = _RngSnapshot(devices)
-        for i, (m, opt) in enumerate(zip(models, optimizers, strict=True)):
-            snapshot.restore()
-            m.zero_grad(set_to_none=True)
-            loss = loss_fn(m, batch)
-            if not isinstance(loss, Tensor) or loss.numel() != 1:
-                raise ValueError(f"Invalid loss_fn: returned {type(loss).__name__}; expected a "
-                                 f"scalar Tensor")
-            losses[i].append(float(loss.detach()))
-            if not math.isfinite(losses[i][-1]):
-                diverged = True
-                continue
-            loss.backward()
-            opt.step()
-        if diverged:
+        if _step_in_lockstep(models, optimizers, loss_fn, batch, devices, losses):
+            diverged = True
             break
         done += 1
         for i, t in enumerate(twins):

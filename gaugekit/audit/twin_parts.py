@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +100,52 @@ def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> No
                     f"any orthogonal block on the unrotated coordinates: RotaryLayout.draw), "
                     f"since Aᵀ R(δ) A ≠ R(δ) changes the logits"
                 )
+
+
+class _RngSnapshot:
+    """The global RNG state of the CPU (and the CUDA devices in use), restorable."""
+
+    def __init__(self, devices: Iterable[torch.device]) -> None:
+        self.cpu = torch.get_rng_state()
+        self.cuda = {
+            d.index or 0: torch.cuda.get_rng_state(d) for d in devices if d.type == "cuda"
+        }
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        for index, state in self.cuda.items():
+            torch.cuda.set_rng_state(state, index)
+
+
+def _step_in_lockstep(
+    models: Sequence[nn.Module], optimizers: Sequence[torch.optim.Optimizer],
+    loss_fn: Callable[[nn.Module, Any], Tensor], batch: Any,
+    devices: Iterable[torch.device], losses: list[list[float]],
+) -> bool:
+    """One step of every model (base and twins) on ``batch`` from the same RNG state, so that
+    dropout and any other draw are alike: model ``i``'s loss goes to ``losses[i]``, and a model
+    whose loss is not finite is not stepped. Returns whether one diverged. Shared by the head
+    and LoRA twin audits.
+
+    Raises:
+        ValueError: ``loss_fn`` did not return a scalar tensor.
+    """
+    snapshot, diverged = _RngSnapshot(devices), False
+    for i, (m, opt) in enumerate(zip(models, optimizers, strict=True)):
+        snapshot.restore()
+        m.zero_grad(set_to_none=True)
+        loss = loss_fn(m, batch)
+        if not isinstance(loss, Tensor) or loss.numel() != 1:
+            raise ValueError(
+                f"Invalid loss_fn: returned {type(loss).__name__}; expected a scalar Tensor"
+            )
+        losses[i].append(float(loss.detach()))
+        if not math.isfinite(losses[i][-1]):
+            diverged = True
+            continue
+        loss.backward()
+        opt.step()
+    return diverged
 
 
 def _by_head(t: Tensor, heads: int) -> Tensor:
