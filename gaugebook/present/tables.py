@@ -212,8 +212,40 @@ def glue_page(values: Mapping[str, Any], prefix: str = "", *, markdown: bool = F
         elif isinstance(value, str) and markdown:
             value = Markdown(value)
         glue(prefix + name, value, display=False)
+        log_glued(prefix + name, value)
         if isinstance(value, Figure):
             plt.close(value)
+
+
+#: Where :func:`glue_page` logs what it glues (one JSON line per value, one file per kernel),
+#: when this environment variable names a folder: ``.ci/compare_live_numbers.py`` reads two
+#: builds' logs to show which numbers another numerical environment moves.
+GLUE_LOG_ENV = "GAUGEBOOK_GLUE_LOG"
+
+
+def log_glued(name: str, value: Any) -> None:
+    """Append ``name`` and ``value`` to ``$GAUGEBOOK_GLUE_LOG/glue-<pid>.jsonl`` (nothing when
+    the variable is unset): a number as its exact ``repr``, a string as itself (an HTML table
+    as its SHA-256), anything else (a figure) by its type only."""
+    import hashlib
+    import json
+    import os
+
+    folder = os.environ.get(GLUE_LOG_ENV)
+    if not folder:
+        return
+    text = getattr(value, "data", value)  # IPython's HTML and Markdown wrap a string
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        entry = {"name": name, "number": repr(value)}
+    elif isinstance(text, str) and len(text) > 200:
+        entry = {"name": name, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    elif isinstance(text, str | bool):
+        entry = {"name": name, "text": str(text)}
+    else:
+        entry = {"name": name, "type": type(value).__name__}
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"glue-{os.getpid()}.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
 
 
 def rate_grid_table(rows: Sequence[Mapping[str, Any]], loss: str) -> str:
