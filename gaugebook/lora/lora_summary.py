@@ -16,7 +16,7 @@ from gaugebook.engine.selection import select_rate
 from gaugebook.lora import lora_runs as lr
 from gaugebook.present.stats import curve_at, mean_sd
 from gaugekit.audit.factor_results import KEEPS, GaugeVerdict, decide_verdict
-from gaugekit.audit.twin_parts import verdict_threshold
+from gaugekit.audit.twin_parts import verdict_resolution, verdict_threshold
 
 Records = Sequence[Mapping[str, Any]]
 
@@ -155,8 +155,11 @@ def twin_lookup(records: Records) -> dict[tuple[str, str, str], dict[str, Any]]:
     return {(r["method"], r["init"], r["twin"]): r for r in twin_rows(records)}
 
 
-#: The round-off threshold of a float32 run's drift (:func:`gaugekit.audit.verdict_threshold`).
+#: The round-off threshold of a float32 run's drift (:func:`gaugekit.audit.verdict_threshold`),
+#: and the smallest drift float32 resolves below it, read against the noise twins
+#: (:func:`gaugekit.audit.twin_parts.verdict_resolution`).
 ROUNDOFF = verdict_threshold(torch.float32)
+RESOLUTION = verdict_resolution(torch.float32)
 
 
 #: When a twin is judged: after the first update (where chaos has had no time to act: the
@@ -168,15 +171,16 @@ def group_verdict(records: Records, method: str, init: str, group: str, when: st
                   ) -> GaugeVerdict | None:
     """The library's verdict (:func:`~gaugekit.audit.factor_results.decide_verdict`, the rule
     of every audit) on ``method``'s ``group`` twins (``"orthogonal"`` or ``"general"``) under
-    ``init``, ``when`` (:data:`WHEN`): the largest drift of an adapter's ``B A`` over the fresh
-    seeds, against the float32 round-off threshold and against the noise twins' (a factor of
-    10)."""
+    ``init``, ``when`` (:data:`WHEN`): the largest drift over the fresh seeds (after the first
+    update, of the mean over adapters of ``s B A``; at the end, of the largest adapter's),
+    against the float32 round-off threshold and against the noise twins' (a factor of 10),
+    which resolve a break below the threshold (:data:`RESOLUTION`)."""
     key = WHEN[when]
     rows = twin_lookup(records)
     g, n = rows.get((method, init, group)), rows.get((method, init, "noise"))
     if not g or not n or g[key] is None or n[key] is None:
         return None
-    return decide_verdict(g[key], n[key], ROUNDOFF)
+    return decide_verdict(g[key], n[key], ROUNDOFF, resolution=RESOLUTION)
 
 
 def keeps_group(records: Records, method: str, init: str, group: str, when: str = "step1"

@@ -180,6 +180,7 @@ class GaugeVerdict:
     factor: float = CHAOS_FACTOR
     why: str = ""
     precision: tuple[str, str] | None = None
+    resolution: float | None = None
 
     def reason(self) -> str:
         """The numbers that decide the outcome, and the rule that decided it, in one clause."""
@@ -188,6 +189,11 @@ class GaugeVerdict:
             return self.why or "no result"
         if self.outcome == KEEPS:
             return f"gauge twin {g} <= round-off threshold {t}"
+        if self.outcome == BREAKS and self.gauge <= self.threshold:
+            ratio = self.gauge / self.noise if self.noise else math.inf
+            return (f"gauge twin {g} <= round-off threshold {t}, but {ratio:.3g} x the noise "
+                    f"twin {self.noise:.2e} (> {self.factor:g} x, above the resolution "
+                    f"{self.resolution:.0e}): the noise twin resolves the break")
         if self.noise is None:
             return (f"gauge twin {g} > round-off threshold {t}; no noise twin was run, so chaos "
                     f"is not ruled out")
@@ -214,15 +220,25 @@ def decide_verdict(
     factor: float = CHAOS_FACTOR,
     unjudged: str = "",
     low_precision: tuple[torch.dtype, str] | None = None,
+    resolution: float | None = None,
 ) -> GaugeVerdict:
     """Decide keeps / breaks / chaotic from the gauge twin's and the noise twin's drift.
 
     The rule, in order: a non-empty ``unjudged`` reason, or a drift that is not a finite
-    number, gives :data:`UNJUDGED`; ``gauge <= threshold`` keeps the gauge (round-off);
-    otherwise ``gauge > factor * noise`` breaks it, and ``gauge <= factor * noise`` is chaotic
-    (the run moves that far from any perturbation of the noise twin's size). With
+    number, gives :data:`UNJUDGED`; a drift at or below the threshold that the noise twin
+    resolves, ``gauge > factor * max(noise, resolution)`` (only with a noise twin and a
+    ``resolution``), breaks the gauge; any other ``gauge <= threshold`` keeps it (round-off);
+    above the threshold ``gauge > factor * noise`` breaks it, and ``gauge <= factor * noise``
+    is chaotic (the run moves that far from any perturbation of the noise twin's size). With
     ``noise=None`` (no noise twin) a drift above the threshold breaks the gauge, and the reason
     says that chaos was not ruled out.
+
+    The threshold is fixed per dtype and sits well above the round-off of a long run (1e-3 in
+    float32), so a small break (a damping term, a clamp) can hide under it. The noise twin
+    measures this run's own sensitivity: a gauge twin ten times farther from its base than a
+    twin nudged by ``noise_scale``, and ten times above the dtype's ``resolution`` (the drift
+    of a few steps of round-off, :func:`~gaugekit.audit.twin_parts.verdict_resolution`), has
+    seen the basis, whatever the threshold says.
 
     Args:
         gauge: the gauge twin's drift (relative, >= 0).
@@ -232,13 +248,19 @@ def decide_verdict(
         unjudged: why the run cannot be judged (it did not move, it diverged), if it cannot.
         low_precision: the optimizer's low-precision inner step (:func:`low_precision_step`);
             a break within ``ROUNDOFF_EPS_FACTOR`` of its dtype's ε is put down to it.
+        resolution: the smallest drift the run's dtype resolves; with it (and a noise twin) a
+            break below the threshold is read from the noise twin. ``None``: the threshold
+            alone decides below it.
     """
     finite = math.isfinite(gauge) and (noise is None or not math.isnan(noise))
     if unjudged or not finite:
         return GaugeVerdict(UNJUDGED, gauge, noise, threshold, factor,
                             unjudged or "a drift is not a finite number")
     if gauge <= threshold:
-        return GaugeVerdict(KEEPS, gauge, noise, threshold, factor)
+        if (resolution is not None and noise is not None
+                and gauge > factor * max(noise, resolution)):
+            return GaugeVerdict(BREAKS, gauge, noise, threshold, factor, resolution=resolution)
+        return GaugeVerdict(KEEPS, gauge, noise, threshold, factor, resolution=resolution)
     if noise is None or gauge > factor * noise:
         precision = None
         if low_precision is not None:

@@ -107,6 +107,7 @@ from gaugekit.audit.twin_parts import (
     init_tolerance,
     output_drift,
     rel_distance,
+    verdict_resolution,
     verdict_threshold,
 )
 from gaugekit.gauge import haar_orthogonal, random_gl
@@ -567,6 +568,7 @@ class LoraTwinAuditResult:
         return decide_verdict(
             self.drift(group), self.drift("noise"), self.threshold, unjudged=why,
             low_precision=low_precision_step(self.optimizer_class, self.hyperparameters),
+            resolution=verdict_resolution(getattr(torch, self.dtype)),
         )
 
     @property

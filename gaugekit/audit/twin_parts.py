@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from gaugekit.audit.factor_results import (
     FLOAT64_THRESHOLD,
+    ROUNDOFF_EPS_FACTOR,
     GaugeVerdict,
     decide_verdict,
     default_threshold,
@@ -48,7 +49,8 @@ from gaugekit.gauge import (
 
 __all__ = ["TWIN_KINDS", "TwinAuditResult", "TwinCheckpoint", "TwinTrace", "draw_head_rotations",
            "gauge_twin", "head_drift", "head_invariants", "identity_twin", "init_tolerance",
-           "noise_twin", "output_drift", "rel_distance", "verdict_threshold"]
+           "noise_twin", "output_drift", "rel_distance", "verdict_resolution",
+           "verdict_threshold"]
 
 #: The twin kinds :func:`~gaugekit.audit.heads.audit_twins` knows.
 TWIN_KINDS: tuple[str, ...] = ("gauge", "identity", "noise")
@@ -357,6 +359,15 @@ def output_drift(
     return rel_distance(a.double().reshape(-1), b.double().reshape(-1)).item()
 
 
+def verdict_resolution(dtype: torch.dtype) -> float:
+    r"""The smallest drift a twin audit in ``dtype`` resolves below its threshold:
+    ``ROUNDOFF_EPS_FACTOR · ε`` (1.9e-6 in float32, 3.6e-15 in float64), the drift of a few
+    steps of round-off. A gauge twin more than ``CHAOS_FACTOR`` times above both this and its
+    noise twin breaks the gauge even below :func:`verdict_threshold`
+    (:func:`~gaugekit.audit.factor_results.decide_verdict`)."""
+    return ROUNDOFF_EPS_FACTOR * torch.finfo(dtype).eps
+
+
 def verdict_threshold(dtype: torch.dtype) -> float:
     """The largest gauge drift that is round-off: the factor audit's threshold for float64
     (1e-8) and float32 (1e-3), ``√ε`` for other dtypes (bfloat16: 0.088)."""
@@ -500,7 +511,8 @@ class TwinAuditResult:
         why = "training diverged (a loss was not finite)" if self.diverged else ""
         return decide_verdict(kinds["gauge"].max_drift, noise, self.threshold, unjudged=why,
                               low_precision=low_precision_step(self.optimizer_class,
-                                                               self.hyperparameters))
+                                                               self.hyperparameters),
+                              resolution=verdict_resolution(getattr(torch, self.dtype)))
 
     def verdict_line(self) -> str:
         """One plain line: the optimizer as built, its verdict, the numbers and the rule."""
