@@ -90,8 +90,9 @@ def _values(runs: Runs, side: str) -> list[float]:
 class Comparison:
     r"""``a − b`` over two sets of runs (see :func:`compare_runs`).
 
-    ``low``/``high`` bound Welch's interval of the difference of the means, ``welch_p`` is its
-    two-sided p; ``paired_*`` are the same over the differences of the runs that share a seed
+    ``low``/``high`` bound Welch's interval of the difference of the means (the one-sample
+    interval when ``b`` is a number, ``n_b = 1``), ``welch_p`` is its two-sided p; ``paired_*``
+    are the same over the differences of the runs that share a seed
     (``paired_n = 0`` when the runs do not pair). An interval is infinite when a side has a
     single run."""
 
@@ -158,16 +159,28 @@ class Comparison:
         return out + ")"
 
 
-def compare_runs(a: Runs, b: Runs, *, confidence: float = 0.95) -> Comparison:
+def compare_runs(a: Runs, b: Runs | float, *, confidence: float = 0.95) -> Comparison:
     r"""Compare two sets of runs: the difference of their means ``ā − b̄``, Welch's interval
     ``(ā − b̄) ± t_{ν, (1+c)/2} · s``, ``s² = s_a²/n_a + s_b²/n_b``, on Welch–Satterthwaite's
     ``ν = s⁴ / ((s_a²/n_a)²/(n_a − 1) + (s_b²/n_b)²/(n_b − 1))`` degrees of freedom, and its
     two-sided p. When both ``a`` and ``b`` are mappings ``{seed: value}`` sharing at least two
     seeds, the runs pair: the interval and p of the mean difference ``d̄ ± t_{n−1} · s_d/√n``
     over the shared seeds come with them, and :attr:`Comparison.sign` asks both intervals to
-    exclude zero. Non-finite values are refused (a diverged run is reported, not averaged)."""
+    exclude zero. A number ``b`` (a value without spread, such as the loss before training) gives
+    the one-sample interval ``ā − b ± t_{n_a−1} · s_a/√n_a``. Non-finite values are refused (a
+    diverged run is reported, not averaged)."""
     if not 0 < confidence < 1:
         raise ValueError(f"Invalid confidence: {confidence!r}; expected a number in (0, 1)")
+    if isinstance(b, int | float):
+        xa = _values(a, "a")
+        if not math.isfinite(b):
+            raise ValueError(f"Invalid b: {b!r}; expected a finite number")
+        ma, n = statistics.fmean(xa), len(xa)
+        if n < 2:
+            return Comparison(ma, float(b), n, 1, ma - b, -math.inf, math.inf, math.nan,
+                              confidence)
+        low, high, p = _interval(ma - b, statistics.stdev(xa) / math.sqrt(n), n - 1, confidence)
+        return Comparison(ma, float(b), n, 1, ma - b, low, high, p, confidence)
     xa, xb = _values(a, "a"), _values(b, "b")
     na, nb = len(xa), len(xb)
     ma, mb = statistics.fmean(xa), statistics.fmean(xb)

@@ -108,3 +108,14 @@ def test_digits_follow_the_spread(x, spread, text):
 def test_signed_digits():
     assert fmt_spread(0.0362, 0.035, signed=True) == "+0.04"
     assert fmt_spread(-12.0, 50.0, signed=True) == "-10"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_against_a_number_is_the_one_sample_test(seed):
+    rng = np.random.default_rng(200 + seed)
+    a = rng.normal(2.0, 0.1, size=int(rng.integers(2, 7)))
+    ours = compare_runs(list(a), 1.95)
+    ref = sps.ttest_1samp(a, 1.95)
+    ci = ref.confidence_interval(0.95)
+    assert ours.welch_p == pytest.approx(ref.pvalue, rel=1e-9)
+    assert (ours.low + 1.95, ours.high + 1.95) == pytest.approx((ci.low, ci.high), rel=1e-9)
