@@ -43,7 +43,13 @@ The experiment.
 
 Every run of one optimizer is one batch of the sweep (the selection is trained again when a
 fresh run is missing); fine-tuning runs one model at a time, and every record carries its
-training loop's milliseconds per step, for the comparison at equal time.
+training loop's milliseconds per step.
+
+5. **Timing** (part ``timing``): the comparison at equal time rests on re-timings of identical
+   work, not on one run's clock. Each optimizer fine-tunes one model alone for
+   ``timing_steps`` steps, ``timing_rounds`` times; the rounds interleave the optimizers in a
+   new seeded order each round (:func:`timing_order`), so that a slow spell of the machine
+   falls on all of them alike, and each record gives its milliseconds per step.
 """
 
 from __future__ import annotations
@@ -170,11 +176,13 @@ class LoraConfig(ScaleConfig):
     selection_seeds: tuple[int, ...]
     fresh_seeds: tuple[int, ...]
     persist_records: bool
+    timing_steps: int = 100
+    timing_rounds: int = 5
     dtype: str = "float32"
 
     @property
     def part_names(self) -> tuple[str, ...]:
-        return ("pretrain", "tuned")
+        return ("pretrain", "tuned", "timing")
 
     def _config(self, method: str, **extra: Any) -> dict[str, Any]:
         return {"kind": "lora", "pretrain": dict(self.pretrain), "finetune": dict(self.finetune),
@@ -194,6 +202,14 @@ class LoraConfig(ScaleConfig):
                       "finetune": dict(self.finetune), "model": self.model.to_config(),
                       "dtype": self.dtype}
             return [RunSpec(NAME, part, config, {"init": int(self.pretrain["init_seed"])})]
+        if part == "timing":
+            seed = self.fresh_seeds[0]
+            # the time of a step does not depend on the rate: each grid's third one
+            return [RunSpec(NAME, part, {
+                **self._config(m, role="timing", lr=self.grids[m][min(2, len(self.grids[m]) - 1)],
+                               init="zero", init_seed=seed, twin={"kind": "base"}, round=k),
+                "num_steps": self.timing_steps, "checkpoints": [self.timing_steps]},
+                {"init": seed}) for k in range(self.timing_rounds) for m in METHODS]
         if part != "tuned":
             raise ValueError(f"Invalid part: {part!r}; expected one of {self.part_names}")
         out: list[RunSpec] = []
@@ -244,7 +260,7 @@ def _quick_config() -> LoraConfig:
     lora = {"r": 2, "alpha": 2, "targets": ["q", "k", "v", "o"]}
     grids = {m: g[2:4] for m, g in LR_GRIDS.items()}
     return LoraConfig("quick", pretrain, finetune, model, lora, 20, _checkpoints(20, 10), grids,
-                      (1,), (3, 4), False)
+                      (1,), (3, 4), False, timing_steps=5, timing_rounds=3)
 
 
 get_config = Scales(paper=_paper_config, quick=_quick_config)
@@ -588,10 +604,36 @@ def _batch_key(config: Mapping[str, Any]) -> str:
     return canonical_json({k: v for k, v in config.items() if k not in drop})
 
 
+def timing_order(specs: Sequence[RunSpec]) -> list[RunSpec]:
+    """The timing runs round by round, the optimizers of each round in an order shuffled by the
+    round's number (the same order on every machine)."""
+    import random
+
+    rounds: dict[int, list[RunSpec]] = {}
+    for s in specs:
+        rounds.setdefault(int(s.config["round"]), []).append(s)
+    out: list[RunSpec] = []
+    for k in sorted(rounds):
+        batch = sorted(rounds[k], key=lambda s: METHODS.index(s.config["method"]))
+        random.Random(k).shuffle(batch)
+        out += batch
+    return out
+
+
 def run_lora_batch(specs: Sequence[RunSpec], device: torch.device) -> list[RunResult]:
     """The runs of one optimizer: its selection and, when fresh runs are asked for, the fresh
-    seeds with their twins at the selected rate; or the pretraining run."""
+    seeds with their twins at the selected rate; or the pretraining run; or the timing runs of
+    every optimizer, interleaved (:func:`timing_order`)."""
     c0 = specs[0].config
+    if c0.get("role") == "timing":
+        done = {}
+        for s in timing_order(specs):
+            c = s.config
+            r = finetune(c, c["method"], float(c["lr"]), "zero", int(c["init_seed"]),
+                         {"kind": "base"}, device=device).result
+            r.metrics["round"] = int(c["round"])
+            done[s.run_id] = r
+        return [done[s.run_id] for s in specs]
     if any(_batch_key(s.config) != _batch_key(c0) for s in specs):
         raise ValueError("Invalid specs: expected runs of one optimizer (one batch key)")
     if c0["kind"] == "lora_pretrain":
@@ -643,6 +685,8 @@ class LoraExperiment:
         return get_config(scale).specs(part)
 
     def batch_key(self, spec: RunSpec) -> Hashable:
+        if spec.config.get("role") == "timing":  # every optimizer in one batch, interleaved
+            return "timing"
         return _batch_key(spec.config)
 
     def run_batch(self, specs: Sequence[RunSpec], *, device: torch.device,
@@ -653,6 +697,8 @@ class LoraExperiment:
         c = specs[0].config
         if c["kind"] == "lora_pretrain":
             return float(c["pretrain"]["num_steps"])
+        if c.get("role") == "timing":
+            return float(c["num_steps"]) * len(specs)
         grid = len(c.get("grid", [])) or 6
         return float(c["num_steps"]) * (len(specs) + grid * 2)
 
