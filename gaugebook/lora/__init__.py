@@ -11,9 +11,13 @@ modules import from the module that defines a name.
 
 from gaugebook.lora.lora_runs import audit_adapters, collect, get_config
 from gaugebook.lora.lora_summary import (
+    ROUNDOFF,
+    comparisons,
+    equal_time,
     fresh_rows,
     group_verdict,
     keeps_group,
+    loss_comparison,
     page_values,
     pretrain_row,
     selection_rows,
@@ -31,15 +35,19 @@ from gaugebook.lora.lora_views import (
 )
 
 __all__ = [
+    "ROUNDOFF",
     "audit_adapters",
     "audit_table",
     "collect",
+    "comparisons",
     "drift_figure",
+    "equal_time",
     "fresh_rows",
     "fresh_table",
     "get_config",
     "group_verdict",
     "keeps_group",
+    "loss_comparison",
     "loss_figure",
     "page_values",
     "pretrain_row",

@@ -7,6 +7,7 @@ are in :mod:`gaugebook.lora.lora_views`.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +15,14 @@ import torch
 
 from gaugebook.engine.selection import select_rate
 from gaugebook.lora import lora_runs as lr
-from gaugebook.present.stats import curve_at, mean_sd
+from gaugebook.present.stats import (
+    Comparison,
+    RatioComparison,
+    compare_ratio,
+    compare_runs,
+    curve_at,
+    mean_sd,
+)
 from gaugekit.audit.factor_results import KEEPS, GaugeVerdict, decide_verdict
 from gaugekit.audit.twin_parts import verdict_resolution, verdict_threshold
 
@@ -59,17 +67,99 @@ def selection_rows(records: Records) -> list[dict[str, Any]]:
     return out
 
 
+def timings(records: Records) -> dict[str, dict[int, float]]:
+    """Each optimizer's milliseconds per step in the ``timing`` part, by round: re-timings of
+    identical work, the rounds interleaving the optimizers (a round pairs them in time)."""
+    out: dict[str, dict[int, float]] = {}
+    for r in records:
+        if r["config"].get("role") == "timing" and r["status"] == "ok":
+            out.setdefault(r["config"]["method"], {})[int(r["config"]["round"])] = \
+                float(r["metrics"]["ms_per_step"])
+    return out
+
+
+def step_cost(records: Records, method: str, against: str = "adamw") -> RatioComparison | None:
+    """``method``'s time per step over ``against``'s (:func:`~gaugebook.present.stats.
+    compare_ratio` over the re-timings of :func:`timings`, paired by round); ``None`` with
+    fewer than three re-timings of either."""
+    t = timings(records)
+    a, b = t.get(method, {}), t.get(against, {})
+    if min(len(a), len(b)) < 3:
+        return None
+    return compare_ratio(a, b)
+
+
+def fresh_losses(records: Records, method: str, init: str = "zero", key: str = "val_loss",
+                 step: float | None = None) -> dict[int, float]:
+    """``{seed: value}`` of ``method``'s usable fresh base runs: the metric ``key`` at the end,
+    or, with ``step``, the held-out loss curve read at that step (a seed draws the adapters;
+    every run sees the same batches, so two optimizers' runs of one seed pair)."""
+    out = {}
+    for r in _fresh(records, init=init, twin="base"):
+        if r["config"]["method"] != method or not _usable(r):
+            continue
+        value = (r["metrics"][key] if step is None
+                 else curve_at(r["curves"], "val_loss", step))
+        if value is not None:
+            out[int(r["config"]["init_seed"])] = float(value)
+    return out
+
+
+def loss_comparison(records: Records, a: str, b: str, init: str = "zero",
+                    key: str = "val_loss") -> Comparison:
+    """``a``'s fresh seeds against ``b``'s, paired by seed (:func:`fresh_losses`)."""
+    return compare_runs(fresh_losses(records, a, init, key), fresh_losses(records, b, init, key))
+
+
+def equal_time(records: Records, method: str, against: str = "adamw", init: str = "zero"
+               ) -> dict[str, Any] | None:
+    """``method`` given ``against``'s whole budget of time: its held-out loss at step
+    ``N / c`` (``c`` its step cost over ``against``'s, :func:`step_cost`) against ``against``'s
+    at step ``N``, paired by seed, at both ends of the interval of ``c``. Where ``c < 1`` the
+    budget would carry ``method`` past its last step, and its final loss bounds the comparison
+    from above (only "lower" survives). ``sign``: ``-1`` when ``method`` is resolved lower at
+    both ends, ``+1`` higher at both, else 0 (the claim turns inside the timings' spread);
+    ``break_even``: the cost ratio at which the two mean losses meet (``None`` when ``method``
+    stays lower over the whole budget)."""
+    cost = step_cost(records, method, against)
+    if cost is None:
+        return None
+    runs = {int(r["config"]["init_seed"]): r for r in _fresh(records, init=init, twin="base")
+            if r["config"]["method"] == method and _usable(r)}
+    n = max(int(r["config"]["num_steps"]) for r in _fresh(records, init=init, twin="base")
+            if r["config"]["method"] == against)
+    theirs = fresh_losses(records, against, init)
+
+    def ours(c: float) -> dict[int, float]:
+        read = {k: curve_at(r["curves"], "val_loss", n / max(c, 1.0)) for k, r in runs.items()}
+        return {k: v for k, v in read.items() if v is not None}
+
+    ends: dict[str, Comparison | None] = {}
+    signs = []
+    for name, c in (("low", cost.low), ("ratio", cost.ratio), ("high", cost.high)):
+        at = ours(c)
+        ends[name] = compare_runs(at, theirs) if len(at) > 1 and len(theirs) > 1 else None
+        if name != "ratio":
+            sign = ends[name].sign if ends[name] is not None else 0
+            signs.append(-1 if c < 1 and sign == -1 else 0 if c < 1 else sign)
+    target = statistics.fmean(theirs.values())
+    break_even = next((i / 1000 for i in range(1000, 10_000)
+                       if (at := ours(i / 1000)) and statistics.fmean(at.values()) >= target),
+                      None)
+    return {"cost": cost, "at": ends, "sign": signs[0] if signs[0] == signs[1] else 0,
+            "break_even": break_even}
+
+
 def fresh_rows(records: Records, init: str = "zero") -> list[dict[str, Any]]:
     """One row per optimizer over its fresh seeds (base runs at the selected rate, adapters
-    initialised ``init``): held-out loss on the fine-tuning text mean ± sd at equal steps and at
-    equal time (each optimizer given the time the fastest needs for the whole budget, at its
-    median milliseconds per step, its curve read at the step it reaches then), ranks
-    (1 = lowest), the loss on the pretraining text afterwards, and failed seeds."""
+    initialised ``init``): held-out loss on the fine-tuning text mean ± sd at equal steps, its
+    difference from AdamW's (paired by seed, :func:`loss_comparison`), and at equal time (each
+    optimizer given the time the fastest needs for the whole budget, at its geometric-mean
+    milliseconds per step over the re-timings of :func:`timings`, its curve read at the step it
+    reaches then), the loss on the pretraining text afterwards, and failed seeds."""
     bases = _fresh(records, init=init, twin="base")
-    ms = {m: sorted(r["metrics"]["ms_per_step"] for r in bases
-                    if r["config"]["method"] == m and r["status"] == "ok")
-          for m in lr.METHODS}
-    ms = {m: v[len(v) // 2] for m, v in ms.items() if v}
+    ms = {m: math.exp(statistics.fmean(math.log(x) for x in v.values()))
+          for m, v in timings(records).items() if v}
     steps = {r["config"]["method"]: int(r["config"]["num_steps"]) for r in bases}
     t_equal = min((ms[m] * steps[m] for m in ms), default=None)
     out = []
@@ -83,6 +173,8 @@ def fresh_rows(records: Records, init: str = "zero") -> list[dict[str, Any]]:
         step_eq = None if t_equal is None or method not in ms else t_equal / ms[method]
         at_t = [curve_at(r["curves"], "val_loss", step_eq) for r in ok] if step_eq else []
         t_mean, t_sd = mean_sd([x for x in at_t if x is not None])
+        vs = (loss_comparison(records, method, "adamw", init)
+              if method != "adamw" and len(ok) > 1 else None)
         out.append({
             "method": method, "label": lr.METHOD_LABELS[method], "keeps": lr.KEEPS[method],
             "lr": runs[0]["metrics"].get("lr"), "seeds": len(runs), "failed": len(runs) - len(ok),
@@ -90,13 +182,65 @@ def fresh_rows(records: Records, init: str = "zero") -> list[dict[str, Any]]:
             "val_loss": mean, "val_loss_sd": sd, "source_val_loss": src,
             "source_val_loss_sd": src_sd, "ms_per_step": ms.get(method),
             "steps_at_equal_time": step_eq, "val_loss_equal_time": t_mean,
-            "val_loss_equal_time_sd": t_sd,
+            "val_loss_equal_time_sd": t_sd, "vs_adamw": vs,
         })
-    for key, rank in (("val_loss", "rank"), ("val_loss_equal_time", "rank_equal_time")):
-        ordered = sorted((r for r in out if r[key] is not None), key=lambda r: r[key])
-        for i, r in enumerate(ordered, start=1):
-            r[rank] = i
     return out
+
+
+#: What a twin's value is read from: its drift after the first update (mean over adapters),
+#: at the end (mean over adapters), and its held-out loss minus its base's.
+TWIN_VALUES: dict[str, Any] = {
+    "step1": lambda m: m.get("step1_adapter_drift"),
+    "end": lambda m: m["mean_adapter_drift"],
+    "gap": lambda m: m["val_loss"] - m["base_val_loss"],
+    "loss": lambda m: m["val_loss"],
+}
+
+
+def twin_values(records: Records, method: str, init: str, kind: str, what: str
+                ) -> dict[int, float]:
+    """``{seed: value}`` over the fresh seeds of ``method``'s twin ``kind`` under ``init``,
+    ``what`` one of :data:`TWIN_VALUES`."""
+    out = {}
+    for r in _fresh(records, init=init, twin=kind):
+        if r["config"]["method"] == method and _usable(r) and "mean_adapter_drift" in r["metrics"]:
+            value = TWIN_VALUES[what](r["metrics"])
+            if value is not None:
+                out[int(r["config"]["init_seed"])] = float(value)
+    return out
+
+
+def twin_ratio(records: Records, method: str, init: str, group: str, when: str = "step1"
+               ) -> float | None:
+    """How far ``group``'s gauge twins end from their bases against the noise twins, by the
+    paper's definition of the ratio (chapters 8 and 9): the smallest gauge-twin drift over the
+    largest noise-twin drift, over the fresh seeds (``when``: ``"step1"`` or ``"end"``)."""
+    g = twin_values(records, method, init, group, when)
+    n = twin_values(records, method, init, "noise", when)
+    if not g or not n or max(n.values()) <= 0:
+        return None
+    return min(g.values()) / max(n.values())
+
+
+def basis_cost(records: Records, method: str, init: str, group: str) -> Comparison | None:
+    """A gauge twin's held-out loss against its base's, paired by seed: what a new basis costs
+    (``None`` with fewer than two twins)."""
+    twins = twin_values(records, method, init, group, "loss")
+    base = fresh_losses(records, method, init)
+    return compare_runs(twins, base) if len(twins) > 1 else None
+
+
+def basis_against_seed(records: Records, method: str, init: str, group: str
+                       ) -> Comparison | None:
+    """How far a new basis moves the held-out loss against how far a new seed does: the
+    ``|twin − base|`` of each seed against the ``|seed − seed'|`` of each pair of base seeds (the
+    like-for-like measure of "a new seed")."""
+    gaps = [abs(x) for x in twin_values(records, method, init, group, "gap").values()]
+    base = list(fresh_losses(records, method, init).values())
+    seeds = [abs(a - b) for i, a in enumerate(base) for b in base[i + 1:]]
+    if len(gaps) < 2 or len(seeds) < 2:
+        return None
+    return compare_runs(gaps, seeds)
 
 
 def twin_rows(records: Records) -> list[dict[str, Any]]:
@@ -191,9 +335,9 @@ def keeps_group(records: Records, method: str, init: str, group: str, when: str 
 
 
 def verdict(records: Records) -> dict[str, Any]:
-    """The chapter's findings as values: the best optimizer at equal steps and at equal time,
-    AdamW's gauge twins against its noise twins, which rules kept which group, and whether the
-    split costs held-out loss beyond the seed-to-seed spread."""
+    """The chapter's findings as values: the lowest mean at equal steps and at equal time,
+    AdamW's gauge twins against its noise twins (:func:`twin_ratio`, after the first update and
+    at the end), which rules kept which group, and the basis's and the seeds' loss gaps."""
     rows = fresh_rows(records)
     by = {r["method"]: r for r in rows}
     best = min((r for r in rows if r["val_loss"] is not None), key=lambda r: r["val_loss"],
@@ -207,11 +351,12 @@ def verdict(records: Records) -> dict[str, Any]:
                   for m in lr.METHODS for i in lr.INITS for g in ("orthogonal", "general")},
     }
     for init in lr.INITS:
-        a_g, a_n = twins.get(("adamw", init, "orthogonal")), twins.get(("adamw", init, "noise"))
-        if a_g and a_n and a_g["drift"] and a_n["drift"]:
-            out[f"adamw_ratio_{init}"] = a_g["drift"] / a_n["drift"]
-            if a_g["step1"] and a_n["step1"]:
-                out[f"adamw_step1_ratio_{init}"] = a_g["step1"] / a_n["step1"]
+        a_g = twins.get(("adamw", init, "orthogonal"))
+        if a_g and twin_ratio(records, "adamw", init, "orthogonal", "end") is not None:
+            out[f"adamw_ratio_{init}"] = twin_ratio(records, "adamw", init, "orthogonal", "end")
+            step1 = twin_ratio(records, "adamw", init, "orthogonal", "step1")
+            if step1 is not None:
+                out[f"adamw_step1_ratio_{init}"] = step1
             out[f"adamw_gap_{init}"] = a_g["abs_gap"]
             out[f"adamw_seed_sd_{init}"] = a_g["seed_sd"]
     if "adamw" in by and best:
@@ -242,4 +387,61 @@ def page_values(records: Records) -> dict[str, Any]:
     ends = [out.get(f"drift_{m}_zero_noise") for m in ("adamw", "lora_rite", "muon")]
     if all(x is not None for x in ends):
         out |= {"noise_lo": min(ends), "noise_hi": max(ends)}
+    return out | comparison_values(records)
+
+
+def comparisons(records: Records) -> dict[str, Comparison | RatioComparison | None]:
+    """Every comparison the chapter's words rest on (:mod:`gaugebook.present.stats`), by name:
+    ``cmp_M_adamw`` (``rand_cmp_…`` from random factors) and ``cmp_muon_M``, the held-out losses
+    of the fresh seeds, paired by seed; ``cost_M``, M's step over AdamW's (re-timings);
+    ``forget_M``, M's loss on the old text against the pretrained model's, and
+    ``forget_scaled_gd_M``, ScaledGD's against M's; ``end_adamw_INIT``, AdamW's orthogonal
+    twins' final drift against its noise twins'; ``basis_cost_adamw_INIT_G`` and
+    ``basis_seed_adamw_INIT_G``, what a new basis does to the loss, against nothing and against
+    a new seed."""
+    out: dict[str, Comparison | RatioComparison | None] = {}
+    pre = pretrain_row(records)
+    for m in lr.METHODS:
+        if m != "adamw":
+            out[f"cmp_{m}_adamw"] = loss_comparison(records, m, "adamw")
+            out[f"rand_cmp_{m}_adamw"] = loss_comparison(records, m, "adamw", "random")
+            out[f"cost_{m}"] = step_cost(records, m)
+        if m not in ("adamw", "muon"):
+            out[f"cmp_muon_{m}"] = loss_comparison(records, "muon", m)
+        old = fresh_losses(records, m, key="source_val_loss")
+        if pre and len(old) > 1:
+            out[f"forget_{m}"] = compare_runs(old, pre["val_loss"])
+        if m != "scaled_gd":
+            out[f"forget_scaled_gd_{m}"] = compare_runs(
+                fresh_losses(records, "scaled_gd", key="source_val_loss"), old)
+    for init in lr.INITS:
+        out[f"end_adamw_{init}"] = compare_runs(
+            twin_values(records, "adamw", init, "orthogonal", "end"),
+            twin_values(records, "adamw", init, "noise", "end"))
+        for g in ("orthogonal", "general"):
+            out[f"basis_cost_adamw_{init}_{g}"] = basis_cost(records, "adamw", init, g)
+            out[f"basis_seed_adamw_{init}_{g}"] = basis_against_seed(records, "adamw", init, g)
+    return out
+
+
+def comparison_values(records: Records) -> dict[str, Any]:
+    """The numbers behind :func:`comparisons` as the page prints them (each comparison's
+    :meth:`~gaugebook.present.stats.Comparison.text`), ScaledGD's general twins over its noise
+    twins after the first update, seed by seed (``sgd_gl_ratio_lo_INIT``, ``…_hi_…``), the
+    cost ratio at which Muon's lead at equal steps would vanish at equal time
+    (``muon_break_even``), and the basis's and a new seed's mean loss gaps."""
+    out: dict[str, Any] = {k: (c.text() if c is not None else None)
+                           for k, c in comparisons(records).items()}
+    for init in lr.INITS:
+        g = twin_values(records, "scaled_gd", init, "general", "step1")
+        n = twin_values(records, "scaled_gd", init, "noise", "step1")
+        ratios = [g[k] / n[k] for k in g if k in n and n[k] > 0]
+        if ratios:
+            out |= {f"sgd_gl_ratio_lo_{init}": min(ratios), f"sgd_gl_ratio_hi_{init}": max(ratios)}
+        c = basis_against_seed(records, "adamw", init, "orthogonal")
+        if c is not None:
+            out |= {f"basis_gap_adamw_{init}": c.mean_a, f"seed_gap_adamw_{init}": c.mean_b}
+    eq = equal_time(records, "muon")
+    if eq is not None:
+        out["muon_break_even"] = eq["break_even"]
     return out

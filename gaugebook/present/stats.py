@@ -23,7 +23,7 @@ from typing import Any
 from scipy import special
 
 __all__ = ["LEVEL", "Comparison", "RatioComparison", "compare_ratio", "compare_runs",
-           "curve_at", "fmt_spread", "mean_sd"]
+           "curve_at", "fmt_lower_bound", "fmt_spread", "mean_sd"]
 
 #: The words of a comparison whose interval contains zero.
 LEVEL = "level within the seeds' spread"
@@ -275,3 +275,17 @@ def fmt_spread(x: float, spread: float, *, signed: bool = False) -> str:
     if decimals == 0:
         return f"{int(rounded):{sign},d}"
     return f"{rounded:{sign}.{decimals}f}"
+
+
+def fmt_lower_bound(x: float) -> str:
+    r"""A positive bound printed to one significant digit, rounded down so that it stays a
+    bound: ``16,789`` is ``10,000``, ``528`` is ``500``, ``0.37`` is ``0.3``. For a ratio
+    such as the smallest gauge-twin drift over the largest noise-twin drift over a few seeds,
+    which moves by a factor of several from one set of seeds to the next."""
+    if not (math.isfinite(x) and x > 0):
+        return "—"
+    exp = math.floor(math.log10(x))
+    lead = math.floor(x / 10**exp + 1e-12)
+    if exp >= 0:
+        return f"{lead * 10**exp:,d}"
+    return f"{lead * 10.0**exp:.{-exp}f}"

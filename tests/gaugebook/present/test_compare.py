@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from gaugebook.present.stats import LEVEL, compare_ratio, compare_runs, fmt_spread
+from gaugebook.present.stats import (
+    LEVEL,
+    compare_ratio,
+    compare_runs,
+    fmt_lower_bound,
+    fmt_spread,
+)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -119,3 +125,9 @@ def test_against_a_number_is_the_one_sample_test(seed):
     ci = ref.confidence_interval(0.95)
     assert ours.welch_p == pytest.approx(ref.pvalue, rel=1e-9)
     assert (ours.low + 1.95, ours.high + 1.95) == pytest.approx((ci.low, ci.high), rel=1e-9)
+
+
+@pytest.mark.parametrize(("x", "text"), [(16788.8, "10,000"), (528.0, "500"), (0.37, "0.3"),
+                                         (10.8, "10"), (2.94, "2"), (1000.0, "1,000")])
+def test_a_lower_bound_is_rounded_down(x, text):
+    assert fmt_lower_bound(x) == text
