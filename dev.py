@@ -7,7 +7,7 @@
 
 Everything else is optional:
 
-    python3 dev.py book --scale quick        # recompute everything small (what CI runs)
+    python3 dev.py book --scale quick        # recompute everything small
     python3 dev.py book --make-records --device cuda   # recompute missing paper records
     python3 dev.py check                      # check the built HTML for what a reader sees broken
     python3 dev.py layout                     # tables and code wider than their box (Chromium)
