@@ -64,6 +64,14 @@ def summary(c: Collected, part: hs.Part,
                         grid=part.selection_grids if grid is None else grid, rule=part.rule)
 
 
+def _per_seed(headline: Mapping[str, Any]) -> dict[str, dict[int, float]]:
+    """A headline's values per seed, ``{seed: value}``, for
+    :func:`gaugebook.present.stats.compare_runs`: GD's and Adam's held-out RMSE
+    (``gd_by_seed``, ``adam_by_seed``) and GD's gap below Adam (``gap_by_seed``)."""
+    return {k: dict(headline.get(k) or {}) for k in ("gd_by_seed", "adam_by_seed",
+                                                     "gap_by_seed")}
+
+
 def seeds_won(headline: Mapping[str, Any]) -> str | None:
     """``"k/n"``: the seeds of a summary's ``headline`` on which GD is below Adam."""
     return f"{headline['wins']}/{len(headline['seeds'])}" if headline["seeds"] else None
@@ -72,7 +80,8 @@ def seeds_won(headline: Mapping[str, Any]) -> str | None:
 def table5_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     """The paper's Table 5 for ``part``, cell by cell beside the published one: per method and
     level, our held-out RMSE and effective rank (means over the seeds that reached the level,
-    ``n`` of them) and the published ones, at the selected rates of each."""
+    ``n`` of them; ``rmse_by_seed``: each seed's) and the published ones, at the selected rates
+    of each."""
     s = summary(c, part)
     published = hs.PUBLISHED_TABLE5.get((part.scene.name, part.density), {})
     rows = []
@@ -88,13 +97,15 @@ def table5_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
                 "level": cell["level"], "n": cell["n"], "rmse": cell["rmse"],
                 "erank": cell["effective_rank"], "rmse_pub": p[0], "erank_pub": p[1],
                 "diff": (cell["rmse"] - p[0]) if p[0] is not None and cell["n"] else None,
+                "rmse_by_seed": cell["rmse_by_seed"],
             })
     return rows
 
 
 def headline_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
     """GD against Adam at the deepest level every seed of both reached, per part, with the
-    paper's number for the same scene and density beside ours (``—`` when it did not run it)."""
+    paper's number for the same scene and density beside ours (``—`` when it did not run it)
+    and the values per seed (:func:`_per_seed`)."""
     rows = []
     for part in parts:
         h = summary(c, part)["headline"]
@@ -104,6 +115,7 @@ def headline_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]
             "gd": h["gd"], "adam": h["adam"], "gap": h["gap"], "wins": seeds_won(h),
             "gap_pub": pub.get("gap"),
             "wins_pub": None if pub.get("wins") is None else f"{pub['wins']}/4",
+            **_per_seed(h),
         })
     return rows
 
@@ -126,7 +138,7 @@ def grid_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
             sel = s["selections"][m]
             row[m] = None if sel.lr is None else f"{sel.lr:g}" + ("*" if sel.at_top else "")
         h = s["headline"]
-        row.update(level=h["level"], gap=h["gap"], wins=seeds_won(h))
+        row.update(level=h["level"], gap=h["gap"], wins=seeds_won(h), **_per_seed(h))
         rows.append(row)
     if published:
         row = {"grid": "published (GPU grid)", "level": 1e-5}
@@ -141,13 +153,19 @@ def grid_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
 
 def lr_sensitivity_rows(c: Collected, parts: Sequence[hs.Part]) -> list[dict[str, Any]]:
     """GD at its selected rate against Adam at every fixed rate Adam ran, per part (one column
-    per part, ours and the published gap for the same scene and density)."""
+    per part, ours and the published gap for the same scene and density; besides, per part, the
+    level of the comparison and GD's and Adam's RMSE and the gap per seed, ``<part>:level``,
+    ``<part>:gd_by_seed``, ``<part>:adam_by_seed``, ``<part>:gap_by_seed``)."""
     by_lr: dict[float, dict[str, Any]] = {}
     for part in parts:
         pub = hs.PUBLISHED_FIXED_LR_GAPS.get((part.scene.name, part.density), {})
         for r in summary(c, part).get("fixed_lr", []):
             by_lr.setdefault(r["lr"], {"lr": r["lr"]}).update(
-                {f"{part.name}:gap": r["gap"], f"{part.name}:pub": pub.get(r["lr"])})
+                {f"{part.name}:gap": r["gap"], f"{part.name}:pub": pub.get(r["lr"]),
+                 f"{part.name}:level": r["level"],
+                 f"{part.name}:gd_by_seed": r["reference_by_seed"],
+                 f"{part.name}:adam_by_seed": r["other_by_seed"],
+                 f"{part.name}:gap_by_seed": r["gap_by_seed"]})
     return [by_lr[k] for k in sorted(by_lr)]
 
 
@@ -161,7 +179,7 @@ def arm_rows(c: Collected, scene: str) -> list[dict[str, Any]]:
             "density": part.density, "dtype": part.dtype,
             "centring": "observed only" if part.centring == "observed" else "all entries",
             "level": h["level"], "gd": h["gd"], "adam": h["adam"], "gap": h["gap"],
-            "wins": seeds_won(h),
+            "wins": seeds_won(h), **_per_seed(h),
         })
     return sorted(rows, key=lambda r: (r["density"], r["dtype"] == "float32",
                                        r["centring"] != "all entries"))
@@ -170,7 +188,8 @@ def arm_rows(c: Collected, scene: str) -> list[dict[str, Any]]:
 def gd_rate_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
     """Every GD rate of ``part``: runs that diverged, and at the part's matched level (the
     level of its Table 5 comparison) the mean held-out RMSE and effective rank of the rates
-    whose four seeds reached it; ``selected`` marks the train-only choice."""
+    whose four seeds reached it (and per seed, ``rmse_by_seed``); ``selected`` marks the
+    train-only choice."""
     s = summary(c, part)
     level = s["comparison"]["level"]
     chosen = s["selections"]["gd"].lr
@@ -185,6 +204,7 @@ def gd_rate_rows(c: Collected, part: hs.Part) -> list[dict[str, Any]]:
             "diverged": sum(r["status"] == "diverged" for r in runs),
             "rmse": sum(e["heldout_rmse"] for e in hits) / len(hits) if full else None,
             "erank": sum(e["effective_rank"] for e in hits) / len(hits) if full else None,
+            "rmse_by_seed": ml.by_seed(runs, level, "heldout_rmse", part.rule) if full else {},
         })
     return rows
 

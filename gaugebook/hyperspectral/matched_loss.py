@@ -41,9 +41,11 @@ __all__ = [
     "THRESHOLDS",
     "LrSelection",
     "best_at_level",
+    "by_seed",
     "deepest_common_level",
     "fixed_lr_gaps",
     "gap",
+    "gaps_by_seed",
     "headline_gap",
     "leak_effect",
     "level_table",
@@ -167,6 +169,27 @@ def _values(runs: Sequence[Record], level: float | None, metric: str,
     return out
 
 
+def by_seed(runs: Sequence[Record], level: float | None, metric: str = "heldout_rmse",
+            rule: str = "ours") -> dict[int, float]:
+    """``{seed: metric}`` at ``level`` of the runs that reached it (empty without a level): what
+    :func:`gaugebook.present.stats.compare_runs` pairs. Runs of one part and seed share the
+    mask and the initial factors whatever the method and rate, and so do the arms of one scene
+    (:mod:`gaugebook.hyperspectral.completion`), so runs pair by seed across them."""
+    if level is None:
+        return {}
+    out = {}
+    for r in runs:
+        entry = at_level(r, level, rule)
+        if entry is not None and entry.get(metric) is not None:
+            out[r["config"]["seed"]] = float(entry[metric])
+    return out
+
+
+def gaps_by_seed(a: Mapping[int, float], b: Mapping[int, float]) -> dict[int, float]:
+    """Per seed of both, how far ``a`` is below ``b``: ``1 − a_s/b_s`` (:func:`gap` per seed)."""
+    return {s: 1.0 - a[s] / b[s] for s in a if s in b}
+
+
 def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else math.nan
 
@@ -181,7 +204,7 @@ def matched_comparison(
 ) -> dict[str, Any]:
     """The selected rates on ``seeds``, compared at the deepest threshold that every run of
     every selected method reached on every seed: per method the held-out RMSE (mean and per
-    seed), effective rank and steps."""
+    seed, and ``rmse_by_seed``: ``{seed: value}``), effective rank and steps."""
     runs = {m: runs_at(records, m, s.lr, seeds) for m, s in selections.items()}
     complete = all(len(r) == len(seeds) for r in runs.values())
     level = deepest_common_level(list(runs.values()), thresholds, rule) if complete else None
@@ -191,6 +214,7 @@ def matched_comparison(
         rows[m] = {
             "method": m, "lr": s.lr, "at_top": s.at_top, "at_bottom": s.at_bottom,
             "selected_level": s.level, "rmse": _mean(rmse), "rmse_seeds": rmse,
+            "rmse_by_seed": by_seed(runs[m], level, "heldout_rmse", rule) if rmse else {},
             "effective_rank": _mean(_values(runs[m], level, "effective_rank", rule)),
             "steps": _mean(_values(runs[m], level, "step", rule)),
             "seeds": len(runs[m]),
@@ -209,12 +233,15 @@ def headline_gap(
 ) -> dict[str, Any]:
     """The paper's headline: ``a`` against ``b`` at their selected rates, at the deepest level
     every seed of both reached; :func:`gap` of the held-out RMSEs (``wins``: seeds on which
-    ``a`` is below ``b``), with the level and both means."""
+    ``a`` is below ``b``), with the level and both means, and per seed both RMSEs
+    (``<a>_by_seed``, ``<b>_by_seed``) and the gap (``gap_by_seed``)."""
     comp = matched_comparison(records, {m: selections[m] for m in (a, b)}, seeds, thresholds,
                               rule=rule)
     ra, rb = comp["methods"][a], comp["methods"][b]
     return {"level": comp["level"], a: ra["rmse"], b: rb["rmse"],
-            **gap(ra["rmse_seeds"], rb["rmse_seeds"])}
+            **gap(ra["rmse_seeds"], rb["rmse_seeds"]),
+            f"{a}_by_seed": ra["rmse_by_seed"], f"{b}_by_seed": rb["rmse_by_seed"],
+            "gap_by_seed": gaps_by_seed(ra["rmse_by_seed"], rb["rmse_by_seed"])}
 
 
 def level_table(
@@ -226,7 +253,8 @@ def level_table(
     rule: str = "paper",
 ) -> list[dict[str, Any]]:
     """The paper's Table 5 cells of one method at rate ``lr``: per level, the mean held-out
-    RMSE and effective rank over the seeds that reached it, and how many did (``n``)."""
+    RMSE and effective rank over the seeds that reached it, how many did (``n``), and the
+    held-out RMSE of each (``rmse_by_seed``)."""
     runs = runs_at(records, method, lr, seeds)
     out = []
     for level in thresholds:
@@ -236,6 +264,7 @@ def level_table(
             "rmse": _mean([float(e["heldout_rmse"]) for e in hits]),
             "effective_rank": _mean([float(e["effective_rank"]) for e in hits]),
             "steps": _mean([float(e["step"]) for e in hits]),
+            "rmse_by_seed": by_seed(runs, level, "heldout_rmse", rule),
         })
     return out
 
@@ -251,7 +280,8 @@ def fixed_lr_gaps(
     rule: str = "ours",
 ) -> list[dict[str, Any]]:
     """For every rate of ``other``: ``reference`` (at its selected rate) against ``other`` at that
-    fixed rate, at the deepest threshold both reach on every seed (one row per rate)."""
+    fixed rate, at the deepest threshold both reach on every seed (one row per rate), with both
+    RMSEs and the gap per seed (``reference_by_seed``, ``other_by_seed``, ``gap_by_seed``)."""
     ref = runs_at(records, reference, reference_lr, seeds)
     rows = []
     for lr in _by_lr(records, other, seeds):
@@ -260,8 +290,12 @@ def fixed_lr_gaps(
         level = deepest_common_level([ref, runs], thresholds, rule) if ok else None
         a = _values(ref, level, "heldout_rmse", rule)
         b = _values(runs, level, "heldout_rmse", rule)
+        ref_seeds = by_seed(ref, level, "heldout_rmse", rule) if a and b else {}
+        other_seeds = by_seed(runs, level, "heldout_rmse", rule) if a and b else {}
         rows.append({"lr": lr, "level": level, "reference_rmse": _mean(a),
-                     "other_rmse": _mean(b), **gap(a, b)})
+                     "other_rmse": _mean(b), **gap(a, b), "reference_by_seed": ref_seeds,
+                     "other_by_seed": other_seeds,
+                     "gap_by_seed": gaps_by_seed(ref_seeds, other_seeds)})
     return rows
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from gaugebook.present.tables import NBSP, Row, table_html
 from gaugebook.present.viz import _axes, legend_below, method_color
 from gaugebook.tails import tails_runs as st
+from gaugebook.tails.tails_views import compare_seeds, comparison_text
 
 
 def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool) -> Any:
@@ -69,6 +70,17 @@ def crossing_html(est: Mapping[str, Any], published: bool) -> str:
         formats={"published": "g", "paper_rule": "g", "ours": ".3f"})
 
 
+def muon_against_gd(rows: Sequence[Row]) -> dict[float, Any]:
+    """Per ``τ`` of ``rows`` (:func:`~gaugebook.tails.tails_runs.phase_rows`), Muon's rec
+    minus GD's by the rule: :func:`~gaugebook.tails.tails_views.compare_seeds` of their rec
+    per seed, paired (the runs of a seed share the instance and the initial factors);
+    ``None`` where a side is missing."""
+    by = {(r["method"], r["tau"]): r["rec_by_seed"] for r in rows}
+    taus = sorted({r["tau"] for r in rows})
+    return {t: compare_seeds(by[("muon", t)], by[("gd", t)]) if ("muon", t) in by
+            and ("gd", t) in by else None for t in taus}
+
+
 def crossing_numbers(rows: Sequence[Row], est: Mapping[str, Any],
                      published: bool) -> dict[str, Any]:
     """The crossing for the text (glue names as keys): the published estimates (the CPU
@@ -77,13 +89,31 @@ def crossing_numbers(rows: Sequence[Row], est: Mapping[str, Any],
     that bracket the interpolated one, the share of bootstrap resamples that give the paper's
     rule its ``τ*`` (and every ``(τ*, share)`` pair), our mean difference Muon − GD at the
     GPU's ``τ*`` (``nan`` off our grid), and at how many of the first two ``τ`` Muon's mean is
-    below GD's."""
+    below GD's. By the rule (:func:`muon_against_gd`): the words per ``τ``
+    (``tails_mg_words``, ``"ahead"``, ``"behind"`` or the level words), the ``τ`` where Muon
+    is resolved ahead (``tails_mg_ahead``) and behind (``tails_mg_behind``), the numbers at
+    the first ``τ``, at the paper's rule's ``τ*`` and at the GPU's (``tails_mg_text_0``,
+    ``_star``, ``_gpu``) and the words at the GPU's (``tails_mg_words_gpu``); and whether the
+    paper's rule and ours select the same runs of Muon and GD (``tails_rules_same_runs``:
+    their mean differences agree at every ``τ``, so the words hold for both)."""
     nan = math.nan
     paper_x, ours_x = est["paper"], est["ours"]
     cpu, gpu = st.PUBLISHED_TAU_STAR["cpu"], st.PUBLISHED_TAU_STAR["gpu"]
     at_gpu = dict(zip(ours_x.taus, ours_x.difference, strict=True)).get(gpu["tau_star"], nan)
     bracket = ours_x.bracket or (nan, nan)
+    mg = muon_against_gd(rows)
+    words = {t: None if c is None else c.words("ahead", "behind") for t, c in mg.items()}
+    first = min(mg) if mg else nan
     return {
+        "tails_mg_words": [words[t] for t in sorted(words)],
+        "tails_mg_ahead": [t for t, w in sorted(words.items()) if w == "ahead"],
+        "tails_mg_behind": [t for t, w in sorted(words.items()) if w == "behind"],
+        "tails_mg_text_0": comparison_text(mg.get(first)),
+        "tails_mg_text_star": comparison_text(mg.get(paper_x.tau_star)),
+        "tails_mg_text_gpu": comparison_text(mg.get(gpu["tau_star"])),
+        "tails_mg_words_gpu": words.get(gpu["tau_star"]),
+        "tails_rules_same_runs": paper_x.taus == ours_x.taus
+        and paper_x.difference == ours_x.difference,
         "tails_pub_cpu": cpu["tau_star"], "tails_pub_cpu_seeds": cpu["seeds"],
         "tails_pub_cpu_ntaus": len(cpu["grid"]), "tails_pub_cpu_grid": tuple(cpu["grid"]),
         "tails_pub_gpu": gpu["tau_star"], "tails_pub_gpu_seeds": gpu["seeds"],

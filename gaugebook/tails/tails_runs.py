@@ -299,14 +299,22 @@ def _within(records: Sequence[Mapping[str, Any]],
                    for lr in lr_grids[r["config"]["method"]])]
 
 
+def _metric(record: Mapping[str, Any], key: str) -> float:
+    """``record``'s metric ``key`` as a float, NaN when the run has none (a failed run)."""
+    value = record.get("metrics", {}).get(key)
+    return math.nan if value is None else float(value)
+
+
 def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle",
                lr_grids: Mapping[str, Sequence[float]] | None = None) -> list[dict[str, Any]]:
     """One row per ``(τ, method)``: the selection row of
     :func:`~gaugebook.sensing.sensing_runs.selection_rows` under ``protocol`` on the runs
     of that ``τ`` (chosen lr, mean metrics, rec per seed, whether the gate passed, under
-    ``interpolated``), plus ``tau`` and ``head_rec``, ``tail_rec`` means and ``seeds`` (the
-    seeds, in the order of ``rec_seeds``). ``lr_grids`` restricts a method's candidates to the
-    lrs named there (``missing_lrs``: those of its grid without a record)."""
+    ``interpolated``), plus ``tau`` and ``head_rec``, ``tail_rec`` means, ``seeds`` (the
+    seeds, in the order of ``rec_seeds``) and, per seed, the rec and the final balancedness
+    (``rec_by_seed``, ``balancedness_by_seed``: ``{seed: value}``, what
+    :func:`gaugebook.present.stats.compare_runs` pairs). ``lr_grids`` restricts a method's
+    candidates to the lrs named there (``missing_lrs``: those of its grid without a record)."""
     out = []
     for tau, recs in _by_tau(_within(records, lr_grids)).items():
         for row in ms.selection_rows(recs, protocol):
@@ -317,7 +325,10 @@ def phase_rows(records: Sequence[Mapping[str, Any]], protocol: str = "oracle",
             missing = [lr for lr in wanted
                        if not any(math.isclose(lr, g, rel_tol=1e-9) for g in row["grid"])]
             means = {k: mean_metric(chosen, k) for k in ("head_rec", "tail_rec", "nuclear_norm")}
-            out.append({**row, "tau": tau, "seeds": seeds, **means, "missing_lrs": missing})
+            per_seed = {f"{k}_by_seed": {r["config"]["seed"]: _metric(r, k) for r in chosen}
+                        for k in ("rec", "balancedness")}
+            out.append({**row, "tau": tau, "seeds": seeds, **means, **per_seed,
+                        "missing_lrs": missing})
     return out
 
 
@@ -379,7 +390,8 @@ def rec_matrix(rows: Sequence[Mapping[str, Any]], method: str
 
 
 def horizon_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per ``(T, schedule)`` of the signum part: mean and per-seed rec, whether every
+    """One row per ``(T, schedule)`` of the signum part: mean and per-seed rec (``rec_seeds``
+    of the runs that ended, ``rec_by_seed`` of every run, NaN where one failed), whether every
     seed interpolated, steps, balancedness, ``exact``: mean rec below :data:`EXACT_REC`, and
     ``exact_seeds``: how many seeds are below it."""
     groups: dict[tuple[int, str], list[Mapping[str, Any]]] = {}
@@ -393,6 +405,7 @@ def horizon_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         mean = mean_metric(ok, "rec") if len(ok) == len(recs) else math.nan
         out.append({
             "T": T, "schedule": schedule, "rec": mean, "rec_seeds": recs_,
+            "rec_by_seed": {r["config"]["seed"]: _metric(r, "rec") for r in recs},
             "interpolated": (len(ok) == len(recs)
                              and all(r["metrics"].get("interpolated") for r in ok)),
             "steps": mean_metric(ok, "steps"),
@@ -405,10 +418,12 @@ def horizon_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def balancedness_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per ``(τ, method)`` of the probe: mean final ``‖UᵀU − VᵀV‖_F`` over seeds at the
-    selected lr, the mean rec, and ``relative_balancedness``, the balancedness divided by the
+    selected lr (and per seed, ``balancedness_by_seed``), the mean rec, and
+    ``relative_balancedness``, the balancedness divided by the
     mean nuclear norm ``‖W‖_*`` (balanced factors of ``W`` have ``‖U‖_F² = ‖V‖_F² = ‖W‖_*``,
     so this compares the imbalance with the size of the factors)."""
-    keys = ("tau", "method", "label", "equivariant", "lr", "balancedness", "rec", "interpolated")
+    keys = ("tau", "method", "label", "equivariant", "lr", "balancedness", "rec", "interpolated",
+            "balancedness_by_seed")
     out = []
     for row in phase_rows(records):
         if row["method"] in PROBE_METHODS:

@@ -16,12 +16,55 @@ from typing import Any
 import torch
 
 from gaugebook.engine import selection
+from gaugebook.present import stats
 from gaugebook.present.tables import NBSP, Record, Row, label, rec_lr, table_html, yes_no
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.measurements import make_instance
 from gaugebook.tails import tail_theory as tt
 from gaugebook.tails import tails_runs as st
 from gaugebook.tails.tail_problem import make_tail_instance
+
+# --------------------------------------------------------------------------------------------
+# comparisons of runs: the one rule of the book's words
+# --------------------------------------------------------------------------------------------
+
+def compare_seeds(a: Mapping[int, float], b: Mapping[int, float]) -> stats.Comparison | None:
+    """:func:`gaugebook.present.stats.compare_runs` of two ``{seed: value}`` sets, ``a − b``,
+    paired over their shared seeds; ``None`` when a side has fewer than two values or a
+    missing or non-finite one (a failed run is shown by the tables, not compared).
+
+    The runs of this chapter pair by seed: seed ``s`` draws the instance (``U⋆``, ``V⋆``,
+    ``G`` and the measurements) and, from ``s + 7``, the initial factors
+    (:func:`gaugebook.sensing.run_specs.factored_run`), the same for every optimizer, ``τ``,
+    budget and schedule; only the rule, its learning rate and the target's tail differ."""
+    values = [*a.values(), *b.values()]
+    if len(a) < 2 or len(b) < 2 or any(v is None or not math.isfinite(v) for v in values):
+        return None
+    return stats.compare_runs(dict(a), dict(b))
+
+
+def comparison_text(c: stats.Comparison | None, spec: str | None = None) -> str:
+    """:meth:`~gaugebook.present.stats.Comparison.text` (``spec`` as there), a dash without a
+    comparison."""
+    return "—" if c is None else c.text(spec)
+
+
+def _short(c: stats.Comparison | None) -> str:
+    """A comparison for a table cell: the difference and its 95 % interval, to the digits the
+    interval supports, and the p values."""
+    if c is None:
+        return "—"
+
+    def num(x: float) -> str:
+        return stats.fmt_spread(x, c.half_width, signed=True)
+
+    ps = f"p = {c.welch_p:.2g}" + (f", paired {c.paired_p:.2g}" if c.paired_n else "")
+    return f"{num(c.diff)} ({num(c.low)} to {num(c.high)}; {ps})"
+
+
+def _taus_text(taus: Sequence[float]) -> str:
+    return ", ".join(f"{t:g}" for t in taus) if taus else "none"
+
 
 # --------------------------------------------------------------------------------------------
 # the tail problem
@@ -65,10 +108,16 @@ def instance_rows(config: st.TailsConfig,
 
 def instance_numbers(rows: Sequence[Row]) -> dict[str, Any]:
     """What the text says of :func:`instance_rows`: the largest departure from orthogonality
-    of either factor (``tails_orth_max``) and on how many rows the sensing operator is the
-    paper's (``tails_same_A``)."""
+    of either factor (``tails_orth_max``), on how many rows the sensing operator is the
+    paper's (``tails_same_A``) and, for the checks of the construction, the largest departures
+    of ``‖X‖/‖X₃‖`` from 1 (``tails_norm_err``) and of ``‖τE⊥‖/‖X₃‖`` from ``τ``
+    (``tails_tail_norm_err``) and of the head from the zoo's planted matrix
+    (``tails_head_zoo``)."""
     return {"tails_orth_max": max(max(r["left"], r["right"]) for r in rows),
-            "tails_same_A": sum(r["same_A"] for r in rows)}
+            "tails_same_A": sum(r["same_A"] for r in rows),
+            "tails_norm_err": max(abs(r["norm_ratio"] - 1.0) for r in rows),
+            "tails_tail_norm_err": max(abs(r["tail_norm"] - r["tau"]) for r in rows),
+            "tails_head_zoo": max(r["head_vs_zoo"] for r in rows)}
 
 
 def instances_html(rows: Sequence[Row]) -> str:
@@ -121,7 +170,9 @@ def modes_figure() -> tuple[Any, dict[str, Any]]:
     (``s = 0.05``, dashed) from ``w₀ = 1e-4`` (dark) and ``1e-8`` (light), greedy (left) and
     equal-rate (right), closed forms as lines and :func:`gaugebook.tails.tail_theory.integrate_mode`
     as dots, ``η = 1``. Bottom: the share of the tail of :data:`MODE_SPECTRUM` fitted at the
-    time the greedy flow fits 99% of the head from ``w₀ = 1e-4``, against ``w₀``.
+    time the greedy flow fits 99% of the head from ``w₀ = 1e-4``, against ``w₀``. The numbers
+    include that share for the greedy flow from the largest ``w₀`` down
+    (``tails_frac_greedy_by_w0``), for the check that it falls with the initialization.
     """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -170,6 +221,7 @@ def modes_figure() -> tuple[Any, dict[str, Any]]:
         "tails_ode_err": max(errors.values()), "tails_T_head": horizon,
         "tails_frac_greedy_hi": frac["greedy"][-1], "tails_frac_greedy_lo": frac["greedy"][0],
         "tails_frac_eq_lo": min(frac["equal_rate"]), "tails_frac_w0_hi": w0s[-1],
+        "tails_frac_greedy_by_w0": frac["greedy"][::-1],  # from the largest w₀ down
         "tails_frac_w0_lo": w0s[0],
         "tails_tfit_head": tt.fit_time("greedy", 1.0, 1e-8, 1.0),
         "tails_tfit_tail": tt.fit_time("greedy", 0.05, 1e-8, 1.0),
@@ -211,32 +263,61 @@ def phase_figure(rows: Sequence[Row], taus: Sequence[float]) -> Any:
     return fig
 
 
+def phase_leads(rows: Sequence[Row], taus: Sequence[float]) -> list[dict[str, Any]]:
+    """Per ``τ``, the optimizer with the lowest mean rec against the one with the next
+    (``best``, ``next``): :func:`compare_seeds` of their rec per seed, paired (``cmp``, best
+    minus next), and its words, ``"ahead"`` or :data:`gaugebook.present.stats.LEVEL`
+    (``words``; ``None`` without a comparison)."""
+    out = []
+    for tau in taus:
+        mine = sorted((r for r in rows if r["tau"] == tau),
+                      key=lambda r: math.inf if math.isnan(r["rec"]) else r["rec"])
+        if len(mine) < 2:
+            continue
+        best, nxt = mine[0], mine[1]
+        c = compare_seeds(best["rec_by_seed"], nxt["rec_by_seed"])
+        out.append({"tau": tau, "best": best["method"], "next": nxt["method"], "cmp": c,
+                    "words": None if c is None else c.words("ahead", "behind")})
+    return out
+
+
 def phase_html(rows: Sequence[Row], taus: Sequence[float]) -> str:
-    """Mean rec and, in brackets, the selected lr per ``τ`` and optimizer; a star where the
-    selection's seeds did not all interpolate."""
+    """Mean rec and, in brackets, the selected lr per ``τ`` and optimizer, a star where the
+    selection's seeds did not all interpolate; the last column compares the lowest mean with
+    the next (:func:`phase_leads`: the difference, its 95 % interval, Welch's and the paired
+    p)."""
+    leads = {lead["tau"]: lead for lead in phase_leads(rows, taus)}
     table = []
     for tau in taus:
         entry: dict[str, Any] = {"tau": tau}
         for r in rows:
             if r["tau"] == tau:
                 entry[r["method"]] = rec_lr(r["rec"], r["lr"], "" if r["interpolated"] else "*")
+        lead = leads.get(tau)
+        if lead:
+            entry["lead"] = (f"{label(lead['best'])} − {label(lead['next'])}: "
+                             f"{_short(lead['cmp'])}")
         table.append(entry)
     return table_html(
-        table, ["tau", *st.PHASE_METHODS],
-        headers={"tau": "τ", **{m: label(m) for m in st.PHASE_METHODS}}, formats={"tau": "g"})
+        table, ["tau", *st.PHASE_METHODS, "lead"],
+        headers={"tau": "τ", **{m: label(m) for m in st.PHASE_METHODS},
+                 "lead": "lowest − next (95 % CI)"}, formats={"tau": "g"})
 
 
 def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
                   config: st.TailsConfig, published: bool) -> dict[str, Any]:
     """The phase diagram's numbers for the text (glue names as keys): selections that did not
     interpolate or sit at a grid edge; the mean rec of every optimizer at every ``τ``
-    (``tails_rec_<method>_<i>``); the best optimizer per ``τ`` (``tails_best``, method names
-    in the order of the grid); at ``τ = 0`` the largest difference from the published Table 2
-    and whose it is (``nan`` and ``None`` off the paper's setting); the phase script's own
-    rule: its grids (``tails_paper_grids``), the ``(method, lr)`` of them without records, how
-    often it agrees with ours and for which optimizers; and per optimizer the largest
-    difference of our means from its log (``tails_log_<method>``, ``nan`` off the paper's
-    setting)."""
+    (``tails_rec_<method>_<i>``); the optimizer with the lowest mean per ``τ``
+    (``tails_best``, method names in the order of the grid) and, by :func:`phase_leads`, which
+    two optimizers have the lowest means (``tails_lead_pairs``), the words of their comparison
+    (``tails_lead_words``), the ``τ`` where it is resolved (``tails_lead_resolved``) and its
+    numbers at the first ``τ`` (``tails_lead_text_0``); at ``τ = 0`` the largest difference
+    from the published Table 2 and whose it is (``nan`` and ``None`` off the paper's
+    setting); the phase script's own rule: its grids (``tails_paper_grids``), the
+    ``(method, lr)`` of them without records, how often it agrees with ours and for which
+    optimizers; and per optimizer the largest difference of our means from its log
+    (``tails_log_<method>``, ``nan`` off the paper's setting)."""
     phase = config.phase
     out: dict[str, Any] = {
         "tails_phase_not_interp": sum(not r["interpolated"] for r in rows),
@@ -248,6 +329,14 @@ def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
                 for m in st.PHASE_METHODS for i, t in enumerate(phase.taus)})
     out["tails_best"] = [min((r for r in rows if r["tau"] == t), key=lambda r: r["rec"])["method"]
                          for t in phase.taus]
+    leads = phase_leads(rows, phase.taus)
+    out.update({
+        "tails_lead_pairs": [(x["best"], x["next"]) for x in leads],
+        "tails_lead_words": [x["words"] for x in leads],
+        "tails_lead_resolved": [x["tau"] for x in leads if x["cmp"] is not None
+                                and x["cmp"].resolved],
+        "tails_lead_text_0": comparison_text(leads[0]["cmp"]) if leads else "—",
+    })
     table2 = ms.published_table2(ms.get_config("paper").part("zoo")) if published else None
     gaps = {r["method"]: abs(r["rec"] - table2[r["method"]][0]) for r in rows
             if table2 and r["tau"] == phase.taus[0]}
@@ -341,9 +430,15 @@ def signum_numbers(hz: Sequence[Row], config: st.TailsConfig) -> dict[str, Any]:
     many cells recover exactly and the smallest budget where one does (``nan`` if none), and
     the cells where only some seeds recover (``tails_signum_partial``: ``(schedule, T, exact
     seeds, seeds)``, with the first one's numbers as ``tails_signum_partial_T``, ``_exact``,
-    ``_seeds``; ``nan`` if none)."""
+    ``_seeds``; ``nan`` if none); and linear decay against cosine decay at the largest budget,
+    paired by seed (``tails_signum_lin_cos_words``: ``"below"``, ``"above"`` or
+    :data:`gaugebook.present.stats.LEVEL`; ``tails_signum_lin_cos_text``: its numbers)."""
     largest = max(r["T"] for r in hz)
     best = min(hz, key=lambda r: r["rec"])
+    at_max = {r["schedule"]: r for r in hz if r["T"] == largest}
+    lin_cos = (compare_seeds(at_max["linear"].get("rec_by_seed", {}),
+                             at_max["cosine"].get("rec_by_seed", {}))
+               if {"linear", "cosine"} <= set(at_max) else None)
     partial = [(r["schedule"], r["T"], r["exact_seeds"], len(r["rec_seeds"])) for r in hz
                if 0 < r["exact_seeds"] < len(r["rec_seeds"])]
     first = partial[0] if partial else (None, math.nan, math.nan, math.nan)
@@ -361,6 +456,10 @@ def signum_numbers(hz: Sequence[Row], config: st.TailsConfig) -> dict[str, Any]:
         "tails_signum_smallest_T": min((r["T"] for r in hz if r["exact"]), default=math.nan),
         "tails_signum_partial": partial, "tails_signum_partial_T": first[1],
         "tails_signum_partial_exact": first[2], "tails_signum_partial_seeds": first[3],
+        "tails_signum_lin_cos_words": None if lin_cos is None else lin_cos.words("below",
+                                                                                "above"),
+        # rec of order 1e-5: one significant digit, as far as the interval supports
+        "tails_signum_lin_cos_text": comparison_text(lin_cos, "+.0e"),
     }
 
 
@@ -399,19 +498,58 @@ def balancedness_html(bal: Sequence[Row], tau0: float, published: bool) -> str:
         formats={"lr": "g", "balancedness": ".3g", "relative_balancedness": ".3g", "rec": ".3g"})
 
 
+def _ratio_text(ratio: float, a: Mapping[int, float], b: Mapping[int, float]) -> str:
+    """``ratio`` to the digits its spread supports: the half-width of the interval of
+    :func:`gaugebook.present.stats.compare_ratio` of ``a`` over ``b`` (the rule on the
+    logarithms, paired by seed); two significant digits where it cannot be formed."""
+    try:
+        c = stats.compare_ratio(a, b)
+    except ValueError:
+        return f"{ratio:.2g}"
+    return stats.fmt_spread(ratio, (c.high - c.low) / 2)
+
+
 def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str, Any]:
     """The probe for the text (``tails_bal_…``): the balancedness of each optimizer at the
-    first ``τ``, the smaller of Muon and Shampoo over the larger of GD and shared-scale Adam
-    there, and at how many ``τ`` both of Muon and Shampoo are above both of GD and
-    shared-scale Adam (of how many)."""
+    first ``τ``; the smaller mean of Muon and Shampoo over the larger of GD and shared-scale
+    Adam there (``tails_bal_ratio``, and ``tails_bal_ratio_text`` to the digits the spread of
+    those two optimizers' seeds supports); at how many ``τ`` both means of Muon and Shampoo
+    are above both of GD and shared-scale Adam (of how many); and by the rule
+    (:func:`compare_seeds`, paired by seed), per optimizer ``m`` of Muon and Shampoo the
+    ``τ`` at which it is resolved above both of the others (``tails_bal_above_<m>``, their
+    count ``tails_bal_<m>_resolved``, the others ``tails_bal_<m>_level``, each list also as
+    text, ``…_text``), whether any pair is resolved the other way (``tails_bal_reversed``),
+    Shampoo's seed range at the first ``τ`` (``tails_bal_shampoo_lo``, ``_hi``) and its
+    comparison with shared-scale Adam there (``tails_bal_shampoo_sa_text``)."""
     by = {(r["method"], r["tau"]): r["balancedness"] for r in bal}
+    seeds = {(r["method"], r["tau"]): r.get("balancedness_by_seed", {}) for r in bal}
     geometry, balanced = ("muon", "shampoo"), ("gd", "scalar_adam")
     per_tau = [min(by[(m, t)] for m in geometry) > max(by[(m, t)] for m in balanced)
                for t in taus]
-    return {
-        "tails_bal_muon": by[("muon", taus[0])], "tails_bal_shampoo": by[("shampoo", taus[0])],
-        "tails_bal_gd": by[("gd", taus[0])], "tails_bal_scalar_adam": by[("scalar_adam", taus[0])],
-        "tails_bal_ratio": (min(by[(m, taus[0])] for m in geometry)
-                            / max(by[(m, taus[0])] for m in balanced)),
+    cmp = {(g, b, t): compare_seeds(seeds[(g, t)], seeds[(b, t)])
+           for g in geometry for b in balanced for t in taus}
+    above = {g: [t for t in taus
+                 if all((c := cmp[(g, b, t)]) is not None and c.sign > 0 for b in balanced)]
+             for g in geometry}
+    t0 = taus[0]
+    low = min(geometry, key=lambda m: by[(m, t0)])
+    high = max(balanced, key=lambda m: by[(m, t0)])
+    ratio = by[(low, t0)] / by[(high, t0)]
+    shampoo0 = [v for v in seeds[("shampoo", t0)].values() if math.isfinite(v)]
+    out: dict[str, Any] = {
+        "tails_bal_muon": by[("muon", t0)], "tails_bal_shampoo": by[("shampoo", t0)],
+        "tails_bal_gd": by[("gd", t0)], "tails_bal_scalar_adam": by[("scalar_adam", t0)],
+        "tails_bal_ratio": ratio,
+        "tails_bal_ratio_text": _ratio_text(ratio, seeds[(low, t0)], seeds[(high, t0)]),
         "tails_bal_n_split": sum(per_tau), "tails_bal_n_taus": len(per_tau),
+        "tails_bal_reversed": any(c is not None and c.sign < 0 for c in cmp.values()),
+        "tails_bal_shampoo_lo": min(shampoo0, default=math.nan),
+        "tails_bal_shampoo_hi": max(shampoo0, default=math.nan),
+        "tails_bal_shampoo_sa_text": comparison_text(cmp[("shampoo", "scalar_adam", t0)]),
     }
+    for g in geometry:
+        level = [t for t in taus if t not in above[g]]
+        out |= {f"tails_bal_above_{g}": above[g], f"tails_bal_{g}_resolved": len(above[g]),
+                f"tails_bal_{g}_resolved_text": _taus_text(above[g]),
+                f"tails_bal_{g}_level": level, f"tails_bal_{g}_level_text": _taus_text(level)}
+    return out

@@ -116,6 +116,10 @@ def test_matched_comparison_at_deepest_level_all_reach_and_gap():
     fixed = {r["lr"]: r for r in fixed_lr_gaps(records, "gd", 3.0, "adam", seeds, TH)}
     assert fixed[0.01]["level"] == 1e-3
     assert fixed[0.01]["gap"] == pytest.approx(1 - 0.025 / 0.045)
+    assert fixed[0.01]["reference_by_seed"] == pytest.approx({1: 0.02, 2: 0.03})
+    assert fixed[0.01]["gap_by_seed"] == pytest.approx(
+        {s: 1 - a / b for s, a, b in zip(seeds, (0.02, 0.03), fixed[0.01]["other_by_seed"]
+                                          .values(), strict=True)})
     assert fixed[0.001]["level"] == 1e-4
     # the oracle reads held-out errors: Adam's best rate at 1e-4 is 1e-3 (the only one there)
     best = best_at_level(records, "adam", 1e-4, seeds)

@@ -60,6 +60,20 @@ def test_headline_takes_the_level_of_gd_and_adam_only_and_counts_wins():
     assert h["gap"] == pytest.approx(0.0)
     assert h["wins"] == 1                                           # 0.02 < 0.03, 0.04 > 0.03
     assert h["seeds"] == pytest.approx([1 - 0.02 / 0.03, 1 - 0.04 / 0.03])
+    # per seed, for the rule's comparison paired by seed
+    assert h["gd_by_seed"] == pytest.approx({42: 0.02, 123: 0.04})
+    assert h["adam_by_seed"] == pytest.approx({42: 0.03, 123: 0.03})
+    assert h["gap_by_seed"] == pytest.approx({42: 1 - 0.02 / 0.03, 123: 1 - 0.04 / 0.03})
+    assert all_three["methods"]["muon"]["rmse_by_seed"] == pytest.approx({42: 0.05, 123: 0.05})
+
+
+def test_by_seed_keeps_the_seeds_that_reached_the_level():
+    runs = [rec("gd", 1.0, 42, [1, 5, 9], rmse=[0.1, 0.05, 0.02]),
+            rec("gd", 1.0, 123, [1, 5], rmse=[0.1, 0.06])]
+    assert ml.by_seed(runs, 1e-3) == {42: 0.05, 123: 0.06}
+    assert ml.by_seed(runs, 1e-4) == {42: 0.02}
+    assert ml.by_seed(runs, None) == {}
+    assert ml.gaps_by_seed({42: 0.02, 123: 0.03}, {42: 0.04, 7: 1.0}) == {42: 0.5}
 
 
 def test_table5_cells_average_the_seeds_that_reached_the_level():
@@ -69,6 +83,7 @@ def test_table5_cells_average_the_seeds_that_reached_the_level():
     assert [c["n"] for c in cells] == [2, 2, 1]
     assert [c["rmse"] for c in cells] == pytest.approx([0.2, 0.3, 0.3])
     assert [c["effective_rank"] for c in cells] == pytest.approx([6, 7, 6])
+    assert cells[2]["rmse_by_seed"] == {42: 0.3}
     assert ml.level_table(records, "adam", None, (42,), TH)[0]["n"] == 0
     assert math.isnan(ml.level_table(records, "adam", None, (42,), TH)[0]["rmse"])
 
