@@ -83,10 +83,16 @@ def test_audit_verdict_matches_the_registry_classification(name, dtype, shape, s
     assert result.threshold == default_threshold(dtype)
     assert not result.static
     assert result.equivariant is get_spec(name).equivariant, (name, result)
-    # the verdicts are not borderline: an order of magnitude below the threshold (float32
-    # round-off reaches ~1e-5) or two above it
+    # the verdicts are not borderline. A broken rule's residual is a first-order defect, two
+    # orders above the threshold in either dtype. An equivariant rule's residual is round-off
+    # amplified by its normalizations: in float64 four orders below the threshold; in float32 it
+    # reaches 3.4e-5 at these points (shared-scale Adam, FlowAdam), a third of threshold / 10,
+    # and moves by up to a factor of two with the vector unit (the Gram rule: 2.7e-5 with
+    # AVX-512, 1.7e-5 with AVX2 and one thread). float32 asks for threshold / 3, ten times above
+    # the round-off measured; float64 keeps threshold / 10.
+    below = 10 if dtype == torch.float64 else 3
     if result.equivariant:
-        assert result.residual < result.threshold / 10
+        assert result.residual < result.threshold / below
     else:
         assert result.residual > result.threshold * 100
 

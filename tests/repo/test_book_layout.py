@@ -77,18 +77,23 @@ def test_chapter_is_an_executable_notebook_that_imports_the_library_or_the_book(
 
 #: how a chapter imports the two packages: the library as ``import gaugekit`` or by name
 #: (``from gaugekit.audit import audit_twins``), the book by its packages
-#: (``from gaugebook import sensing``; ``from gaugebook.present import viz``)
+#: (``from gaugebook import sensing``) and the presentation by its modules
+#: (``from gaugebook.present import roundoff, stats, viz``), never by a function's name
 _IMPORT = re.compile(r"^\s*(?:from|import) (gauge(?:kit|book))\b(.*)$", re.M)
+_PRESENT_MODULES = {p.stem for p in (ROOT / "gaugebook" / "present").glob("[a-z]*.py")}
 
 
 def _import_problems(text: str) -> list[str]:
     problems = []
     for package, rest in _IMPORT.findall(text):
         line = f"{package}{rest}"
+        present = re.fullmatch(r"\.present import ([a-z_]+(?:, [a-z_]+)*)", rest)
         if " as " in rest:
             problems.append(f"aliased: {line}")
-        elif package == "gaugebook" and not re.fullmatch(
-                r"(?: import [a-z_]+(?:, [a-z_]+)*|\.present import viz|)", rest):
+        elif present and not set(present[1].split(", ")) <= _PRESENT_MODULES:
+            problems.append(f"not a module of gaugebook.present: {line}")
+        elif package == "gaugebook" and not present and not re.fullmatch(
+                r"(?: import [a-z_]+(?:, [a-z_]+)*|)", rest):
             problems.append(f"not the book's convention: {line}")
     return problems
 
@@ -102,11 +107,14 @@ def test_chapter_imports_by_the_one_convention(path):
 def test_the_import_convention_check_sees_an_alias_and_a_deep_import():
     """Negative control: the two ways of importing that the convention rules out are found."""
     text = ("import gaugekit\nfrom gaugebook import sensing, dial\n"
-            "from gaugebook.present import viz\nfrom gaugekit.report import theory as viz_theory\n"
-            "from gaugebook.sensing.sensing_runs import collect\n")
+            "from gaugebook.present import roundoff, viz\n"
+            "from gaugekit.report import theory as viz_theory\n"
+            "from gaugebook.sensing.sensing_runs import collect\n"
+            "from gaugebook.present import check_prose, viz\n")
     assert _import_problems(text) == [
         "aliased: gaugekit.report import theory as viz_theory",
-        "not the book's convention: gaugebook.sensing.sensing_runs import collect"]
+        "not the book's convention: gaugebook.sensing.sensing_runs import collect",
+        "not a module of gaugebook.present: gaugebook.present import check_prose, viz"]
 
 
 @pytest.mark.parametrize("path", _chapter_files(), ids=lambda p: p.name)
