@@ -28,6 +28,7 @@ from torch.testing import assert_close
 from zoo_support import leaves, train
 
 import gaugekit.optim.eigen_adam as eigen_module
+from gaugebook.present.roundoff import falls_to_floor
 from gaugekit.audit.factors import audit_equivariance
 from gaugekit.gauge import relative_distance
 from gaugekit.optim import Adam, EigenAdam, get_spec, make_optimizer
@@ -113,15 +114,16 @@ def test_transfer_second_moment():
     g = generator(9)
     v = torch.rand(5, 4, generator=g, dtype=DTYPE)
     old, new = haar(4, seed=10), haar(4, seed=11)
-    assert_close(transfer_second_moment(v, old, old, "right"), v, atol=1e-15, rtol=0)
+    # entries of order one through two 4 × 4 products: 1e-14 is some fifty units of round-off
+    assert_close(transfer_second_moment(v, old, old, "right"), v, atol=1e-14, rtol=0)
     # mass is conserved row by row (columns of C∘C sum to one)
     assert_close(transfer_second_moment(v, old, new, "right").sum(1), v.sum(1), atol=1e-14,
                  rtol=0)
     P = signed_permutation(4, seed=12)
     permuted = transfer_second_moment(v, old, old @ P, "right")
-    assert_close(permuted, v @ P.abs(), atol=1e-15, rtol=0)
+    assert_close(permuted, v @ P.abs(), atol=1e-14, rtol=0)
     vl = torch.rand(4, 5, generator=g, dtype=DTYPE)
-    assert_close(transfer_second_moment(vl, old, old @ P, "left"), P.abs().T @ vl, atol=1e-15,
+    assert_close(transfer_second_moment(vl, old, old @ P, "left"), P.abs().T @ vl, atol=1e-14,
                  rtol=0)
 
 
@@ -183,8 +185,11 @@ def test_colliding_eigenvalues_break_the_gauge_and_near_collisions_cost_round_of
     assert exact > BROKEN, exact
     near = {d: _collision_residual(d) for d in (1e-1, 1e-4, 1e-8, 1e-11)}
     assert near[1e-1] < EXACT
-    # the eigenvectors are known only to u/δ: the residual grows as the gap closes
-    assert near[1e-11] > 100 * near[1e-4] and near[1e-4] > near[1e-1]
+    # the eigenvectors are known only to u/δ: the residual grows as the gap closes, and falls
+    # to the float64 floor as it opens (below 1e-12, 10⁴ units of round-off, two residuals are
+    # not ordered: at δ = 1e-4 and 1e-1 both sit near 1e-14, in either order on another CPU)
+    assert near[1e-11] > 100 * max(near[1e-4], 1e-12)
+    assert falls_to_floor([near[d] for d in (1e-11, 1e-8, 1e-4, 1e-1)], 1e-12)
     assert near[1e-8] < 1e-5 and near[1e-11] > 1e-8
     assert all(r < exact for r in near.values())
 

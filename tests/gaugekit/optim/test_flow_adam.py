@@ -210,7 +210,9 @@ def _pow_coefficient(v, *, step, lr, beta1, beta2, eps, power, shared):
     return -lr / ((1 - beta1**step) * (blend + eps))
 
 
-@pytest.mark.parametrize("dtype, rtol", [(torch.float64, 1e-13), (torch.float32, 2e-6)])
+# exp/log against pow: each libm rounds them its own way, so the float64 tolerance leaves
+# room for a few dozen units of round-off (one CPU measured 0.37 of 1e-13)
+@pytest.mark.parametrize("dtype, rtol", [(torch.float64, 1e-12), (torch.float32, 2e-6)])
 def test_dial_coefficient_in_the_log_domain_equals_pow(dtype, rtol):
     """The blend ``exp((p/2) log v + (1−p) log s̄ − …)`` against ``pow``, zeros included."""
     gen = generator(7)
@@ -306,9 +308,10 @@ def test_one_euler_flow_step_by_hand():
     u = 0.5 * clipped
     assert u.norm() > 0.05 * m_prime.norm()  # the cap binds
     u = u * (0.05 * m_prime.norm() / u.norm())
-    assert_close(P.detach(), P1 - 0.1 * 0.5 * clipped, atol=1e-14, rtol=0)
-    assert_close(state["exp_avg"], 0.5 * m_prime + 0.5 * u, atol=1e-14, rtol=0)
-    assert_close(state["exp_avg_sq"], 0.999 * v1 + 0.001 * G2 * G2, atol=1e-14, rtol=0)
+    # another order of the same sums on another CPU: 1e-13, not one machine's 1e-14
+    assert_close(P.detach(), P1 - 0.1 * 0.5 * clipped, atol=1e-13, rtol=0)
+    assert_close(state["exp_avg"], 0.5 * m_prime + 0.5 * u, atol=1e-13, rtol=0)
+    assert_close(state["exp_avg_sq"], 0.999 * v1 + 0.001 * G2 * G2, atol=1e-13, rtol=0)
     assert state["step"] == 2 and int(opt.flow_counters()["flow_steps"]) == 1
     # negative control: the dial step from the same state would have gone elsewhere
     dial = P1 - 0.1 * (m_prime / (1 - 0.9**2)) / (

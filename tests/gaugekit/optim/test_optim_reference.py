@@ -110,7 +110,8 @@ def test_gram_left_and_right_agree_for_a_spectral_function(problem, factors):
         opt.step()
         return P.detach()
 
-    assert_close(step_of(side="left"), step_of(side="right"), atol=1e-12, rtol=0)
+    # two eigendecompositions of different Gram matrices: 1e-11, some 40 times one CPU's error
+    assert_close(step_of(side="left"), step_of(side="right"), atol=1e-11, rtol=0)
 
     def diagonal_only(M):  # not spectral: H(QᵀPQ) != Qᵀ H(P) Q
         return torch.diag_embed(M.diagonal(dim1=-2, dim2=-1).rsqrt())
