@@ -8,6 +8,12 @@ PAPER_PROTOCOL`, :data:`~gaugebook.dial.dial_runs.FLOW_ROWS_PROTOCOL`, the book'
 :data:`~gaugebook.engine.selection.ORACLE`); published values are shown only for records in the
 paper's setting (:func:`is_paper_setting`). FlowAdam's rows of the chapter's text are in
 :mod:`gaugebook.dial.flow_summary`.
+
+Comparisons go through the book's one rule (:func:`gaugebook.present.stats.compare_runs`, by
+way of :func:`gaugebook.sensing.sensing_views.compare_seeds`). Every part of the sweep runs one
+problem, and a seed fixes its instance (generator ``s``) and its initial factors (generator
+``s + 7``) whatever ``p``, the scalar, the learning rate or the optimizer, so the cells of all
+parts pair by seed (:func:`cell_seeds`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from gaugebook.dial.dial_runs import (
 )
 from gaugebook.engine.collection import MissingRecords
 from gaugebook.engine.selection import ORACLE, Protocol, Selection, mean_metric, select
+from gaugebook.present.stats import Comparison
 from gaugebook.present.tables import NBSP, finite, fmt, rec_lr
+from gaugebook.sensing.sensing_views import compare_seeds
 
 
 def _rec_sd(row: Mapping[str, Any]) -> str | None:
@@ -325,3 +333,112 @@ def lr_edge_numbers(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out["edge_gap"] = abs(out.get("edge_best_p100_rec", math.nan)
                           - out.get("edge_best_p0_rec", math.nan))
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# under the one rule
+# --------------------------------------------------------------------------------------------
+
+def cell_seeds(records: Sequence[Mapping[str, Any]], p: float | None, lr: float,
+               metric: str = "rec") -> dict[int, float]:
+    """``{seed: metric}`` of the finished runs of one cell, ``(p, lr)`` of a dial part or ``lr``
+    alone (``p=None``) of a part with one rule (``gd_reference``). The instance and the start
+    of a run are its seed's, so the cells of every part pair by seed."""
+    return {r["config"]["seed"]: r["metrics"][metric] for r in records
+            if r["status"] == "ok" and r["config"]["hparams"]["lr"] == lr
+            and (p is None or _power(r) == p)}
+
+
+def gd_seeds(records: Mapping[str, Sequence[Mapping[str, Any]]],
+             metric: str = "rec") -> dict[int, float]:
+    """``{seed: metric}`` of GD's reference at the lr of :func:`gd_reference`'s selection
+    (empty without one)."""
+    chosen = select(records["gd_reference"], PAPER_PROTOCOL)
+    if "gd" not in chosen:
+        return {}
+    return cell_seeds(records["gd_reference"], None, chosen["gd"].value, metric)
+
+
+def dial_rule(records: Mapping[str, Sequence[Mapping[str, Any]]]
+              ) -> tuple[dict[str, Any], dict[str, Comparison | None]]:
+    """The dial's recovery table under the one rule, each ``p`` at the paper's selection:
+    ``(numbers, comparisons)``. Numbers: how many steps of ``p`` (from 1 towards 0, RMS) the
+    rule resolves (``dial_steps_resolved`` of ``dial_steps_n``), how many the paired interval
+    alone puts below zero (``dial_steps_paired``), whether every seed's error falls at every
+    step (``dial_seeds_fall``) and the smallest effective rank of a seed at ``p = 0``
+    (``dial_p0_erank_min``). Comparisons (``a − b``): ``ends_rec``,
+    ``ends_steps``, ``ends_erank`` (``p = 0`` against ``p = 1``), ``erank_gd`` (``p = 0``
+    against GD's reference), ``geo_rms`` (the geometric-mean scalar against RMS at
+    ``p = 0``)."""
+    rows = dial_rows(records["dial_rms"], "rms")  # p from 1 down to 0
+
+    def cell(row: Mapping[str, Any], metric: str = "rec", part: str = "dial_rms"
+             ) -> dict[int, float]:
+        return cell_seeds(records[part], row["p"], row["lr"], metric)
+
+    steps = [compare_seeds(cell(b), cell(a)) for a, b in zip(rows, rows[1:], strict=False)]
+    per_seed = [cell(r) for r in rows]
+    seeds = set.intersection(*(set(c) for c in per_seed)) if per_seed else set()
+    fall = bool(seeds) and all(b[s] < a[s] for s in seeds
+                               for a, b in zip(per_seed, per_seed[1:], strict=False))
+    numbers = {"dial_steps_resolved": sum(c is not None and c.sign == -1 for c in steps),
+               "dial_steps_paired": sum(c is not None and c.paired_n > 0
+                                        and c.paired_high < 0 for c in steps),
+               "dial_steps_n": len(steps), "dial_seeds_fall": fall,
+               "dial_p0_erank_min": min(cell(rows[-1], "effective_rank").values(),
+                                        default=math.nan) if rows else math.nan}
+    first, last = (rows[0], rows[-1]) if rows else ({}, {})
+    geo = {r["p"]: r for r in dial_rows(records["dial_geomean"], "geomean")}
+    cmps = {
+        "ends_rec": compare_seeds(cell(last), cell(first)) if rows else None,
+        "ends_steps": (compare_seeds(cell(last, "steps"), cell(first, "steps"))
+                       if rows else None),
+        "ends_erank": (compare_seeds(cell(last, "effective_rank"),
+                                     cell(first, "effective_rank")) if rows else None),
+        "erank_gd": (compare_seeds(cell(last, "effective_rank"),
+                                   gd_seeds(records, "effective_rank")) if rows else None),
+        "geo_rms": (compare_seeds(cell(geo[0.0], part="dial_geomean"), cell(last))
+                    if rows and 0.0 in geo else None),
+    }
+    return numbers, cmps
+
+
+def fixed_lr_rule(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fixed-lr arm under the one rule: over every lr, how many steps of ``p`` (from 1
+    towards 0) the rule resolves as a fall (``fixed_steps_resolved`` of ``fixed_steps_n``) and
+    at how many lrs ``p = 0`` is resolved below ``p = 1`` (``fixed_ends_below``)."""
+    table = fixed_lr_table(records)
+    powers = table["powers"]
+    resolved = ends = total = 0
+    for lr in table["lrs"]:
+        cells = [cell_seeds(records, p, lr) for p in powers]
+        for a, b in zip(cells, cells[1:], strict=False):
+            c = compare_seeds(b, a)
+            resolved += c is not None and c.sign == -1
+            total += 1
+        c = compare_seeds(cells[-1], cells[0])
+        ends += c is not None and c.sign == -1
+    return {"fixed_steps_resolved": resolved, "fixed_steps_n": total,
+            "fixed_ends_below": ends}
+
+
+def lr_edge_rule(records: Sequence[Mapping[str, Any]]) -> dict[str, Comparison | None]:
+    """The lr edge under the one rule (``a − b``, the seeds pair): ``change_p0`` and
+    ``change_p100``, the smallest lr of the grid against the largest at ``p = 0`` and at
+    ``p = 1``; ``gap``, the best ``p = 1`` cell against the best ``p = 0`` cell
+    (:func:`lr_edge_numbers`); ``best_next``, the best ``p = 0`` cell against the ``p = 0``
+    cell at the next larger lr."""
+    numbers = lr_edge_numbers(records)
+    lrs = sorted({float(r["config"]["hparams"]["lr"]) for r in records})
+
+    def at(p: float, lr: float) -> dict[int, float]:
+        return cell_seeds(records, p, lr)
+
+    best0, best1 = numbers.get("edge_best_p0_lr"), numbers.get("edge_best_p100_lr")
+    above = [lr for lr in lrs if best0 is not None and lr > best0]
+    return {
+        "change_p0": compare_seeds(at(0.0, lrs[0]), at(0.0, lrs[-1])) if lrs else None,
+        "change_p100": compare_seeds(at(1.0, lrs[0]), at(1.0, lrs[-1])) if lrs else None,
+        "gap": compare_seeds(at(1.0, best1), at(0.0, best0)),
+        "best_next": compare_seeds(at(0.0, best0), at(0.0, above[0])) if above else None,
+    }

@@ -44,6 +44,7 @@ from gaugebook.dial.dial_summary import (
     _rec_sd,
     flow_row_name,
     flow_rows,
+    gd_seeds,
     is_paper_setting,
     seed_stats,
 )
@@ -60,7 +61,9 @@ from gaugebook.dial.flow_runs import (
     stiffness_label,
 )
 from gaugebook.engine.selection import ORACLE, select
+from gaugebook.present.stats import Comparison
 from gaugebook.present.tables import NBSP, fmt, rec_lr, yes_no
+from gaugebook.sensing.sensing_views import compare_seeds
 from gaugekit.optim import GD, FlowAdam, SharedScaleAdam
 
 
@@ -374,6 +377,91 @@ def ablation_numbers(results: Mapping[str, RunColumns],
         "num_seeds": len(config.seeds), "num_lrs": len(lrs),
     })
     return out
+
+
+def seeds_at(runs: RunColumns, lr: float, key: str = "rec") -> dict[int, float]:
+    """``{seed: key}`` of the runs at base learning rate ``lr``. Every variant of the ablation
+    runs each seed's instance from its start, so two variants' runs at one seed pair."""
+    at = runs["base_lr"] == lr
+    return dict(zip(runs["seed"][at].tolist(), runs[key][at].tolist(), strict=True))
+
+
+def ablation_rule(results: Mapping[str, RunColumns], config: FlowAdamConfig
+                  ) -> tuple[dict[str, Any], dict[str, Comparison | None]]:
+    """The ablation under the one rule, each variant at Table 2's selection
+    (:func:`oracle_choice`), the seeds paired: ``(numbers, comparisons)``. Comparisons
+    (``a − b``): ``dial_flow``, the best dial-alone selection against FlowAdam's;
+    ``gd_dial`` and ``gd_flow``, GD at ``lr·T`` against each; ``first_flow_dial``, FlowAdam
+    against the dial at the smallest lr (the paper's comparison); ``first_quarter_flow``, the
+    dial at the smallest factor against FlowAdam, there. Numbers: the best dial-alone
+    variant's factor, and, over the lrs at which FlowAdam and the dial whose step matches the
+    flow step both reached the threshold on every seed, how many the rule reads as FlowAdam
+    below, level and above (``matched_below``, ``matched_level``, ``matched_above``)."""
+    T, lrs, low = INVARIANT["flow_time_scale"], config.lrs, min(config.dial_factors)
+    flow, gd = results[FLOW_LABEL], results[GD_LABEL]
+
+    def selected(runs: RunColumns) -> dict[int, float]:
+        lr = oracle_choice(runs)[1]
+        return {} if math.isnan(lr) else seeds_at(runs, lr)
+
+    dials = {c: oracle_choice(results[dial_label(c)])[0] for c in config.dial_factors}
+    finite = {c: v for c, v in dials.items() if not math.isnan(v)}
+    best = min(finite, key=finite.get) if finite else None
+    best_runs = selected(results[dial_label(best)]) if best is not None else {}
+    matched = results[dial_label(T)]
+    words = []
+    for lr, ok_a, ok_b in zip(lrs, interpolated_by_lr(flow, lrs),
+                              interpolated_by_lr(matched, lrs), strict=True):
+        if ok_a and ok_b:
+            c = compare_seeds(seeds_at(flow, lr), seeds_at(matched, lr))
+            words.append(None if c is None else c.sign)
+    first = lrs[0]
+    cmps = {
+        "dial_flow": compare_seeds(best_runs, selected(flow)),
+        "gd_dial": compare_seeds(selected(gd), best_runs),
+        "gd_flow": compare_seeds(selected(gd), selected(flow)),
+        "first_flow_dial": compare_seeds(seeds_at(flow, first),
+                                         seeds_at(results[dial_label(1.0)], first)),
+        "first_quarter_flow": compare_seeds(seeds_at(results[dial_label(low)], first),
+                                            seeds_at(flow, first)),
+    }
+    numbers = {"best_dial_factor": best if best is not None else math.nan,
+               "matched_below": words.count(-1), "matched_above": words.count(1),
+               "matched_level": len(words) - words.count(-1) - words.count(1)}
+    return numbers, cmps
+
+
+def trigger_rule(results: Mapping[str, RunColumns], config: FlowAdamConfig,
+                 warmup: int = INVARIANT["flow_warmup"]) -> dict[str, Comparison | None]:
+    """The trigger rates under the one rule, run by run (``a − b``; two variants' runs at one
+    seed and lr pair): ``kappa_1``, the invariant preset at ``κ = 1`` against the paper's
+    ``κ``; ``kappa_max``, at the largest ``κ`` of the config against ``κ = 1``."""
+    rates = trigger_rates(results, warmup)
+
+    def by_run(label: str) -> dict[tuple[int, float], float]:
+        runs = results[label]
+        return dict(zip(zip(runs["seed"].tolist(), runs["base_lr"].tolist(), strict=True),
+                        rates[label].tolist(), strict=True))
+
+    k1, kmax = stiffness_label(1.0), stiffness_label(config.stiffness_grid[-1])
+    return {"kappa_1": compare_seeds(by_run(k1), by_run(FLOW_LABEL)),
+            "kappa_max": compare_seeds(by_run(kmax), by_run(k1))}
+
+
+def long_rule(records: Mapping[str, Sequence[Mapping[str, Any]]]
+              ) -> tuple[dict[str, Any], Comparison | None]:
+    """FlowAdam's long run against GD's reference (the dial's budget), under the one rule:
+    the comparison (``long − GD``; the seeds both ran pair), the mean of the paired
+    differences over those seeds (``long_gd_paired``, with ``long_gd_shared`` seeds) and on
+    how many of them the long run ends above GD (``long_gd_above``)."""
+    long_runs = {x["config"]["seed"]: x["metrics"]["rec"] for x in records["flow_long"]
+                 if x["status"] == "ok"}
+    gd = gd_seeds(records)
+    shared = [s for s in long_runs if s in gd]
+    paired = (sum(long_runs[s] - gd[s] for s in shared) / len(shared)) if shared else math.nan
+    return ({"long_gd_paired": paired, "long_gd_shared": len(shared),
+             "long_gd_above": sum(long_runs[s] > gd[s] for s in shared)},
+            compare_seeds(long_runs, gd))
 
 
 def ablation_rows(results: Mapping[str, RunColumns],

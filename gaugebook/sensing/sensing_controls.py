@@ -8,12 +8,21 @@ column), from the records of :func:`gaugebook.sensing.sensing_runs.collect`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gaugebook.present import stats
 from gaugebook.present.tables import NBSP, Record, label, rec_lr, table_html, yes_no
 from gaugebook.sensing import sensing_runs as ms
-from gaugebook.sensing.sensing_views import split_numbers, split_sides
+from gaugebook.sensing.sensing_views import (
+    compare_seeds,
+    seed_values,
+    split_numbers,
+    split_rule,
+    split_sides,
+)
+from gaugekit.optim.registry import get_spec
 
 # --------------------------------------------------------------------------------------------
 # the controls
@@ -25,7 +34,11 @@ def controls(records: Mapping[str, Sequence[Record]],
     sweep, Table 2's gate) and the numbers the text quotes: the verdict, gap, worst
     equivariant and best coordinate-wise optimizer per sweep, how often the paper's gate
     (mean over seeds below the tolerance) selects the same lr, Muon's rec and the convex
-    program's largest rec at the second size."""
+    program's largest rec at the second size. Under the one rule, per sweep
+    (:func:`~gaugebook.sensing.sensing_views.split_rule`): the worst equivariant optimizer
+    against the best coordinate-wise one, its numbers (``split_text_<sweep>``) and its sign
+    (``split_sign_<sweep>``: +1 when the coordinate-wise one is resolved below), and the
+    verdict over every pair of the two classes (``rule_<sweep>``)."""
     second = config.part("second_size").problem
     titles = {"zoo": "main sweep", "cosine_all": "cosine decay for every optimizer",
               "init_1e-2": f"initial scale {config.part('init_1e-2').problem.init_scale:g}",
@@ -49,6 +62,9 @@ def controls(records: Mapping[str, Sequence[Record]],
         numbers = split_numbers(ms.split_summary(rows_))
         key = part.replace("-", "_")
         out |= {f"{k}_{key}": numbers[k] for k in ("split", "gap", "worst_eq", "best_cw")}
+        rule = split_rule(seed_values(records[part], rows_), rows_)
+        out |= {f"split_text_{key}": rule["text"], f"rule_{key}": rule["verdict"],
+                f"split_sign_{key}": 0 if rule["cmp"] is None else rule["cmp"].sign}
     out["convex2_max"] = max(r["metrics"]["rec"] for r in records["convex_second_size"])
     out["rec2_muon"] = next(r["rec"] for r in rows["second_size"] if r["method"] == "muon")
     return html, out
@@ -74,7 +90,14 @@ SURVIVAL_SETTINGS: tuple[tuple[str, str, str], ...] = (
 def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[str, Any]]:
     """Which claims survive: the table (one row per sweep and protocol of
     :data:`SURVIVAL_SETTINGS`), the selection rows of each protocol on the wide grids (for
-    the figure), and the counts the text quotes."""
+    the figure), and the counts the text quotes. The table's gap is printed to the digits its
+    interval supports; its column "the rule" is the verdict of
+    :func:`~gaugebook.sensing.sensing_views.split_rule` with its counts of pairs. The counts:
+    settings whose means keep the split (``n_clean``), whose pairs all resolve it
+    (``n_rule_holds``) or some resolve it the other way (``n_rule_fails``), and where the
+    worst equivariant and the best coordinate-wise optimizer are told apart, among the settings
+    whose means keep the split (``n_clean_resolved``) and those whose means break it
+    (``n_broken_resolved``)."""
     summary, protocol_rows = [], {}
     for part, protocol, title in SURVIVAL_SETTINGS:
         sel = ms.selection_rows(records[part], protocol)
@@ -82,19 +105,26 @@ def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[s
             protocol_rows[protocol.replace("_", " ")] = sel
         s = ms.split_summary(sel)
         worst_eq, best_cw = split_sides(s, lambda x: f"{x:.3g}", NBSP)
+        rule = split_rule(seed_values(records[part], sel), sel)
+        half = rule["cmp"].half_width if rule["cmp"] is not None else math.inf
         summary.append({
             "setting": title, "worst_eq": worst_eq, "best_cw": best_cw,
-            "gap": s["gap"], "clean": yes_no(s["clean"]),
+            "gap": stats.fmt_spread(s["gap"], half, signed=True),
+            "clean": yes_no(s["clean"]), "rule": f"{rule['verdict']} ({rule['counts']})",
+            "verdict": rule["verdict"],
+            "gap_resolved": rule["cmp"] is not None and rule["cmp"].sign != 0,
             "edges": f"{s['at_grid_edge']}/{s['methods']}",
             "not_interp": s["not_interpolated"],
         })
     html = table_html(
-        summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "edges", "not_interp"],
+        summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "rule", "edges",
+                  "not_interp"],
         headers={"worst_eq": "worst equivariant (rec)",
                  "best_cw": "best coordinate-wise (rec)", "gap": "gap",
-                 "clean": "clean split", "edges": "lr at grid edge",
-                 "not_interp": "selected without interpolating"},
-        formats={"gap": "+.4f"})
+                 "clean": "clean split (means)",
+                 "rule": "the rule: verdict (pairs below / level / above)",
+                 "edges": "lr at grid edge",
+                 "not_interp": "selected without interpolating"})
     honest = [r for r in summary if "oracle" not in r["setting"]]
     zoo = ms.selection_rows(records["zoo"], "oracle")
     val = ms.selection_rows(records["zoo"], "validation")
@@ -104,6 +134,11 @@ def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[s
         "n_clean_honest": sum(r["clean"] == "yes" for r in honest),
         "n_honest": len(honest),
         "same_choice": sum(a["lr"] == b["lr"] for a, b in zip(zoo, val, strict=True)),
+        "n_rule_holds": sum(r["verdict"] == "holds" for r in summary),
+        "n_rule_fails": sum(r["verdict"] == "fails" for r in summary),
+        # where the means keep the split, is its closest pair resolved? where they break it?
+        "n_clean_resolved": sum(r["gap_resolved"] for r in summary if r["clean"] == "yes"),
+        "n_broken_resolved": sum(r["gap_resolved"] for r in summary if r["clean"] == "no"),
     }
     return html, protocol_rows, counts
 
@@ -196,3 +231,33 @@ def decay_values(decay: Sequence[Record], tol: float) -> dict[str, Any]:
         formats={"rec": ".3f", "pub": ".3f", "train": ".1e"})
     return {"tab_decay": decay_html(decay), "tab_decay_seeds": seeds,
             **decay_numbers(decay, tol)}
+
+
+def decay_comparisons(decay: Sequence[Record],
+                      zoo: Sequence[Record]) -> dict[str, stats.Comparison | None]:
+    """The weight-decay section's comparisons under the one rule, each arm at its selection
+    under the paper's gate (:func:`~gaugebook.sensing.sensing_runs.decay_rows`), seed by seed.
+    The decay part runs the main sweep's problem, so a seed gives the same instance and start
+    there and in Table 2, and the runs pair. Keys: ``adam_l2_adam`` (Adam + L2 − Adam without
+    decay), ``gd_l2_gd`` (GD + L2 − GD without), and ``<eq arm>_<cw arm>`` for every
+    equivariant arm against each coordinate-wise one (``None`` where an arm has no
+    selection)."""
+    arms = {r["arm"]: r for r in ms.decay_rows(decay)}
+
+    def runs(arm: str) -> dict[int, float] | None:
+        r = arms.get(arm)
+        if r is None or r["lr"] is None:
+            return None
+        return {x["config"]["seed"]: x["metrics"]["rec"]
+                for x in ms.decay_runs(decay, arm, r["lr"], r["wd"]) if x["status"] == "ok"}
+
+    table2 = seed_values(zoo, ms.selection_rows(zoo, "oracle"))
+    out = {"adam_l2_adam": compare_seeds(runs("adam_l2"), table2.get("adam")),
+           "gd_l2_gd": compare_seeds(runs("gd_l2"), table2.get("gd"))}
+    eq = [a for a, d in ms.DECAY_ARMS.items() if get_spec(d.method).equivariant]
+    cw = [a for a in ms.DECAY_ARMS if a not in eq]
+    for a in eq:
+        for b in cw:
+            out[f"{a}_{b}"] = compare_seeds(runs(a), runs(b))
+    return out
+

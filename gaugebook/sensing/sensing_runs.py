@@ -18,7 +18,8 @@ Batching. All runs of a part that share the problem and the budget are one stack
 stacked trainer (:mod:`gaugebook.engine.factor_trainer`, problem family
 :data:`~gaugebook.engine.factor_families.SENSING`). A batched run equals the same run done alone: to
 round-off in float64, bit for bit in float32 on the CPU except for Shampoo (its ``pow`` rounds
-the last bit differently in stacks of different sizes); tested in ``tests/experiments``.
+the last bit differently in stacks of different sizes); tested in
+``tests/gaugebook/sensing/test_sensing_runs.py``.
 
 Parts (each a grid; the quick and the paper scale differ only in their numbers):
 

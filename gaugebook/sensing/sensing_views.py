@@ -7,6 +7,12 @@ are the constants ``PUBLISHED_TABLE2``, ``PUBLISHED_CONVEX_REC`` and
 The chapter keeps the computations a reader should see and writes its sentences; this module
 keeps the bookkeeping (columns, headers, formats). The controls, the survival table and the
 weight-decay section are :mod:`gaugebook.sensing.sensing_controls`.
+
+Comparisons between optimizers go through :func:`gaugebook.present.stats.compare_runs` on the
+runs of each seed (:func:`seed_values`, :func:`compare_seeds`). Within one part a seed fixes
+both the instance (generator ``s``) and the initial factors (generator ``s + 7``), whatever
+the optimizer and the learning rate (:func:`gaugebook.sensing.run_specs.factored_run`), so the
+runs of two optimizers on one seed pair, and the paired interval stands beside Welch's.
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gaugebook.present import stats
 from gaugebook.present.tables import (
+    NBSP,
     Record,
     Row,
+    fmt,
     gauge_class,
     label,
     table_html,
@@ -56,6 +65,13 @@ def instance_check_rows(problem: Any) -> list[dict[str, Any]]:
         rows.append({"seed": seed, "ours": ours, "published": published,
                      "diff": abs(ours - published)})
     return rows
+
+
+#: Below this the nuclear norms of our instances and the paper's agree to round-off: half a unit
+#: of the sixth decimal the paper prints (5e-7), plus the float32 rounding of the product
+#: ``U_star V_starᵀ``, whose norm is about 40 (40 · 2⁻²⁴ ≈ 2.4e-6), which another instruction
+#: set or summation order may move.
+NUCLEAR_NORM_FLOOR = 3e-6
 
 
 def instances_html(check_rows: Sequence[Row]) -> str:
@@ -178,6 +194,156 @@ def balancedness_summary(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------
+# comparisons under the one rule (gaugebook.present.stats)
+# --------------------------------------------------------------------------------------------
+
+def seed_values(records: Sequence[Record], rows: Sequence[Row],
+                metric: str = "rec") -> dict[str, dict[int, float]]:
+    """Per optimizer of ``rows``: ``{seed: metric}`` of its finished runs at the selected
+    learning rate. In a part a seed fixes the instance and the initial factors for every
+    optimizer, so two optimizers' values at one seed pair. Runs of the weight-decay part (which
+    carry an ``arm``) are not selections of ``rows`` and are left out."""
+    chosen = {r["method"]: r["lr"] for r in rows}
+    out: dict[str, dict[int, float]] = {m: {} for m in chosen}
+    for r in records:
+        c = r["config"]
+        if c.get("method") not in chosen or "arm" in c or r["status"] != "ok":
+            continue
+        value = r["metrics"].get(metric)
+        if c["hparams"]["lr"] == chosen[c["method"]] and value is not None:
+            out[c["method"]][c["seed"]] = float(value)
+    return out
+
+
+def compare_seeds(a: Mapping[Any, float] | None,
+                  b: Mapping[Any, float] | None) -> stats.Comparison | None:
+    """:func:`~gaugebook.present.stats.compare_runs` of ``a − b``, two sets of runs keyed by
+    what fixes a run's instance and start (a seed, or a seed and a learning rate), so that the
+    runs that share a key pair. A non-finite value (a diverged run) is left out; ``None`` when
+    a side keeps fewer than two runs (a scale without them): a page then prints a dash, and a
+    check that asks for words fails."""
+    def finite(runs: Mapping[Any, float] | None) -> dict[Any, float]:
+        return {k: float(v) for k, v in (runs or {}).items()
+                if v is not None and math.isfinite(v)}
+
+    a, b = finite(a), finite(b)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    return stats.compare_runs(a, b)
+
+
+def cmp_text(comparison: stats.Comparison | None) -> str:
+    """The numbers of a comparison (:meth:`~gaugebook.present.stats.Comparison.text`), a dash
+    without one."""
+    return "—" if comparison is None else comparison.text()
+
+
+def comparison_texts(comparisons: Mapping[str, stats.Comparison | None],
+                     prefix: str = "") -> dict[str, str]:
+    """``prefix + name → numbers`` (:func:`cmp_text`) of named comparisons, for a page's glue."""
+    return {prefix + name: cmp_text(c) for name, c in comparisons.items()}
+
+
+def says(comparison: stats.Comparison | None, word: str, lower: str, higher: str) -> bool:
+    """Whether a comparison gives ``word`` (:meth:`~gaugebook.present.stats.Comparison.says`);
+    ``False`` without one."""
+    return comparison is not None and comparison.says(word, lower, higher)
+
+
+def ranking_pairs(values: Mapping[str, Mapping[int, float]],
+                  rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The ranking of ``rows`` by mean recovery error, neighbour by neighbour: each optimizer
+    against the next (``a − b``, the lower mean first) and the words of the rule, ``"ahead"``
+    when ``a`` is resolved below ``b``, else level."""
+    ranked = _ranked(rows)
+    out = []
+    for a, b in zip(ranked, ranked[1:], strict=False):
+        c = compare_seeds(values.get(a["method"]), values.get(b["method"]))
+        out.append({"a": a["method"], "b": b["method"], "cmp": c,
+                    "pair": f"{a['label']} − {b['label']}",
+                    "words": "—" if c is None else c.words("ahead", "behind")})
+    return out
+
+
+def ranking_groups(pairs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """The ranking as groups: neighbours the rule does not tell apart share a group."""
+    if not pairs:
+        return []
+    groups = [[pairs[0]["a"]]]
+    for p in pairs:
+        if p["cmp"] is not None and p["cmp"].sign != 0:
+            groups.append([p["b"]])
+        else:
+            groups[-1].append(p["b"])
+    return groups
+
+
+def pairs_html(pairs: Sequence[Mapping[str, Any]]) -> str:
+    """The table of :func:`ranking_pairs`: the difference of the means with Welch's interval,
+    Welch's p and the paired p, and the words."""
+    table = []
+    for p in pairs:
+        c = p["cmp"]
+        row = {"pair": p["pair"], "words": p["words"]}
+        if c is not None:
+            row |= {"diff": stats.fmt_spread(c.diff, c.half_width, signed=True),
+                    "ci": f"{stats.fmt_spread(c.low, c.half_width, signed=True)} to "
+                          f"{stats.fmt_spread(c.high, c.half_width, signed=True)}",
+                    "welch_p": f"{c.welch_p:.2g}",
+                    "paired_p": f"{c.paired_p:.2g}" if c.paired_n else None}
+        table.append(row)
+    return table_html(
+        table, ["pair", "diff", "ci", "welch_p", "paired_p", "words"],
+        headers={"pair": "optimizers (a − b)", "diff": "difference of the means",
+                 "ci": "95 % interval (Welch)", "welch_p": "Welch p", "paired_p": "paired p",
+                 "words": "a against b"})
+
+
+def split_rule(values: Mapping[str, Mapping[int, float]],
+               rows: Sequence[Row]) -> dict[str, Any]:
+    """The split of :func:`~gaugebook.sensing.sensing_runs.split_summary` under the one rule,
+    for the metric of ``values`` (lower on the equivariant side). Every pair of an equivariant
+    and a coordinate-wise optimizer is compared (``eq − cw``): ``below`` pairs are resolved in
+    the split's direction, ``above`` against it, ``level`` are not resolved. The verdict is
+    ``"holds"`` when every pair is below, ``"fails"`` when some pair is above, else
+    ``"level"``. ``cmp``: the equivariant optimizer of largest mean against the coordinate-wise
+    one of smallest mean, the pair the split's gap is read from."""
+    eq = [r["method"] for r in rows if r["equivariant"]]
+    cw = [r["method"] for r in rows if not r["equivariant"]]
+    signs = [None if c is None else c.sign
+             for c in (compare_seeds(values.get(a), values.get(b)) for a in eq for b in cw)]
+    below, above = signs.count(-1), signs.count(1)
+
+    def mean(m: str) -> float:
+        xs = [v for v in values.get(m, {}).values() if math.isfinite(v)]
+        return sum(xs) / len(xs) if xs else math.nan
+
+    worst = max((m for m in eq if math.isfinite(mean(m))), key=mean, default=None)
+    best = min((m for m in cw if math.isfinite(mean(m))), key=mean, default=None)
+    c = (compare_seeds(values.get(worst), values.get(best)) if worst and best else None)
+    verdict = "holds" if signs and below == len(signs) else "fails" if above else "level"
+    return {"below": below, "above": above, "level": len(signs) - below - above,
+            "pairs": len(signs), "verdict": verdict, "worst_eq": worst, "best_cw": best,
+            "cmp": c, "text": cmp_text(c),
+            "counts": f"{below}{NBSP}/{NBSP}{len(signs) - below - above}{NBSP}/{NBSP}{above}"}
+
+
+def paper_gaps(rows: Sequence[Row], values: Mapping[str, Mapping[int, float]],
+               published: Mapping[str, tuple[float, float]] | None,
+               method: str) -> dict[str, Any]:
+    """One optimizer's mean against the published one: the difference (ours − paper's) and
+    the sample standard deviation of its seeds, as text (dashes where this page is not the
+    paper's setting), and whether the difference is smaller than that spread."""
+    rec = next((r["rec"] for r in rows if r["method"] == method), math.nan)
+    pub = (published or {}).get(method, (math.nan, None))[0]
+    _, sd = stats.mean_sd(list(values.get(method, {}).values()))
+    diff = rec - pub
+    within = bool(sd is not None and math.isfinite(diff) and abs(diff) < sd)
+    return {f"{method}_pub_diff": fmt(diff, "+.3f"), f"{method}_sd": fmt(sd, ".2f"),
+            f"{method}_pub_within_sd": within, f"{method}_pub_below": bool(diff < 0)}
+
+
+# --------------------------------------------------------------------------------------------
 # how the runs get there
 # --------------------------------------------------------------------------------------------
 
@@ -217,6 +383,19 @@ def late_change_summary(selected: Sequence[Record], threshold: float = 1e-2,
             "rec_spread": spread,
             "late_ratio": changes[worst] / spread if spread else math.nan,
             "late_settled": n - len(moving), "late_runs": n, "late_moving": moving}
+
+
+def late_change_seeds(records: Sequence[Record], rows: Sequence[Row], seeds: Sequence[int],
+                      threshold: float = 1e-2, settled: float = 0.1) -> dict[str, Any]:
+    """:func:`late_change_summary` on every seed: how many selected runs are settled over all
+    seeds (``late_settled_all`` of ``late_runs_all``) and how many seeds have a run that still
+    moves (``late_seeds_moving``)."""
+    per_seed = [late_change_summary(selected_runs(records, rows, s), threshold, settled)
+                for s in seeds]
+    return {"late_settled_all": sum(x["late_settled"] for x in per_seed),
+            "late_runs_all": sum(x["late_runs"] for x in per_seed),
+            "late_seeds_moving": sum(bool(x["late_moving"]) for x in per_seed),
+            "late_seeds": len(per_seed)}
 
 
 def training_figure(selected: Sequence[Record]) -> Any:

@@ -306,3 +306,80 @@ def test_the_quoted_invariant_figure_is_the_same_in_the_table_and_the_text():
     assert numbers["short_pub_rec"] == row["published_quoted"] == 0.169
     # the chapter says the quoted figure is not an interpolating run's
     assert 0 < numbers["short_seeds"] and numbers["short_interp"] < numbers["short_seeds"]
+
+
+# --------------------------------------------------------------------------------------------
+# under the one rule (gaugebook.present.stats)
+# --------------------------------------------------------------------------------------------
+
+SPREAD = {1: 0.20, 2: 0.23, 3: 0.26}  # the seeds' spread: wider than a step of p, not the fall
+
+
+def _gd_record(lr, seed, rec, erank):
+    return {"status": "ok", "run_id": f"gd-{lr}-{seed}",
+            "config": {"method": "gd", "hparams": {"lr": lr}, "seed": seed},
+            "metrics": {"rec": rec, "train_loss": 1e-9, "interpolated": True,
+                        "effective_rank": erank, "steps": 400}}
+
+
+def _dial_parts(fall=0.1):
+    """The dial's parts on three seeds: rec falls by ``fall`` from p = 1 to p = 0 on every
+    seed (a step of p by half of it), the effective rank with it; GD below."""
+    def part(scalar, shift=0.0):
+        return [{**_record(p, 1e-3, s, SPREAD[s] + fall * p + shift + 0.001 * s * p, 1e-9,
+                           erank=3.5 + 4 * p + 0.01 * s, steps=400 + int(800 * (1 - p)) + s,
+                           scalar=scalar),
+                 "config": {**_record(p, 1e-3, s, 0, 0, scalar=scalar)["config"], "seed": s}}
+                for p in (1.0, 0.5, 0.0) for s in SPREAD]
+    return {"dial_rms": part("rms"), "dial_geomean": part("geomean", 0.01),
+            "gd_reference": [_gd_record(0.01, s, 0.1 + 0.01 * s, 3.0 + 0.01 * s)
+                             for s in SPREAD]}
+
+
+def test_cells_pair_by_seed():
+    records = _dial_parts()
+    cell = dn.cell_seeds(records["dial_rms"], 0.0, 1e-3)
+    assert sorted(cell) == [1, 2, 3] and cell[2] == pytest.approx(0.23)
+    assert dn.gd_seeds(records, "effective_rank") == {s: pytest.approx(3.0 + 0.01 * s)
+                                                      for s in SPREAD}
+
+
+def test_dial_rule_resolves_the_fall_not_its_steps():
+    numbers, cmps = dn.dial_rule(_dial_parts())
+    # each step of 0.05 hides in the seeds' spread by Welch's interval; the paired one sees it
+    assert (numbers["dial_steps_n"], numbers["dial_steps_resolved"]) == (2, 0)
+    assert numbers["dial_steps_paired"] == 2 and numbers["dial_seeds_fall"]
+    assert cmps["ends_rec"].sign == -1 and cmps["ends_rec"].paired_n == 3
+    assert cmps["ends_steps"].sign == 1 and cmps["ends_erank"].sign == -1
+    assert cmps["erank_gd"].sign == 1 and numbers["dial_p0_erank_min"] == pytest.approx(3.51)
+    assert cmps["geo_rms"].diff == pytest.approx(0.01)
+    # negative control: a seed that rises at one step breaks "every seed falls"
+    records = _dial_parts()
+    bump = next(r for r in records["dial_rms"]
+                if r["config"]["seed"] == 1 and r["config"]["hparams"]["precond_power"] == 0.0)
+    bump["metrics"]["rec"] = 0.9
+    assert not dn.dial_rule(records)[0]["dial_seeds_fall"]
+
+
+def test_fixed_lr_and_lr_edge_rules():
+    records = _dial_parts(fall=0.5)["dial_rms"]
+    rule = dn.fixed_lr_rule(records)
+    assert rule == {"fixed_steps_resolved": 2, "fixed_steps_n": 2, "fixed_ends_below": 1}
+    assert dn.fixed_lr_rule(_dial_parts(fall=0.1)["dial_rms"])["fixed_steps_resolved"] == 0
+    edge = [{**_record(p, lr, s, SPREAD[s] + (0.4 * p) + 0.1 * lr + 0.001 * s, 1e-9),
+             "config": {**_record(p, lr, s, 0, 0)["config"], "seed": s}}
+            for p in (0.0, 1.0) for lr in (1e-4, 3e-4, 1e-3) for s in SPREAD]
+    cmps = dn.lr_edge_rule(edge)
+    assert cmps["gap"].sign == 1 and cmps["gap"].diff == pytest.approx(0.4)
+    assert cmps["change_p0"].diff == pytest.approx(0.1 * (1e-4 - 1e-3))
+    assert cmps["best_next"].diff == pytest.approx(0.1 * (1e-4 - 3e-4))
+
+
+def test_long_rule_pairs_the_seeds_both_ran():
+    records = _dial_parts()
+    records["flow_long"] = [{"status": "ok", "config": {"seed": s},
+                             "metrics": {"rec": 0.15 + 0.01 * s}} for s in (1, 2, 3, 4)]
+    numbers, cmp = fn.long_rule(records)
+    assert (numbers["long_gd_shared"], numbers["long_gd_above"]) == (3, 3)
+    assert numbers["long_gd_paired"] == pytest.approx(0.05)
+    assert cmp.paired_n == 3 and cmp.n_a == 4
