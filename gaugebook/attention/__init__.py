@@ -15,17 +15,22 @@ from gaugebook.attention.attention_runs import (
     get_config,
 )
 from gaugebook.attention.attention_summary import (
+    accuracy_comparison,
     accuracy_numbers,
+    final_comparisons,
     final_numbers,
     float64_numbers,
     headline,
     live_gauge_check,
     lm_numbers,
     mha_regression,
+    ratio_comparisons,
     ratio_numbers,
     run_rows,
     setup_numbers,
+    step1_comparisons,
     step1_numbers,
+    structural_ratio,
     twin_audit_rows,
 )
 from gaugebook.attention.attention_views import (
@@ -41,13 +46,16 @@ from gaugebook.attention.attention_views import (
     multiseed_table,
     ratio_table,
     step1_table,
+    twin_comparison_table,
 )
 
 __all__ = [
+    "accuracy_comparison",
     "accuracy_numbers",
     "accuracy_table",
     "collect",
     "drift_figure",
+    "final_comparisons",
     "final_numbers",
     "final_tables",
     "float64_numbers",
@@ -63,12 +71,16 @@ __all__ = [
     "mha_regression",
     "multiseed_figure",
     "multiseed_table",
+    "ratio_comparisons",
     "ratio_numbers",
     "ratio_table",
     "run_rows",
     "setup_numbers",
+    "step1_comparisons",
     "step1_numbers",
     "step1_table",
+    "structural_ratio",
     "SUITE_PARTS",
     "twin_audit_rows",
+    "twin_comparison_table",
 ]

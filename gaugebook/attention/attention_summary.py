@@ -13,11 +13,18 @@ twin of the initial model (:func:`live_gauge_check`) and the twin audit of torch
 
 Distances are :math:`\operatorname{rel}(A, B) = \|A - B\|_F / (\tfrac12(\|A\|_F + \|B\|_F))`;
 the :math:`M_h` drift is its mean over the heads of :math:`M_h = W_{Q,h}^\top W_{K,h}`.
+
+Twins are compared two ways, one definition each: a gauge-over-noise *ratio* is always the
+paper's, the smallest drift of a gauge twin over the largest of a noise twin
+(:func:`structural_ratio`, printed by :func:`fmt_ratio`), and a comparison of two sets of twins
+is the book's one rule on the decimal logarithm of their drifts, paired by init seed
+(:func:`twin_comparison`, :mod:`gaugebook.present.stats`).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import accumulate
@@ -27,6 +34,7 @@ import torch
 
 from gaugebook.attention import attention_runs as att
 from gaugebook.engine import transformer as A
+from gaugebook.present.stats import Comparison, compare_runs, fmt_spread
 from gaugebook.present.tables import as_markdown, fmt
 from gaugekit.audit import LossFn
 from gaugekit.gauge import relative_distance
@@ -63,7 +71,7 @@ def run_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "noise_scale": c["twin"].get("scale"), "status": r["status"],
             **{k: m.get(k) for k in ("final_m_drift", "final_logit_drift", "step1_m_drift",
                                      "step1_logit_drift", "train_loss", "val_loss", "train_acc",
-                                     "val_acc", "text_used")},
+                                     "val_acc", "base_val_acc", "text_used")},
             "acc_gap": (None if m.get("val_acc") is None or m.get("base_val_acc") is None
                         else abs(m["val_acc"] - m["base_val_acc"])),
             "collapsed": bool(m.get("collapsed")) or bool(m.get("base_collapsed")),
@@ -101,21 +109,108 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if not a or not b else a / b
 
 
+def _gauge_noise(rows: Sequence[Mapping[str, Any]], method: str, key: str,
+                 noise_scales: Sequence[float] | None, inits: Sequence[int] | None,
+                 gauge_seeds: Sequence[int] | None
+                 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """``method``'s usable gauge and noise twins with a value of ``key``, kept to the init
+    seeds, noise scales and gauge seeds named (``None``: all)."""
+    ok = [r for r in usable(rows) if r["method"] == method and r.get(key) is not None
+          and (inits is None or r["init_seed"] in inits)]
+    gauge = [r for r in ok if r["kind"] == "gauge"
+             and (gauge_seeds is None or int(r["twin"].split()[1]) in gauge_seeds)]
+    noise = [r for r in ok if r["kind"] == "noise"
+             and (noise_scales is None or r["noise_scale"] in noise_scales)]
+    return gauge, noise
+
+
 def structural_ratio(rows: Sequence[Mapping[str, Any]], method: str = "adam", *,
-                     noise_inits: Sequence[int] | None = None) -> dict[str, Any]:
-    """``min(final logit drift of gauge twins) / max(final logit drift of noise twins)`` over
-    the usable runs of ``method`` (the paper's 662× for Adam), with the extremes and counts.
+                     key: str = "final_logit_drift",
+                     noise_scales: Sequence[float] | None = None,
+                     noise_inits: Sequence[int] | None = None,
+                     inits: Sequence[int] | None = None,
+                     gauge_seeds: Sequence[int] | None = None) -> dict[str, Any]:
+    """The book's one gauge-over-noise ratio, the paper's: the smallest ``key`` (default the
+    final logit drift) of a gauge twin over the largest of a noise twin, over the usable runs
+    of ``method`` (the paper's 662× for Adam), with the extremes and counts.
+
+    ``inits``, ``noise_scales`` and ``gauge_seeds`` keep those twins only (``None``: all);
     ``noise_inits`` keeps the noise twins of those init seeds only (the paper's set:
-    :data:`~gaugebook.attention.attention_runs.PAPER_NOISE_INITS`); ``None`` keeps all."""
-    ok = [r for r in usable(rows) if r["method"] == method]
-    gauge = [r["final_logit_drift"] for r in ok if r["kind"] == "gauge"]
-    noise = [r["final_logit_drift"] for r in ok if r["kind"] == "noise"
-             and (noise_inits is None or r["init_seed"] in noise_inits)]
+    :data:`~gaugebook.attention.attention_runs.PAPER_NOISE_INITS`). ``per_init`` is the same
+    ratio within each init seed that has both kinds of twin, and ``spread`` the standard
+    deviation of those (``None`` with fewer than two): ``text`` prints the ratio to the digits
+    that spread supports (:func:`fmt_ratio`)."""
+    gauge, noise = _gauge_noise(rows, method, key, noise_scales, inits, gauge_seeds)
+    noise_all = noise
+    if noise_inits is not None:
+        noise = [r for r in noise if r["init_seed"] in noise_inits]
     counts = {"num_gauge": len(gauge), "num_noise": len(noise)}
     if not gauge or not noise:
-        return {"ratio": None, "gauge_min": None, "gauge_max": None, "noise_max": None, **counts}
-    return {"ratio": min(gauge) / max(noise) if max(noise) > 0 else math.inf,
-            "gauge_min": min(gauge), "gauge_max": max(gauge), "noise_max": max(noise), **counts}
+        return {"ratio": None, "gauge_min": None, "gauge_max": None, "noise_max": None,
+                "per_init": {}, "spread": None, "text": "—", **counts}
+
+    def ratio_of(g: Sequence[Mapping[str, Any]], n: Sequence[Mapping[str, Any]]) -> float:
+        top = max(r[key] for r in n)
+        return min(r[key] for r in g) / top if top > 0 else math.inf
+
+    per_init = {}
+    for seed in sorted({r["init_seed"] for r in gauge}):
+        g = [r for r in gauge if r["init_seed"] == seed]
+        n = [r for r in noise_all if r["init_seed"] == seed]
+        if g and n:
+            per_init[seed] = ratio_of(g, n)
+    finite = [x for x in per_init.values() if math.isfinite(x)]
+    spread = statistics.stdev(finite) if len(finite) > 1 else None
+    value = ratio_of(gauge, noise)
+    return {"ratio": value, "gauge_min": min(r[key] for r in gauge),
+            "gauge_max": max(r[key] for r in gauge), "noise_max": max(r[key] for r in noise),
+            "per_init": per_init, "spread": spread, "text": fmt_ratio(value, spread), **counts}
+
+
+def fmt_ratio(value: float | None, spread: float | None = None) -> str:
+    """A gauge-over-noise ratio as the pages print it: to the digits its ``spread`` over init
+    seeds supports (:func:`~gaugebook.present.stats.fmt_spread`), and never to more than two
+    significant digits: it is an extreme over a few twins. ``—`` for none."""
+    if value is None:
+        return "—"
+    if not math.isfinite(value) or value == 0:
+        return fmt(value, "g")
+    return fmt_spread(value, max(spread or 0.0, abs(value) / 10))
+
+
+def twin_comparison(rows: Sequence[Mapping[str, Any]], method: str, *,
+                    key: str = "final_logit_drift", noise_scale: float = 1e-7
+                    ) -> Comparison | None:
+    """``method``'s gauge twins against its noise twins of ``noise_scale`` under the book's
+    one rule (:func:`~gaugebook.present.stats.compare_runs`), on the decimal logarithm of
+    ``key``: a drift is a scale, and a gauge-over-noise claim is a ratio, so the difference
+    is in orders of magnitude (positive: the gauge twins farther). The runs pair by init
+    seed (a gauge twin and a noise twin of one init seed share its base, its data and its
+    start): per init seed, the mean over its gauge twins against its noise twin. ``None``
+    without a twin of each kind (a drift of exactly 0 has no logarithm: the ``A = I`` control
+    is not a twin here)."""
+    gauge, noise = _gauge_noise(rows, method, key, (noise_scale,), None, None)
+
+    def per_init(twins: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+        logs: dict[int, list[float]] = {}
+        for r in twins:
+            if r[key] > 0:
+                logs.setdefault(r["init_seed"], []).append(math.log10(r[key]))
+        return {seed: statistics.fmean(v) for seed, v in logs.items()}
+
+    g, n = per_init(gauge), per_init(noise)
+    return compare_runs(g, n) if g and n else None
+
+
+def fmt_comparison(c: Comparison | None) -> str:
+    """:meth:`~gaugebook.present.stats.Comparison.text`, ``—`` for none."""
+    return "—" if c is None else c.text()
+
+
+def magnitude_text(c: Comparison | None) -> str:
+    """A :func:`twin_comparison` in words, ``+4.2 orders of magnitude (95 % CI +3.6 to +4.7;
+    Welch p = …; paired p = …)``; ``—`` for none."""
+    return "—" if c is None else c.text().replace(" (", " orders of magnitude (", 1)
 
 
 def machine_throughput(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -174,14 +269,15 @@ def headline(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, An
             "acc_gap": g and g["acc_gap"],
             "identity_max": None if ident is None else ident["max_curve_drift"],
         }
-    a = out["adam"]
-    out["step1_ratio"] = ratio(a["gauge_step1_logit"], a["noise7_step1_logit"])
     f64 = usable(run_rows(records.get("float64", [])))
     out["float64_step1"] = {r["method"]: r["step1_logit_drift"] for r in f64
                             if r["kind"] == "gauge"}
     uniq = unique_runs(run_rows([*records.get("multiseed", []),
                                  *records.get("multiseed_controls", []),
                                  *records.get("single", [])]))
+    out["twins"] = usable(uniq)
+    out["step1_structural"] = structural_ratio(uniq, "adam", key="step1_logit_drift",
+                                               noise_scales=(1e-7,))
     out["structural"] = {m: structural_ratio(uniq, m) for m in att.METHODS}
     out["structural_paper"] = structural_ratio(uniq, "adam", noise_inits=att.PAPER_NOISE_INITS)
     return out
@@ -227,55 +323,111 @@ def live_gauge_check(seed: int = 42, gauge_seed: int = 777) -> dict[str, float]:
     }
 
 
+def step1_comparisons(head: Mapping[str, Any]) -> dict[str, Comparison | None]:
+    """Per optimizer, its gauge twins against its 1e-7 noise twins after one step, over every
+    init and gauge seed (:func:`twin_comparison`; ``head``: :func:`headline`)."""
+    twins = head.get("twins", [])
+    return {m: twin_comparison(twins, m, key="step1_logit_drift") for m in att.METHODS}
+
+
 def step1_numbers(head: Mapping[str, Any]) -> Values:
-    """Adam's step-1 logit drift of the gauge and the 1e-7 noise twin, their ratio, and the
-    published pair."""
+    """Adam's step-1 logit drift of the gauge and the 1e-7 noise twin (init seed 42), the
+    published pair, and over every init and gauge seed: the ratio of the closest gauge twin to
+    the farthest 1e-7 noise twin (:func:`structural_ratio`) and the comparison of the two
+    kinds in orders of magnitude (:func:`step1_comparisons`), each rule's (``cmp1_<method>``)."""
     return {
         "adam_step1_gauge": fmt(head["adam"]["gauge_step1_logit"]),
         "adam_step1_noise": fmt(head["adam"]["noise7_step1_logit"]),
-        "step1_ratio": fmt(head["step1_ratio"], ".3g"),
+        "step1_ratio": head.get("step1_structural", {}).get("text", "—"),
         "pub_step1_gauge": fmt(PUB["adam_step1_gauge_logit_drift"], ".1e"),
         "pub_step1_noise": fmt(PUB["adam_step1_noise1e-7_logit_drift"], ".1e"),
+        **{f"cmp1_{m}": magnitude_text(c) for m, c in step1_comparisons(head).items()},
     }
 
 
+def final_comparisons(head: Mapping[str, Any]) -> dict[tuple[str, str], Comparison | None]:
+    r"""Each rule's gauge twins against its 1e-7 noise twins at the end, over every init and
+    gauge seed (:func:`twin_comparison`): in :math:`M_h` under ``("m", method)``, and Muon's in
+    the logits under ``("logit", "muon_adam")``."""
+    twins = head.get("twins", [])
+    out = {("m", m): twin_comparison(twins, m, key="final_m_drift") for m in att.METHODS}
+    out["logit", "muon_adam"] = twin_comparison(twins, "muon_adam")
+    return out
+
+
 def final_numbers(head: Mapping[str, Any]) -> Values:
-    r"""The final :math:`M_h` drift of every optimizer's gauge and 1e-7 noise twin; Adam's
-    gauge twin over the farther of its noise twins; Muon's gauge / noise ratios; the
-    :math:`A = I` control's largest drift."""
+    r"""The final :math:`M_h` drift of every optimizer's gauge and 1e-7 noise twin (init seed
+    42); over every init and gauge seed, Adam's closest gauge twin over its farthest noise
+    twin in :math:`M_h` (``adam_vs_noise``) and Muon's over its farthest 1e-7 noise twin, in
+    :math:`M_h` and in the logits (:func:`structural_ratio`); the comparisons of each rule's
+    gauge twins with its 1e-7 noise twins in :math:`M_h` (``cmpm_<method>``) and Muon's in
+    the logits (``cmpl_muon_adam``; :func:`final_comparisons`); the :math:`A = I` control's
+    largest drift."""
     out: Values = {}
     for method in att.METHODS:
         out[f"final_m_{method}"] = fmt(head[method]["gauge_final_m"], ".3g")
         out[f"noise7_m_{method}"] = fmt(head[method]["noise7_final_m"], ".3g")
     out["pub_adam_m"] = fmt(PUB["adam_final_m_drift"], "g")
-    adam, mu = head["adam"], head["muon_adam"]
-    farther = max([x for x in (adam["noise7_final_m"], adam["noise5_final_m"]) if x],
-                  default=None)
-    out["adam_vs_noise"] = fmt(ratio(adam["gauge_final_m"], farther), ".3g")
-    out["muon_ratio"] = fmt(ratio(mu["gauge_final_m"], mu["noise7_final_m"]), ".3g")
-    out["muon_logit_ratio"] = fmt(ratio(mu["gauge_final_logit"], mu["noise7_final_logit"]),
-                                  ".3g")
+    twins = head.get("twins", [])
+    out["adam_vs_noise"] = structural_ratio(twins, "adam", key="final_m_drift")["text"]
+    for key, name in (("final_m_drift", "muon_ratio"), ("final_logit_drift", "muon_logit_ratio")):
+        out[name] = structural_ratio(twins, "muon_adam", key=key, noise_scales=(1e-7,))["text"]
+    out |= {f"cmp{k[0]}_{m}": magnitude_text(c)
+            for (k, m), c in final_comparisons(head).items()}
     identity = [head[m]["identity_max"] for m in att.METHODS]
     out["identity_all"] = fmt(max([x for x in identity if x is not None], default=None), "g")
     return out
 
 
+def accuracy_comparison(twins: Sequence[Mapping[str, Any]], method: str = "adam"
+                        ) -> Comparison | None:
+    """The validation accuracy of ``method``'s gauge twins against their bases', paired by
+    init seed (per init seed, the mean over its gauge twins against its base; positive: the
+    twins more accurate)."""
+    acc: dict[int, list[float]] = {}
+    base: dict[int, float] = {}
+    for r in twins:
+        if r["method"] == method and r["kind"] == "gauge" and r["val_acc"] is not None \
+                and r["base_val_acc"] is not None:
+            acc.setdefault(r["init_seed"], []).append(r["val_acc"])
+            base[r["init_seed"]] = r["base_val_acc"]
+    if not acc:
+        return None
+    return compare_runs({s: statistics.fmean(v) for s, v in acc.items()}, base)
+
+
 def accuracy_numbers(head: Mapping[str, Any]) -> Values:
-    """Adam's gauge twin's accuracy gap to its base, and the published bound."""
+    """Adam's gauge twin's accuracy gap to its base (init seed 42), the published bound, and
+    over every init and gauge seed the gauge twins' accuracy against their bases'
+    (``acc_cmp``, :func:`accuracy_comparison`)."""
     return {"adam_acc_gap": fmt(head["adam"]["acc_gap"], ".4f"),
-            "pub_acc_gap": fmt(PUB["adam_final_accuracy_gap"], "g")}
+            "pub_acc_gap": fmt(PUB["adam_final_accuracy_gap"], "g"),
+            "acc_cmp": fmt_comparison(accuracy_comparison(head.get("twins", [])))}
+
+
+def ratio_comparisons(head: Mapping[str, Any]) -> dict[tuple[float, str], Comparison | None]:
+    """Each rule's gauge twins against its noise twins of each size (``(scale, method)``) in
+    final logit drift, over every init and gauge seed (:func:`twin_comparison`)."""
+    twins = head.get("twins", [])
+    return {(scale, m): twin_comparison(twins, m, noise_scale=scale)
+            for scale in (1e-7, 1e-5) for m in att.METHODS}
 
 
 def ratio_numbers(head: Mapping[str, Any]) -> Values:
     """Adam's structural ratio over the paper's twin set and over all ours, the published
-    ratio, and the largest ratio of the other rules."""
-    others = [head["structural"][m]["ratio"] for m in att.METHODS if m != "adam"]
+    ratio, the largest ratio of the other rules; and, over every init and gauge seed, the
+    final logit drift of each rule's gauge twins against its noise twins of each size
+    (``cmpr<7|5>_<method>``, :func:`ratio_comparisons`)."""
+    others = {m: head["structural"][m] for m in att.METHODS if m != "adam"}
+    top = max((m for m in others if others[m]["ratio"] is not None),
+              key=lambda m: others[m]["ratio"], default=None)
     return {
-        "ratio_paper": fmt(head["structural_paper"]["ratio"], ".3g"),
-        "ratio_adam": fmt(head["structural"]["adam"]["ratio"], ".3g"),
+        "ratio_paper": head["structural_paper"]["text"],
+        "ratio_adam": head["structural"]["adam"]["text"],
         "pub_ratio": fmt(PUB["structural_ratio"], "g"),
-        "ratio_controls_max": fmt(max((r for r in others if r is not None), default=None),
-                                  ".2f"),
+        "ratio_controls_max": "—" if top is None else others[top]["text"],
+        **{f"cmpr{-int(math.log10(scale))}_{m}": magnitude_text(c)
+           for (scale, m), c in ratio_comparisons(head).items()},
     }
 
 
@@ -297,15 +449,16 @@ def float64_numbers(head: Mapping[str, Any], config: Any) -> Values:
 
 def lm_numbers(rows: Sequence[Mapping[str, Any]], family: Any) -> Values:
     r"""The character-level LM: text, budget, context, batch; the final :math:`M_h` drift of
-    the gauge twins (Adam's beside its 1e-7 noise twin), Adam's logit-drift ratio, and the
-    collapsed runs (non-collapsed runs only enter the numbers)."""
+    the gauge twins (Adam's beside its 1e-7 noise twin), Adam's gauge-over-noise ratio of the
+    final logit drift (:func:`structural_ratio`: one init seed, one twin of each kind, so two
+    significant digits), the collapsed runs (non-collapsed runs only enter the numbers), and
+    the paper's GPU model's final logit drifts of Adam's gauge and noise twins (ranges)."""
     ok = usable(rows)
 
     def drift(method: str, twin: str, key: str = "final_m_drift") -> float | None:
         return (pick(ok, method, twin, None) or {}).get(key)
 
     texts = sorted({r["text_used"] for r in rows if r["text_used"]})
-    logits = [drift("adam", t, "final_logit_drift") for t in ("gauge 777", "noise 1e-07")]
     collapsed = sorted({r["label"] for r in rows if r["collapsed"]})
     return {
         "lm_text": ", ".join(texts) or "—",
@@ -314,10 +467,12 @@ def lm_numbers(rows: Sequence[Mapping[str, Any]], family: Any) -> Values:
         "lm_batch": fmt(family.task["batch_size"], "d"),
         "lm_adam_gauge": fmt(drift("adam", "gauge 777"), ".3g"),
         "lm_adam_noise": fmt(drift("adam", "noise 1e-07"), ".3g"),
-        "lm_logit_ratio": fmt(ratio(*logits), ".3g"),
+        "lm_logit_ratio": structural_ratio(rows, "adam")["text"],
         "lm_scalar_gauge": fmt(drift("scalar_adam", "gauge 777"), ".3g"),
         "lm_momentum_gauge": fmt(drift("momentum", "gauge 777"), ".3g"),
         "lm_collapsed": as_markdown(", ".join(collapsed) or "none"),
+        "pub_lm_gauge": "{:g}–{:g}".format(*PUB["charlm_gpu"]["adam_gauge_final_logit_drift"]),
+        "pub_lm_noise": "{:g}–{:g}".format(*PUB["charlm_gpu"]["adam_noise_final_logit_drift"]),
     }
 
 

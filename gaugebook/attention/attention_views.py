@@ -21,14 +21,19 @@ from matplotlib.lines import Line2D
 from gaugebook.attention import attention_runs as att
 from gaugebook.attention.attention_summary import (
     RUN_HEADERS,
+    final_comparisons,
+    fmt_ratio,
     pick,
     ratio,
+    ratio_comparisons,
     run_rows,
+    step1_comparisons,
     twin_label,
     unique_runs,
     usable,
 )
 from gaugebook.present import viz
+from gaugebook.present.stats import fmt_spread
 from gaugebook.present.tables import NBSP, fmt, gauge_class, yes_no
 
 Records = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -47,7 +52,7 @@ _TWIN_HEADERS = {"gauge": "gauge twin", "pub": "published", "noise7": "noise 10�
                  "pub_noise7": "published", "noise5": "noise 10⁻⁵", "ratio": "gauge / noise",
                  "identity": "A = I, largest"}
 _TWIN_FORMATS = {**dict.fromkeys(("gauge", "pub", "noise7", "pub_noise7", "noise5"), ".2e"),
-                 "ratio": ".3g", "identity": "g"}
+                 "identity": "g"}
 
 
 def color(method: str) -> str:
@@ -87,13 +92,14 @@ def _logit_table(head: Mapping[str, Any], when: str, pub_gauge: Mapping[str, flo
                  pub_noise: Mapping[str, float]) -> str:
     """The logit drift of the gauge and the noise 1e-7 twin per optimizer at ``when``
     (``"step1"`` or ``"final"``), each beside its published value (by method, where the paper
-    gives one), and their ratio."""
+    gives one), and their ratio (one twin of each: two significant digits,
+    :func:`~gaugebook.attention.attention_summary.fmt_ratio`)."""
     rows = []
     for method in att.METHODS:
         gauge, noise = head[method][f"gauge_{when}_logit"], head[method][f"noise7_{when}_logit"]
         rows.append({"optimizer": _label(method), "gauge": gauge, "pub": pub_gauge.get(method),
                      "noise7": noise, "pub_noise7": pub_noise.get(method),
-                     "ratio": ratio(gauge, noise)})
+                     "ratio": fmt_ratio(ratio(gauge, noise))})
     return viz.table_html(rows, ["optimizer", "gauge", "pub", "noise7", "pub_noise7", "ratio"],
                           headers=_TWIN_HEADERS, formats=_TWIN_FORMATS)
 
@@ -134,16 +140,16 @@ def final_tables(head: Mapping[str, Any]) -> tuple[str, str]:
 def ratio_table(head: Mapping[str, Any]) -> str:
     """The structural ratio per optimizer (:func:`~gaugebook.attention.attention_summary.
     structural_ratio`): the twins counted, the range of the gauge twins' final logit drift, the
-    largest noise twin's, the ratio. Adam has two rows: over the paper's twin set (the
-    published numbers beside it) and over all our twins (the noise twins of a second init
-    seed added)."""
+    largest noise twin's, the ratio (to the digits its spread over init seeds supports). Adam
+    has two rows: over the paper's twin set (the published numbers beside it) and over all our
+    twins (the noise twins of a second init seed added)."""
     pub = att.PUBLISHED
 
     def row(name: str, s: Mapping[str, Any]) -> dict[str, Any]:
         return {"optimizer": name, "twins": f"{s['num_gauge']} / {s['num_noise']}",
                 "gauge": (None if s["gauge_min"] is None
                           else f"{s['gauge_min']:.3g} – {s['gauge_max']:.3g}"),
-                "noise": s["noise_max"], "ratio": s["ratio"]}
+                "noise": s["noise_max"], "ratio": s["text"]}
 
     lo, hi = pub["multiseed_adam_gauge_final_logit_drift"]
     rows = [row("Adam, the paper's twins", head["structural_paper"])
@@ -158,7 +164,38 @@ def ratio_table(head: Mapping[str, Any]) -> str:
         headers={"twins": "twins", "gauge": "gauge twins",
                  "pub_gauge": "published", "noise": "largest noise", "pub_noise": "published",
                  "ratio": "ratio", "pub_ratio": "published"},
-        formats={"noise": ".3g", "pub_noise": ".1e", "ratio": ".3g", "pub_ratio": "g"})
+        formats={"noise": ".3g", "pub_noise": ".1e", "pub_ratio": "g"})
+
+
+def twin_comparison_table(head: Mapping[str, Any]) -> str:
+    """Every comparison of gauge twins with noise twins the page states, under the book's one
+    rule (:func:`~gaugebook.attention.attention_summary.twin_comparison`): per optimizer, drift
+    and noise size, the difference of the mean ``log10`` drifts (gauge − noise, in orders of
+    magnitude) with its 95 % interval, Welch's p, the p paired by init seed, and what it
+    allows: ``above``, ``below`` or level within the seeds' spread."""
+    found = [("step 1, logits", "10⁻⁷", m, c) for m, c in step1_comparisons(head).items()]
+    found += [("end, M_h" if kind == "m" else "end, logits", "10⁻⁷", m, c)
+              for (kind, m), c in final_comparisons(head).items()]
+    found += [("end, logits", "10⁻⁷" if scale == 1e-7 else "10⁻⁵", m, c)
+              for (scale, m), c in ratio_comparisons(head).items()]
+    found.sort(key=lambda item: att.METHODS.index(item[2]))  # stable: each rule's in order
+    rows, seen = [], set()
+    for when, noise, method, c in found:
+        if c is None or (when, noise, method) in seen:
+            continue
+        seen.add((when, noise, method))
+        rows.append({
+            "optimizer": _label(method), "drift": when, "noise": noise,
+            "diff": f"{fmt_spread(c.diff, c.half_width, signed=True)} "
+                    f"({fmt_spread(c.low, c.half_width, signed=True)} to "
+                    f"{fmt_spread(c.high, c.half_width, signed=True)})",
+            "welch_p": c.welch_p, "paired_p": c.paired_p, "reads": c.words("below", "above")})
+    return viz.table_html(
+        rows, ["optimizer", "drift", "noise", "diff", "welch_p", "paired_p", "reads"],
+        headers={"drift": "drift", "noise": "noise twins",
+                 "diff": "gauge − noise, orders of magnitude (95 % CI)", "welch_p": "Welch p",
+                 "paired_p": "paired p", "reads": "gauge twins"},
+        formats={"welch_p": ".2g", "paired_p": ".2g"})
 
 
 def multiseed_rows(records: Records) -> list[dict[str, Any]]:
@@ -232,7 +269,7 @@ def lm_comparison_table(family: Any, records: Sequence[Mapping[str, Any]]) -> st
          "paper": "{:g}–{:g}".format(*pub["adam_gauge_final_logit_drift"])},
         {"item": "Adam, final logit drift: noise twins", "ours": f"{final[1]} (10⁻⁷)",
          "paper": "{:g}–{:g} (10⁻⁷, 10⁻⁵)".format(*pub["adam_noise_final_logit_drift"])},
-        {"item": "Adam, step 1: gauge twin / 10⁻⁷ noise twin", "ours": fmt(step1, ".3g"),
+        {"item": "Adam, step 1: gauge twin / 10⁻⁷ noise twin", "ours": fmt_ratio(step1),
          "paper": "—"},
         {"item": "Adam, step 1: smallest gauge / largest noise twin, 10⁻⁵ included",
          "ours": "— (no 10⁻⁵ twin)", "paper": f"{pub['adam_step1_structural_ratio']:g}"},

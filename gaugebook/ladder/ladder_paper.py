@@ -4,6 +4,9 @@ and over how many seeds (:func:`published_rec`, :func:`published_seeds`), what i
 (:func:`published_expectation`), ours beside its values (:func:`comparison_rows`,
 :func:`record_comparison`), its claims tested at one size (:func:`claims`) and the README's row
 (:func:`headline`). The tables drawn from them are in :mod:`gaugebook.ladder.ladder_views`.
+The paper's orders are judged by its measure, the means, and also by the book's one rule, per
+seed with 95 % intervals (:func:`method_comparison`, :func:`split_by_rule`; a seed is one
+instance and one start for every optimizer, so runs pair by seed).
 
 Last, the chapter's two protocols at ``n = 40``: the matrix-sensing chapter's (the paper's
 Table 2) beside the ladder's (its Table 11), from the paper-scale configurations and records of
@@ -19,6 +22,7 @@ from typing import Any
 
 from gaugebook.engine import selection
 from gaugebook.ladder import ladder_runs as ladder
+from gaugebook.present.stats import Comparison, compare_runs
 from gaugebook.present.tables import fmt, formatter, label, table_html
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.sensing_views import split_text
@@ -150,6 +154,62 @@ def claims(rows_by_method: Mapping[str, Mapping[str, Any]],
 
 
 # --------------------------------------------------------------------------------------------
+# comparisons under the book's one rule (gaugebook.present.stats)
+# --------------------------------------------------------------------------------------------
+
+
+def seed_recs(records: Sequence[Mapping[str, Any]], method: str, lr: float,
+              seeds: Sequence[int] | None = None) -> dict[int, float]:
+    """``method``'s rec per seed at ``lr``, ``{seed: rec}`` (the seeds named, else all). A seed
+    is one instance and one start for every optimizer (its measurements, its planted matrix and
+    its initial factors), so runs of two optimizers pair by seed."""
+    out = {}
+    for r in records:
+        c = r["config"]
+        if c["method"] == method and (seeds is None or c["seed"] in seeds) \
+                and math.isclose(float(c["hparams"]["lr"]), float(lr), rel_tol=1e-9) \
+                and r["metrics"].get("rec") is not None:
+            out[int(c["seed"])] = float(r["metrics"]["rec"])
+    return out
+
+
+def method_comparison(records: Sequence[Mapping[str, Any]],
+                      rows: Mapping[str, Mapping[str, Any]], a: str, b: str,
+                      seeds: Sequence[int] | None = None) -> Comparison | None:
+    """``a``'s rec against ``b``'s at their selected learning rates (``rows``: a selection per
+    method), paired by seed (:func:`seed_recs`); negative: ``a`` recovers better. ``None``
+    without a selection of both or with a non-finite rec."""
+    if a not in rows or b not in rows:
+        return None
+    xa, xb = (seed_recs(records, m, rows[m]["lr"], seeds) for m in (a, b))
+    if not xa or not xb or not all(math.isfinite(x) for x in (*xa.values(), *xb.values())):
+        return None
+    return compare_runs(xa, xb)
+
+
+def split_by_rule(records: Sequence[Mapping[str, Any]],
+                  rows: Mapping[str, Mapping[str, Any]],
+                  seeds: Sequence[int] | None = None) -> dict[str, Any]:
+    """The equivariant / coordinate-wise split under the one rule: ``"holds"`` when every
+    equivariant method is resolved below every coordinate-wise one
+    (:func:`method_comparison`), ``"fails"`` when some coordinate-wise method is resolved
+    below some equivariant one, else ``"unresolved"``; with the pairs that fail it
+    (``failing``: (coordinate-wise, equivariant)) and the comparison of the two sides' means
+    at the boundary, the worst equivariant against the best coordinate-wise (``boundary``)."""
+    eq = [m for m, r in rows.items() if r["equivariant"] and r["rec"] is not None]
+    cw = [m for m, r in rows.items() if not r["equivariant"] and r["rec"] is not None]
+    pairs = {(c, e): method_comparison(records, rows, c, e, seeds) for c in cw for e in eq}
+    failing = sorted(k for k, v in pairs.items() if v is not None and v.sign == -1)
+    holds = bool(pairs) and all(v is not None and v.sign == 1 for v in pairs.values())
+    split = ms.split_summary(list(rows.values()))
+    boundary = (method_comparison(records, rows, split["worst_equivariant"],
+                                  split["best_coordinatewise"], seeds)
+                if split["worst_equivariant"] and split["best_coordinatewise"] else None)
+    return {"reading": "fails" if failing else "holds" if holds else "unresolved",
+            "failing": failing, "boundary": boundary}
+
+
+# --------------------------------------------------------------------------------------------
 # the two protocols at n = 40
 # --------------------------------------------------------------------------------------------
 
@@ -183,8 +243,10 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
     rate and schedule are the same under both (``n40_signum_same``) and its rec under each
     (``n40_signum_ch4``, ``n40_signum_ch9``); and per split (``t2``: Table 2's protocol,
     ``ladder``: the ladder's, ``nine``: the ladder's on Table 2's nine) whether it is clean
-    and its two sides (``n40_<split>_clean``, ``_eq``, ``_eq_method``, ``_cw``,
-    ``_cw_method``)."""
+    by the paper's measure, the means, and its two sides (``n40_<split>_clean``, ``_eq``,
+    ``_eq_method``, ``_cw``, ``_cw_method``), and its reading under the one rule
+    (:func:`split_by_rule`: ``_rule``, ``_rule_failing``, the boundary pair's comparison
+    ``_boundary`` and its ``_boundary_sign``)."""
     zoo = ms.get_config("paper").part("zoo")
     config = ladder.get_config("paper")
     part = config.part("n40")
@@ -255,6 +317,15 @@ def n40_protocols(table2: Sequence[Mapping[str, Any]], ladder_records: Records
         and zoo.schedules.get("signum") == part.schedule("signum"),
         "n40_signum_ch4": s4.get("rec", math.nan), "n40_signum_ch9": s9.get("rec", math.nan),
     }
+    rule = {"t2": split_by_rule(table2, ch4),
+            "ladder": split_by_rule(ladder_records.get("n40", []), ch9),
+            "nine": split_by_rule(ladder_records.get("n40", []), nine)}
+    for key, reading in rule.items():
+        boundary = reading["boundary"]
+        values |= {f"n40_{key}_rule": reading["reading"],
+                   f"n40_{key}_rule_failing": reading["failing"],
+                   f"n40_{key}_boundary": "—" if boundary is None else boundary.text(),
+                   f"n40_{key}_boundary_sign": 0 if boundary is None else boundary.sign}
     for key, split in splits.items():
         values |= {f"n40_{key}_clean": split["clean"],
                    f"n40_{key}_eq": split["worst_equivariant_rec"],

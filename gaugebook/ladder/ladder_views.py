@@ -325,6 +325,67 @@ def survival(config: ladder.LadderConfig, ran: Info) -> dict[str, tuple[list[int
     return out
 
 
+def _sizes_text(ns: Sequence[int]) -> str:
+    """``n = 40, 64 and 96``."""
+    ns = [str(n) for n in ns]
+    if not ns:
+        return "none"
+    return "n = " + (ns[0] if len(ns) == 1 else ", ".join(ns[:-1]) + " and " + ns[-1])
+
+
+def coverage_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
+    """What our records cover of the paper's ladder: the paper's sizes (``ladder_pub_range``,
+    ``n = 40 to 384``), the sizes with records here (``ladder_ran``) and their seeds
+    (``ladder_ran_seeds``), the largest (``ladder_ran_max``), and the paper's sizes without a
+    record here (``ladder_not_run``; ``ladder_not_run_list`` as numbers)."""
+    paper = sorted(ladder.PUBLISHED_LADDER_SEEDS)
+    ns = [row["n"] for row in ran]
+    missing = [n for n in paper if n not in ns]
+    words = {1: "one", 2: "two", 3: "three"}
+    by_count: dict[int, list[int]] = {}
+    for row in ran:
+        by_count.setdefault(len(row["seeds"]), []).append(row["n"])
+    seeds = "; ".join(f"{words.get(k, k)} seed{'s' * (k != 1)} at {_sizes_text(v)}"
+                      for k, v in sorted(by_count.items(), reverse=True))
+    return {"ladder_pub_range": f"n = {paper[0]} to {paper[-1]}",
+            "ladder_ran": _sizes_text(ns), "ladder_ran_seeds": seeds or "none",
+            "ladder_ran_max": max(ns, default=0), "ladder_not_run": _sizes_text(missing),
+            "ladder_not_run_list": missing}
+
+
+def rule_claims(records: Records, ran: Info) -> dict[int, dict[str, Any]]:
+    """The paper's comparative ladder claims under the one rule, per size of ``ran`` (pairs by
+    seed, 95 % intervals; :mod:`gaugebook.ladder.ladder_paper`): the clean split's reading
+    (``split``, :func:`~gaugebook.ladder.ladder_paper.split_by_rule`), Adam against GD and
+    shared-scale Adam (``adam``: method → comparison, positive: Adam worse) and signum against
+    each equivariant rule but Muon (``signum``: method → comparison, negative: signum
+    better), and the seeds behind them."""
+    out = {}
+    for row in ran:
+        recs, rows, seeds = records.get(row["part"], []), row["rows"], row["seeds"]
+        eq = [m for m, r in rows.items() if r["equivariant"] and m != "muon"]
+        out[row["n"]] = {
+            "seeds": len(seeds),
+            "split": ladder_paper.split_by_rule(recs, rows, seeds),
+            "adam": {m: ladder_paper.method_comparison(recs, rows, "adam", m, seeds)
+                     for m in ("gd", "scalar_adam")},
+            "signum": {m: ladder_paper.method_comparison(recs, rows, "signum", m, seeds)
+                       for m in eq},
+        }
+    return out
+
+
+def rule_values(rule: Mapping[int, Mapping[str, Any]]) -> dict[str, str]:
+    """The comparisons of :func:`rule_claims` the page quotes: Adam against GD and
+    shared-scale Adam at each of the paper's sizes (``adam_<method>_<n>``; a dash where no
+    record is)."""
+    values = {f"adam_{m}_{n}": "—" for n in ladder.PUBLISHED_LADDER_SEEDS
+              for m in ("gd", "scalar_adam")}
+    for n, v in rule.items():
+        values |= {f"adam_{m}_{n}": c.text() for m, c in v["adam"].items() if c is not None}
+    return values
+
+
 def claims_values(config: ladder.LadderConfig, ran: Info) -> dict[str, Any]:
     """The claims table: the paper's ladder claims (its words) and the same statements on our
     records at each size with records; and our mean rec and its worst seed per method and

@@ -16,7 +16,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from gaugebook.attention import attention_runs as att
-from gaugebook.attention.attention_summary import RUN_HEADERS, run_rows, usable
+from gaugebook.attention.attention_summary import (
+    RUN_HEADERS,
+    fmt_ratio,
+    run_rows,
+    structural_ratio,
+    usable,
+)
 from gaugebook.lm import lm_runs as lm
 from gaugebook.lm import lm_summary as lms
 from gaugebook.present import viz
@@ -33,10 +39,13 @@ def style(method: str) -> dict[str, Any]:
             "ls": "--" if method == "adamw" else "-"}
 
 
-def _pm(mean: float | None, sd: float | None, spec: str = ".3f") -> str:
+def _pm(mean: float | None, sd: float | None) -> str:
+    """``mean ± sd``, the mean to the digits the sd supports (:func:`~gaugebook.lm.lm_summary.
+    fmt_loss`)."""
     if mean is None:
         return "—"
-    return f"{mean:{spec}}" + ("" if sd is None else f"{NBSP}±{NBSP}{sd:{spec}}")
+    m, s = lms.fmt_loss(mean, sd)
+    return m + ("" if sd is None else f"{NBSP}±{NBSP}{s}")
 
 
 def selection_table(records: Records) -> str:
@@ -47,8 +56,8 @@ def selection_table(records: Records) -> str:
 
 def fresh_table(records: Records) -> str:
     """The comparison: each optimizer at its selected rate over the fresh seeds, validation
-    loss (mean ± sd) at equal steps and at equal wall time, ranks, ms per step, whether it
-    keeps the head gauge."""
+    loss (mean ± sd) at equal steps and at equal wall time, ranks by the one rule (neighbours
+    it cannot tell apart share a group), ms per step, whether it keeps the head gauge."""
     rows = lms.fresh_rows(records, lms.timing(records))
     out = [{**r, "optimizer": r["label"] + ("" if not r["failed"] else
                                             f" ({r['failed']} of {r['seeds']} failed)"),
@@ -56,11 +65,11 @@ def fresh_table(records: Records) -> str:
             "time": _pm(r["val_loss_equal_time"], r["val_loss_equal_time_sd"]),
             "gauge": "keeps" if r["keeps_gauge"] else "breaks"} for r in rows]
     return viz.table_html(
-        out, ["optimizer", "gauge", "lr", "steps", "rank", "ms_per_step",
-              "steps_at_equal_time", "time", "rank_equal_time"],
-        headers={"lr": "rate", "steps": "equal steps", "rank": "#", "ms_per_step": "ms/step",
-                 "steps_at_equal_time": "steps", "time": "equal time",
-                 "rank_equal_time": "#"},
+        out, ["optimizer", "gauge", "lr", "steps", "rank_group", "ms_per_step",
+              "steps_at_equal_time", "time", "rank_equal_time_group"],
+        headers={"lr": "rate", "steps": "equal steps", "rank_group": "#",
+                 "ms_per_step": "ms/step", "steps_at_equal_time": "steps",
+                 "time": "equal time", "rank_equal_time_group": "#"},
         formats={"lr": "g", "ms_per_step": ".1f", "steps_at_equal_time": ".0f"})
 
 
@@ -76,19 +85,20 @@ def twin_table(records: Records) -> str:
 
 
 def split_table(records: Records) -> str:
-    """Each optimizer's gauge twin beside its noise twin: step-1 logit drifts and their
-    ratio, final logit and ``M_h`` drifts."""
+    """Each optimizer's closest gauge twin beside its farthest 1e-7 noise twin at step 1 and
+    their ratio (:func:`~gaugebook.lm.lm_summary.split_rows`), the final logit and ``M_h``
+    drifts of gauge twin 777 and the 1e-7 noise twin."""
     out = [{**r, "optimizer": r["label"], "class": "keeps" if r["keeps_gauge"] else "breaks",
             "split": yes_no(r["split"])} for r in lms.split_rows(records)]
     return viz.table_html(
-        out, ["optimizer", "class", "gauge_step1", "noise_step1", "step1_ratio", "split",
+        out, ["optimizer", "class", "gauge_step1", "noise_step1", "ratio_text", "split",
               "gauge_final", "noise_final", "gauge_final_m", "noise_final_m"],
         headers={"class": "gauge (class)", "gauge_step1": "step 1: gauge",
-                 "noise_step1": "noise", "step1_ratio": "ratio", "split": "split",
+                 "noise_step1": "noise", "ratio_text": "ratio", "split": "split",
                  "gauge_final": "end: gauge", "noise_final": "noise",
                  "gauge_final_m": "end M_h: gauge", "noise_final_m": "noise"},
         formats=dict.fromkeys(("gauge_step1", "noise_step1", "gauge_final", "noise_final",
-                               "gauge_final_m", "noise_final_m"), ".1e") | {"step1_ratio": ".3g"})
+                               "gauge_final_m", "noise_final_m"), ".1e"))
 
 
 def cost_table(records: Records) -> str:
@@ -193,9 +203,7 @@ def suite_summary(config: Any, records: Mapping[str, Records]) -> list[dict[str,
         rows = run_rows(records.get(part, []))
         ok = usable(rows)
         adam = [r for r in ok if r["method"] == "adam"]
-        g1 = [r["step1_logit_drift"] for r in adam if r["kind"] == "gauge"]
-        n1 = [r["step1_logit_drift"] for r in adam if r["kind"] == "noise"]
-        ratio = (min(g1) / max(n1) if g1 and n1 and max(n1) > 0 else None)
+        ratio = structural_ratio(adam, "adam", key="step1_logit_drift")["ratio"]
         m = fams[0].model
         pub = att.PUBLISHED["gpu_suite"][part]
         out.append({
@@ -225,7 +233,7 @@ def suite_table(summary: Sequence[Mapping[str, Any]]) -> str:
         headers={"recorded": "runs recorded", "step1_ratio": "Adam step-1 ratio (ours)",
                  "paper_step1_ratio": "(paper)", "collapsed": "collapsed (ours, flagged)",
                  "paper_collapsed": "(paper, unflagged)"},
-        formats={"step1_ratio": ".3g", "paper_step1_ratio": ".3g"})
+        formats={"step1_ratio": fmt_ratio, "paper_step1_ratio": "g"})
 
 
 def suite_text_table(summary: Sequence[Mapping[str, Any]]) -> str:

@@ -45,6 +45,22 @@ def test_the_structural_ratio_takes_the_papers_twin_set_apart(got):
     assert "the paper&#x27;s twins" in table or "the paper's twins" in table
 
 
+def test_ratios_print_no_more_digits_than_their_spread_and_comparisons_follow_the_rule(got):
+    """Every gauge-over-noise ratio is the paper's min/max, to the digits its spread between
+    the two init seeds supports; every twin comparison the page states has its interval."""
+    _, head = got
+    table = views.ratio_table(head)
+    assert ">530<" in table and ">510<" in table and ">528<" not in table
+    assert head["structural_paper"]["spread"] > 10  # init seeds 42 and 123 disagree by tens
+    compare = views.twin_comparison_table(head)
+    # a header, then per rule: step 1, M_h at the end, logits at the end against either noise
+    # (Muon's against 1e-7 is stated twice on the page, listed once)
+    assert compare.count("<tr>") == 1 + 4 * 4
+    assert ">above<" in compare and ">below<" in compare
+    assert "level within the seeds&#x27; spread" in compare or "level within the seeds' spread" \
+        in compare
+
+
 def test_figures_have_colour_bars_and_legends_off_the_data(got):
     records, _ = got
     heads = views.heads_figure(records["single"])

@@ -15,6 +15,7 @@ from gaugebook.ladder import ladder_paper
 from gaugebook.ladder import ladder_runs as ladder
 from gaugebook.ladder import ladder_views as views
 from gaugebook.sensing import sensing_runs as ms
+from gaugekit.optim.registry import get_spec
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +172,68 @@ def test_the_n40_values_prefix_every_name(committed):
     values = ladder_paper.n40_values(table2, records)
     assert "tab_ladder_n40" in values and all(k.startswith(("n40_", "tab_")) for k in values)
     assert values["n40_gd_lr_ch4"] == values["n40_gd_grid_min"]
+
+
+def _run(method, seed, lr, rec):
+    return {"config": {"method": method, "seed": seed, "hparams": {"lr": lr}},
+            "metrics": {"rec": rec}, "status": "ok"}
+
+
+def _sel(method, lr, rec):
+    return {"method": method, "lr": lr, "rec": rec, "equivariant": get_spec(method).equivariant,
+            "at_grid_edge": False, "interpolated": True}
+
+
+def test_the_one_rule_pairs_seeds_and_reads_the_split_three_ways():
+    recs = {"gd": (0.10, 0.12, 0.14), "shampoo": (0.30, 0.28, 0.33), "lion": (0.45, 0.40, 0.50),
+            "signum": (0.31, 0.29, 0.34)}
+    records = [_run(m, s, 1e-3, x) for m, xs in recs.items()
+               for s, x in zip((42, 123, 456), xs, strict=True)]
+    records.append(_run("gd", 42, 3e-3, 9.9))  # another rate: not the selection's
+    rows = {m: _sel(m, 1e-3, sum(xs) / 3) for m, xs in recs.items()}
+    assert ladder_paper.seed_recs(records, "gd", 1e-3) == {42: 0.10, 123: 0.12, 456: 0.14}
+    assert ladder_paper.seed_recs(records, "gd", 1e-3, [42]) == {42: 0.10}
+    c = ladder_paper.method_comparison(records, rows, "signum", "shampoo")
+    assert c.paired_n == 3 and c.diff == pytest.approx(0.01)
+    # signum just above Shampoo on every seed: no cw below any eq, but Shampoo not resolved
+    # below signum either: by the means the split holds, by the rule it is unresolved
+    split = ladder_paper.split_by_rule(records, rows)
+    assert split["reading"] == "unresolved" and split["failing"] == []
+    assert split["boundary"].sign == 0
+    # a clear gap on every seed: the rule says the split holds
+    far = {"signum": (0.61, 0.59, 0.64)}
+    records2 = [r for r in records if r["config"]["method"] != "signum"] + [
+        _run("signum", s, 1e-3, x) for s, x in zip((42, 123, 456), far["signum"], strict=True)]
+    rows2 = {**rows, "signum": _sel("signum", 1e-3, 0.613)}
+    assert ladder_paper.split_by_rule(records2, rows2)["reading"] == "holds"
+    # negative control: signum below Shampoo on every seed fails it
+    low = [r for r in records if r["config"]["method"] != "signum"] + [
+        _run("signum", s, 1e-3, x) for s, x in zip((42, 123, 456), (0.01, 0.02, 0.015),
+                                                   strict=True)]
+    rows3 = {**rows, "signum": _sel("signum", 1e-3, 0.015)}
+    failing = ladder_paper.split_by_rule(low, rows3)
+    assert failing["reading"] == "fails" and ("signum", "shampoo") in failing["failing"]
+    assert ladder_paper.method_comparison(records, rows, "adam", "gd") is None
+
+
+def test_the_claims_under_the_rule_and_the_coverage_from_the_committed_records(committed):
+    config, records = committed
+    ran = [r for r in ladder.size_rows(config, records, "size", "oracle_loose") if r["runs"]]
+    rule = views.rule_claims(records, ran)
+    assert rule[40]["seeds"] == 3 and rule[96]["seeds"] == 1
+    assert rule[40]["split"]["reading"] == "fails"
+    assert [c.sign for c in rule[40]["adam"].values()] == [1, 1]
+    # one seed gives no interval: nothing is resolved at n = 96
+    assert rule[96]["split"]["reading"] == "unresolved"
+    assert all(c.sign == 0 for c in rule[96]["adam"].values())
+    values = views.rule_values(rule)
+    assert values["adam_gd_96"].startswith("+0.40 (95 % CI —") and values["adam_gd_384"] == "—"
+    cov = views.coverage_values(config, ran)
+    assert cov["ladder_ran"] == "n = 40 and 96" and cov["ladder_pub_range"] == "n = 40 to 384"
+    assert cov["ladder_not_run_list"] == [64, 128, 192, 256, 384]
+    assert cov["ladder_ran_seeds"] == "three seeds at n = 40; one seed at n = 96"
+    table2 = ms.collect("paper", parts=["zoo"], mode="read").records["zoo"]
+    n40 = ladder_paper.n40_values(table2, records)
+    # by the means Table 2's split holds; by the rule Shampoo and Lion are level
+    assert n40["n40_t2_clean"] and n40["n40_t2_rule"] == "unresolved"
+    assert n40["n40_nine_rule"] == "fails" and n40["n40_nine_boundary_sign"] == 1
