@@ -34,7 +34,7 @@ import torch
 
 from gaugebook.attention import attention_runs as att
 from gaugebook.engine import transformer as A
-from gaugebook.present.stats import Comparison, compare_runs, fmt_spread
+from gaugebook.present.stats import Comparison, compare_runs, comparison_text, fmt_spread
 from gaugebook.present.tables import as_markdown, fmt
 from gaugekit.audit import LossFn
 from gaugekit.gauge import relative_distance
@@ -200,11 +200,6 @@ def twin_comparison(rows: Sequence[Mapping[str, Any]], method: str, *,
 
     g, n = per_init(gauge), per_init(noise)
     return compare_runs(g, n) if g and n else None
-
-
-def fmt_comparison(c: Comparison | None) -> str:
-    """:meth:`~gaugebook.present.stats.Comparison.text`, ``—`` for none."""
-    return "—" if c is None else c.text()
 
 
 def magnitude_text(c: Comparison | None) -> str:
@@ -402,7 +397,7 @@ def accuracy_numbers(head: Mapping[str, Any]) -> Values:
     (``acc_cmp``, :func:`accuracy_comparison`)."""
     return {"adam_acc_gap": fmt(head["adam"]["acc_gap"], ".4f"),
             "pub_acc_gap": fmt(PUB["adam_final_accuracy_gap"], "g"),
-            "acc_cmp": fmt_comparison(accuracy_comparison(head.get("twins", [])))}
+            "acc_cmp": comparison_text(accuracy_comparison(head.get("twins", [])))}
 
 
 def ratio_comparisons(head: Mapping[str, Any]) -> dict[tuple[float, str], Comparison | None]:

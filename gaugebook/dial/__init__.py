@@ -74,7 +74,6 @@ from gaugebook.dial.flow_summary import (
     trigger_rule,
     warmup_demo,
 )
-from gaugebook.sensing.sensing_views import cmp_text, comparison_texts, says
 
 __all__ = [
     "ablation_figure",
@@ -91,10 +90,8 @@ __all__ = [
     "audit_numbers",
     "audit_rows",
     "cell_seeds",
-    "cmp_text",
     "collect",
     "collect_chapter",
-    "comparison_texts",
     "describe",
     "dial_figure",
     "dial_gauge_residuals",
@@ -124,7 +121,6 @@ __all__ = [
     "lr_edge_rule",
     "lr_edge_table",
     "published_lr_edge",
-    "says",
     "seeds_at",
     "spread_cdf",
     "text_forms",

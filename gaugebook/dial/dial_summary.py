@@ -10,7 +10,7 @@ paper's setting (:func:`is_paper_setting`). FlowAdam's rows of the chapter's tex
 :mod:`gaugebook.dial.flow_summary`.
 
 Comparisons go through the book's one rule (:func:`gaugebook.present.stats.compare_runs`, by
-way of :func:`gaugebook.sensing.sensing_views.compare_seeds`). Every part of the sweep runs one
+way of :func:`gaugebook.present.stats.compare_seeds`). Every part of the sweep runs one
 problem, and a seed fixes its instance (generator ``s``) and its initial factors (generator
 ``s + 7``) whatever ``p``, the scalar, the learning rate or the optimizer, so the cells of all
 parts pair by seed (:func:`cell_seeds`).
@@ -40,9 +40,9 @@ from gaugebook.dial.dial_runs import (
 )
 from gaugebook.engine.collection import MissingRecords
 from gaugebook.engine.selection import ORACLE, Protocol, Selection, mean_metric, select
+from gaugebook.present import stats
 from gaugebook.present.stats import Comparison
 from gaugebook.present.tables import NBSP, finite, fmt, rec_lr
-from gaugebook.sensing.sensing_views import compare_seeds
 
 
 def _rec_sd(row: Mapping[str, Any]) -> str | None:
@@ -376,7 +376,7 @@ def dial_rule(records: Mapping[str, Sequence[Mapping[str, Any]]]
              ) -> dict[int, float]:
         return cell_seeds(records[part], row["p"], row["lr"], metric)
 
-    steps = [compare_seeds(cell(b), cell(a)) for a, b in zip(rows, rows[1:], strict=False)]
+    steps = [stats.compare_seeds(cell(b), cell(a)) for a, b in zip(rows, rows[1:], strict=False)]
     per_seed = [cell(r) for r in rows]
     seeds = set.intersection(*(set(c) for c in per_seed)) if per_seed else set()
     fall = bool(seeds) and all(b[s] < a[s] for s in seeds
@@ -390,14 +390,14 @@ def dial_rule(records: Mapping[str, Sequence[Mapping[str, Any]]]
     first, last = (rows[0], rows[-1]) if rows else ({}, {})
     geo = {r["p"]: r for r in dial_rows(records["dial_geomean"], "geomean")}
     cmps = {
-        "ends_rec": compare_seeds(cell(last), cell(first)) if rows else None,
-        "ends_steps": (compare_seeds(cell(last, "steps"), cell(first, "steps"))
+        "ends_rec": stats.compare_seeds(cell(last), cell(first)) if rows else None,
+        "ends_steps": (stats.compare_seeds(cell(last, "steps"), cell(first, "steps"))
                        if rows else None),
-        "ends_erank": (compare_seeds(cell(last, "effective_rank"),
+        "ends_erank": (stats.compare_seeds(cell(last, "effective_rank"),
                                      cell(first, "effective_rank")) if rows else None),
-        "erank_gd": (compare_seeds(cell(last, "effective_rank"),
+        "erank_gd": (stats.compare_seeds(cell(last, "effective_rank"),
                                    gd_seeds(records, "effective_rank")) if rows else None),
-        "geo_rms": (compare_seeds(cell(geo[0.0], part="dial_geomean"), cell(last))
+        "geo_rms": (stats.compare_seeds(cell(geo[0.0], part="dial_geomean"), cell(last))
                     if rows and 0.0 in geo else None),
     }
     return numbers, cmps
@@ -413,10 +413,10 @@ def fixed_lr_rule(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for lr in table["lrs"]:
         cells = [cell_seeds(records, p, lr) for p in powers]
         for a, b in zip(cells, cells[1:], strict=False):
-            c = compare_seeds(b, a)
+            c = stats.compare_seeds(b, a)
             resolved += c is not None and c.sign == -1
             total += 1
-        c = compare_seeds(cells[-1], cells[0])
+        c = stats.compare_seeds(cells[-1], cells[0])
         ends += c is not None and c.sign == -1
     return {"fixed_steps_resolved": resolved, "fixed_steps_n": total,
             "fixed_ends_below": ends}
@@ -437,8 +437,8 @@ def lr_edge_rule(records: Sequence[Mapping[str, Any]]) -> dict[str, Comparison |
     best0, best1 = numbers.get("edge_best_p0_lr"), numbers.get("edge_best_p100_lr")
     above = [lr for lr in lrs if best0 is not None and lr > best0]
     return {
-        "change_p0": compare_seeds(at(0.0, lrs[0]), at(0.0, lrs[-1])) if lrs else None,
-        "change_p100": compare_seeds(at(1.0, lrs[0]), at(1.0, lrs[-1])) if lrs else None,
-        "gap": compare_seeds(at(1.0, best1), at(0.0, best0)),
-        "best_next": compare_seeds(at(0.0, best0), at(0.0, above[0])) if above else None,
+        "change_p0": stats.compare_seeds(at(0.0, lrs[0]), at(0.0, lrs[-1])) if lrs else None,
+        "change_p100": stats.compare_seeds(at(1.0, lrs[0]), at(1.0, lrs[-1])) if lrs else None,
+        "gap": stats.compare_seeds(at(1.0, best1), at(0.0, best0)),
+        "best_next": stats.compare_seeds(at(0.0, best0), at(0.0, above[0])) if above else None,
     }

@@ -61,9 +61,9 @@ from gaugebook.dial.flow_runs import (
     stiffness_label,
 )
 from gaugebook.engine.selection import ORACLE, select
+from gaugebook.present import stats
 from gaugebook.present.stats import Comparison
 from gaugebook.present.tables import NBSP, fmt, rec_lr, yes_no
-from gaugebook.sensing.sensing_views import compare_seeds
 from gaugekit.optim import GD, FlowAdam, SharedScaleAdam
 
 
@@ -413,16 +413,16 @@ def ablation_rule(results: Mapping[str, RunColumns], config: FlowAdamConfig
     for lr, ok_a, ok_b in zip(lrs, interpolated_by_lr(flow, lrs),
                               interpolated_by_lr(matched, lrs), strict=True):
         if ok_a and ok_b:
-            c = compare_seeds(seeds_at(flow, lr), seeds_at(matched, lr))
+            c = stats.compare_seeds(seeds_at(flow, lr), seeds_at(matched, lr))
             words.append(None if c is None else c.sign)
     first = lrs[0]
     cmps = {
-        "dial_flow": compare_seeds(best_runs, selected(flow)),
-        "gd_dial": compare_seeds(selected(gd), best_runs),
-        "gd_flow": compare_seeds(selected(gd), selected(flow)),
-        "first_flow_dial": compare_seeds(seeds_at(flow, first),
+        "dial_flow": stats.compare_seeds(best_runs, selected(flow)),
+        "gd_dial": stats.compare_seeds(selected(gd), best_runs),
+        "gd_flow": stats.compare_seeds(selected(gd), selected(flow)),
+        "first_flow_dial": stats.compare_seeds(seeds_at(flow, first),
                                          seeds_at(results[dial_label(1.0)], first)),
-        "first_quarter_flow": compare_seeds(seeds_at(results[dial_label(low)], first),
+        "first_quarter_flow": stats.compare_seeds(seeds_at(results[dial_label(low)], first),
                                             seeds_at(flow, first)),
     }
     numbers = {"best_dial_factor": best if best is not None else math.nan,
@@ -444,8 +444,8 @@ def trigger_rule(results: Mapping[str, RunColumns], config: FlowAdamConfig,
                         rates[label].tolist(), strict=True))
 
     k1, kmax = stiffness_label(1.0), stiffness_label(config.stiffness_grid[-1])
-    return {"kappa_1": compare_seeds(by_run(k1), by_run(FLOW_LABEL)),
-            "kappa_max": compare_seeds(by_run(kmax), by_run(k1))}
+    return {"kappa_1": stats.compare_seeds(by_run(k1), by_run(FLOW_LABEL)),
+            "kappa_max": stats.compare_seeds(by_run(kmax), by_run(k1))}
 
 
 def long_rule(records: Mapping[str, Sequence[Mapping[str, Any]]]
@@ -461,7 +461,7 @@ def long_rule(records: Mapping[str, Sequence[Mapping[str, Any]]]
     paired = (sum(long_runs[s] - gd[s] for s in shared) / len(shared)) if shared else math.nan
     return ({"long_gd_paired": paired, "long_gd_shared": len(shared),
              "long_gd_above": sum(long_runs[s] > gd[s] for s in shared)},
-            compare_seeds(long_runs, gd))
+            stats.compare_seeds(long_runs, gd))
 
 
 def ablation_rows(results: Mapping[str, RunColumns],

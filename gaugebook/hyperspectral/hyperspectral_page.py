@@ -78,17 +78,6 @@ def _none_won(wins: str | None) -> bool:
 # comparisons of runs: the one rule of the book's words
 # --------------------------------------------------------------------------------------------
 
-def compare(a: Mapping[int, float], b: Mapping[int, float]) -> stats.Comparison | None:
-    """:func:`gaugebook.present.stats.compare_runs` of two ``{seed: value}`` sets, ``a − b``
-    (paired over the seeds they share: a seed fixes the mask and the initial factors of every
-    method, rate and arm of a scene); ``None`` when a side has fewer than two values or a
-    non-finite one. Two scenes do not pair: pass their values as lists."""
-    values = [*_values(a), *_values(b)]
-    if len(_values(a)) < 2 or len(_values(b)) < 2 or not all(map(math.isfinite, values)):
-        return None
-    return stats.compare_runs(a, b)
-
-
 def _values(runs: Mapping[int, float] | Sequence[float]) -> list[float]:
     return [float(v) for v in (runs.values() if isinstance(runs, Mapping) else runs)]
 
@@ -209,10 +198,10 @@ def level_values(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         hi = max(range(len(rmse)), key=rmse.__getitem__)
         tag = f"hsi_lv_{keys[name]}"
         seeds = [r.get("rmse_by_seed") or {} for r in mine]
-        steps = [compare(b, a) for a, b in zip(seeds, seeds[1:], strict=False)]
-        deep_min, max_first, deep_max = (compare(seeds[-1], seeds[lo]),
-                                         compare(seeds[hi], seeds[0]),
-                                         compare(seeds[-1], seeds[hi]))
+        steps = [stats.compare_seeds(b, a) for a, b in zip(seeds, seeds[1:], strict=False)]
+        deep_min, max_first, deep_max = (stats.compare_seeds(seeds[-1], seeds[lo]),
+                                         stats.compare_seeds(seeds[hi], seeds[0]),
+                                         stats.compare_seeds(seeds[-1], seeds[hi]))
         words = [_words(c, "falls", "rises") for c in steps]
         values |= {f"{tag}_steps": words, f"{tag}_before_max": words[:hi],
                    f"{tag}_after_max": words[hi:],
@@ -282,7 +271,7 @@ def deepest_order(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
              "muon_scalar_adam": ("muon", "scalar_adam")}
     out: dict[str, Any] = {}
     for name, (a, b) in pairs.items():
-        c = compare(seeds[a], seeds[b])
+        c = stats.compare_seeds(seeds[a], seeds[b])
         out |= {f"hsi_deep_{name}": _words(c, "below", "above"),
                 f"hsi_deep_{name}_text": _text(c)}
     return out
@@ -307,7 +296,7 @@ def headline_items(c: Collected) -> dict[str, Any]:
             if p.scene.name == "indian_pines"}
     for key in ("low", "high"):
         p, r = rows.get(key, (None, None))
-        c = compare(r["gd_by_seed"], r["adam_by_seed"]) if r else None
+        c = stats.compare_seeds(r["gd_by_seed"], r["adam_by_seed"]) if r else None
         seed_gaps = _values(_points(r["gap_by_seed"])) if r else []
         values |= {f"hsi_head_{key}": _pct(r and r["gap"]),
                    f"hsi_head_rho_{key}": p.density if p else math.nan,
@@ -369,7 +358,7 @@ def grid_items(c: Collected) -> dict[str, Any]:
         cpu = next((r for r in mine if r["grid"].startswith("CPU")), None)
         ext = next((r for r in mine if r["grid"].startswith("extended")), None)
         values |= _sens_rule(key, p, sens)
-        below = [compare(r["gd_by_seed"], r["adam_by_seed"]) for r in mine
+        below = [stats.compare_seeds(r["gd_by_seed"], r["adam_by_seed"]) for r in mine
                  if not r["grid"].startswith("pub")]
         values |= {
             f"hsi_grids_{key}_below": bool(below) and all(
@@ -397,14 +386,16 @@ def _sens_rule(key: str, part: hs.Part | None, sens: Sequence[Mapping[str, Any]]
     :func:`grid_items`)."""
     name = part.name if part else None
     mine = [r for r in sens if name and r.get(f"{name}:gap") is not None]
-    gd_adam = [compare(r[f"{name}:gd_by_seed"], r[f"{name}:adam_by_seed"]) for r in mine]
+    gd_adam = [stats.compare_seeds(r[f"{name}:gd_by_seed"], r[f"{name}:adam_by_seed"])
+               for r in mine]
     gaps = [_points(r[f"{name}:gap_by_seed"]) for r in mine]
-    steps = [compare(b, a) for a, b in zip(gaps, gaps[1:], strict=False)]
+    steps = [stats.compare_seeds(b, a) for a, b in zip(gaps, gaps[1:], strict=False)]
     grid = [i for i, r in enumerate(mine) if r["lr"] in hs.PAPER_LR_GRIDS["adam"]]
     top = max(grid, key=lambda i: mine[i]["lr"]) if grid else None
     added = steps[top] if top is not None and top < len(steps) else None
     adam_top = mine[top][f"{name}:adam_by_seed"] if top is not None else {}
-    worst = [compare(adam_top, mine[i][f"{name}:adam_by_seed"]) for i in grid if i != top]
+    worst = [stats.compare_seeds(adam_top, mine[i][f"{name}:adam_by_seed"])
+             for i in grid if i != top]
     same_level = len({mine[i][f"{name}:level"] for i in grid}) == 1
     return {
         f"hsi_sens_{key}_below": bool(gd_adam) and all(
@@ -451,7 +442,7 @@ def arm_items(c: Collected) -> dict[str, Any]:
             row = mine.get(which)
             if row is None or ref is None:
                 continue
-            moved = compare(_points(row["gap_by_seed"]), _points(ref["gap_by_seed"]))
+            moved = stats.compare_seeds(_points(row["gap_by_seed"]), _points(ref["gap_by_seed"]))
             values |= {f"hsi_arm_{key}_{arm}": 100 * (row["gap"] - ref["gap"]),
                        f"hsi_arm_{key}_{arm}_words": _words(moved, "lower", "higher"),
                        f"hsi_arm_{key}_{arm}_text": _text(moved),
@@ -462,7 +453,7 @@ def arm_items(c: Collected) -> dict[str, Any]:
                 values[f"hsi_arm_{key}_f32_max"] = 100 * max(per_seed, default=math.nan)
     spreads = [100 * (max(g) - min(g)) for g in (
         [r["gap"] for r in rows if r["density"] == d] for d in densities)]
-    below = [compare(r["gd_by_seed"], r["adam_by_seed"]) for r in rows]
+    below = [stats.compare_seeds(r["gd_by_seed"], r["adam_by_seed"]) for r in rows]
     return values | {"hsi_arm_spread": max(spreads, default=math.nan),
                      "hsi_arm_every": bool(rows) and all(
                          _all_won(r["wins"]) and r["gap"] > 0 for r in rows),
@@ -492,7 +483,7 @@ def _gd_edge(rows: Sequence[Mapping[str, Any]], adam: float, seeds: int,
         "slow_hi": max((r["rmse"] for r in slower), default=math.nan),
         "slow_below_adam": bool(slower) and all(r["rmse"] < adam for r in slower),
         "slow_resolved": bool(slower) and all(
-            _words(compare(r.get("rmse_by_seed") or {}, adam_by_seed or {}), "below",
+            _words(stats.compare_seeds(r.get("rmse_by_seed") or {}, adam_by_seed or {}), "below",
                    "above") == "below" for r in slower),
     }
 
@@ -545,7 +536,7 @@ def beyond_items(c: Collected) -> dict[str, Any]:
         tag = f"hsi_by_{p.scene.name}_{p.density_label}"
         ratio = h["gd"] / h["adam"] if h["gd"] is not None and h["adam"] else math.nan
         per_seed = views._per_seed(h)
-        gd_adam = compare(per_seed["gd_by_seed"], per_seed["adam_by_seed"])
+        gd_adam = stats.compare_seeds(per_seed["gd_by_seed"], per_seed["adam_by_seed"])
         values |= {tag: _pct(h["gap"]), f"{tag}_rho": p.density, f"{tag}_ratio": ratio,
                    f"{tag}_ratio_text": _ratio_text(ratio, per_seed["gd_by_seed"],
                                                     per_seed["adam_by_seed"]),
@@ -558,7 +549,7 @@ def beyond_items(c: Collected) -> dict[str, Any]:
               if q.scene.name == "indian_pines" and q.density_label == p.density_label}
         if ip:  # another scene: its seeds do not pair with ours, the gaps go in as lists
             mine = _values(_points(per_seed["gap_by_seed"]))
-            vs = {name: compare(mine, _values(_points(g))) for name, g in ip.items()}
+            vs = {name: stats.compare_seeds(mine, _values(_points(g))) for name, g in ip.items()}
             paper_arm = next((vs[n] for n in vs if n.endswith("_paper")), None)
             values |= {f"{tag}_vs_ip": all(_words(v, "smaller", "larger") == "larger"
                                            for v in vs.values()),

@@ -23,7 +23,8 @@ from typing import Any
 from scipy import special
 
 __all__ = ["LEVEL", "Comparison", "RatioComparison", "compare_ratio", "compare_runs",
-           "curve_at", "fmt_lower_bound", "fmt_spread", "mean_sd"]
+           "compare_seeds", "comparison_text", "comparison_texts", "curve_at",
+           "fmt_lower_bound", "fmt_spread", "mean_sd", "says"]
 
 #: The words of a comparison whose interval contains zero.
 LEVEL = "level within the seeds' spread"
@@ -202,6 +203,41 @@ def compare_runs(a: Runs, b: Runs | float, *, confidence: float = 0.95) -> Compa
             plo, phi, pp = _interval(statistics.fmean(d), se, n - 1, confidence)
             out = Comparison(ma, mb, na, nb, diff, low, high, p, confidence, n, plo, phi, pp)
     return out
+
+
+def compare_seeds(a: Runs | None, b: Runs | None) -> Comparison | None:
+    """:func:`compare_runs` of ``a − b`` as a page asks for it: ``None`` (a dash on the page,
+    and a check that asks for words fails) when a side is missing, has fewer than two runs, or
+    holds a value that is missing or not finite (a diverged run is shown by the tables, not
+    compared). Give ``{seed: value}`` where a seed fixes the same start for both sides (the
+    runs pair), a list where they do not."""
+    def usable(runs: Runs | None) -> list[Any] | None:
+        if runs is None:
+            return None
+        xs = list(runs.values() if isinstance(runs, Mapping) else runs)
+        if len(xs) < 2 or any(x is None or not math.isfinite(x) for x in xs):
+            return None
+        return xs
+
+    if usable(a) is None or usable(b) is None:
+        return None
+    return compare_runs(a, b)
+
+
+def comparison_text(c: Comparison | None, spec: str | None = None) -> str:
+    """The numbers of a comparison (:meth:`Comparison.text`), a dash without one."""
+    return "—" if c is None else c.text(spec)
+
+
+def comparison_texts(comparisons: Mapping[str, Comparison | None], prefix: str = ""
+                     ) -> dict[str, str]:
+    """``prefix + name → numbers`` (:func:`comparison_text`) of named comparisons, for glue."""
+    return {prefix + name: comparison_text(c) for name, c in comparisons.items()}
+
+
+def says(c: Comparison | None, word: str, lower: str, higher: str, level: str = LEVEL) -> bool:
+    """Whether a comparison gives ``word`` (:meth:`Comparison.says`); ``False`` without one."""
+    return c is not None and c.says(word, lower, higher, level)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from gaugebook.present import stats
 from gaugebook.present.tables import NBSP, Record, label, rec_lr, table_html, yes_no
 from gaugebook.sensing import sensing_runs as ms
 from gaugebook.sensing.sensing_views import (
-    compare_seeds,
     seed_values,
     split_numbers,
     split_rule,
@@ -252,12 +251,12 @@ def decay_comparisons(decay: Sequence[Record],
                 for x in ms.decay_runs(decay, arm, r["lr"], r["wd"]) if x["status"] == "ok"}
 
     table2 = seed_values(zoo, ms.selection_rows(zoo, "oracle"))
-    out = {"adam_l2_adam": compare_seeds(runs("adam_l2"), table2.get("adam")),
-           "gd_l2_gd": compare_seeds(runs("gd_l2"), table2.get("gd"))}
+    out = {"adam_l2_adam": stats.compare_seeds(runs("adam_l2"), table2.get("adam")),
+           "gd_l2_gd": stats.compare_seeds(runs("gd_l2"), table2.get("gd"))}
     eq = [a for a, d in ms.DECAY_ARMS.items() if get_spec(d.method).equivariant]
     cw = [a for a in ms.DECAY_ARMS if a not in eq]
     for a in eq:
         for b in cw:
-            out[f"{a}_{b}"] = compare_seeds(runs(a), runs(b))
+            out[f"{a}_{b}"] = stats.compare_seeds(runs(a), runs(b))
     return out
 

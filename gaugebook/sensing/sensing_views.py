@@ -215,41 +215,6 @@ def seed_values(records: Sequence[Record], rows: Sequence[Row],
     return out
 
 
-def compare_seeds(a: Mapping[Any, float] | None,
-                  b: Mapping[Any, float] | None) -> stats.Comparison | None:
-    """:func:`~gaugebook.present.stats.compare_runs` of ``a − b``, two sets of runs keyed by
-    what fixes a run's instance and start (a seed, or a seed and a learning rate), so that the
-    runs that share a key pair. A non-finite value (a diverged run) is left out; ``None`` when
-    a side keeps fewer than two runs (a scale without them): a page then prints a dash, and a
-    check that asks for words fails."""
-    def finite(runs: Mapping[Any, float] | None) -> dict[Any, float]:
-        return {k: float(v) for k, v in (runs or {}).items()
-                if v is not None and math.isfinite(v)}
-
-    a, b = finite(a), finite(b)
-    if len(a) < 2 or len(b) < 2:
-        return None
-    return stats.compare_runs(a, b)
-
-
-def cmp_text(comparison: stats.Comparison | None) -> str:
-    """The numbers of a comparison (:meth:`~gaugebook.present.stats.Comparison.text`), a dash
-    without one."""
-    return "—" if comparison is None else comparison.text()
-
-
-def comparison_texts(comparisons: Mapping[str, stats.Comparison | None],
-                     prefix: str = "") -> dict[str, str]:
-    """``prefix + name → numbers`` (:func:`cmp_text`) of named comparisons, for a page's glue."""
-    return {prefix + name: cmp_text(c) for name, c in comparisons.items()}
-
-
-def says(comparison: stats.Comparison | None, word: str, lower: str, higher: str) -> bool:
-    """Whether a comparison gives ``word`` (:meth:`~gaugebook.present.stats.Comparison.says`);
-    ``False`` without one."""
-    return comparison is not None and comparison.says(word, lower, higher)
-
-
 def ranking_pairs(values: Mapping[str, Mapping[int, float]],
                   rows: Sequence[Row]) -> list[dict[str, Any]]:
     """The ranking of ``rows`` by mean recovery error, neighbour by neighbour: each optimizer
@@ -258,7 +223,7 @@ def ranking_pairs(values: Mapping[str, Mapping[int, float]],
     ranked = _ranked(rows)
     out = []
     for a, b in zip(ranked, ranked[1:], strict=False):
-        c = compare_seeds(values.get(a["method"]), values.get(b["method"]))
+        c = stats.compare_seeds(values.get(a["method"]), values.get(b["method"]))
         out.append({"a": a["method"], "b": b["method"], "cmp": c,
                     "pair": f"{a['label']} − {b['label']}",
                     "words": "—" if c is None else c.words("ahead", "behind")})
@@ -311,7 +276,7 @@ def split_rule(values: Mapping[str, Mapping[int, float]],
     eq = [r["method"] for r in rows if r["equivariant"]]
     cw = [r["method"] for r in rows if not r["equivariant"]]
     signs = [None if c is None else c.sign
-             for c in (compare_seeds(values.get(a), values.get(b)) for a in eq for b in cw)]
+             for c in (stats.compare_seeds(values.get(a), values.get(b)) for a in eq for b in cw)]
     below, above = signs.count(-1), signs.count(1)
 
     def mean(m: str) -> float:
@@ -320,11 +285,11 @@ def split_rule(values: Mapping[str, Mapping[int, float]],
 
     worst = max((m for m in eq if math.isfinite(mean(m))), key=mean, default=None)
     best = min((m for m in cw if math.isfinite(mean(m))), key=mean, default=None)
-    c = (compare_seeds(values.get(worst), values.get(best)) if worst and best else None)
+    c = (stats.compare_seeds(values.get(worst), values.get(best)) if worst and best else None)
     verdict = "holds" if signs and below == len(signs) else "fails" if above else "level"
     return {"below": below, "above": above, "level": len(signs) - below - above,
             "pairs": len(signs), "verdict": verdict, "worst_eq": worst, "best_cw": best,
-            "cmp": c, "text": cmp_text(c),
+            "cmp": c, "text": stats.comparison_text(c),
             "counts": f"{below}{NBSP}/{NBSP}{len(signs) - below - above}{NBSP}/{NBSP}{above}"}
 
 

@@ -10,10 +10,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gaugebook.present import stats
 from gaugebook.present.tables import NBSP, Row, table_html
 from gaugebook.present.viz import _axes, legend_below, method_color
 from gaugebook.tails import tails_runs as st
-from gaugebook.tails.tails_views import compare_seeds, comparison_text
 
 
 def crossing_figure(rows: Sequence[Row], est: Mapping[str, Any], published: bool) -> Any:
@@ -72,12 +72,12 @@ def crossing_html(est: Mapping[str, Any], published: bool) -> str:
 
 def muon_against_gd(rows: Sequence[Row]) -> dict[float, Any]:
     """Per ``τ`` of ``rows`` (:func:`~gaugebook.tails.tails_runs.phase_rows`), Muon's rec
-    minus GD's by the rule: :func:`~gaugebook.tails.tails_views.compare_seeds` of their rec
+    minus GD's by the rule: :func:`~gaugebook.present.stats.compare_seeds` of their rec
     per seed, paired (the runs of a seed share the instance and the initial factors);
     ``None`` where a side is missing."""
     by = {(r["method"], r["tau"]): r["rec_by_seed"] for r in rows}
     taus = sorted({r["tau"] for r in rows})
-    return {t: compare_seeds(by[("muon", t)], by[("gd", t)]) if ("muon", t) in by
+    return {t: stats.compare_seeds(by[("muon", t)], by[("gd", t)]) if ("muon", t) in by
             and ("gd", t) in by else None for t in taus}
 
 
@@ -108,9 +108,9 @@ def crossing_numbers(rows: Sequence[Row], est: Mapping[str, Any],
         "tails_mg_words": [words[t] for t in sorted(words)],
         "tails_mg_ahead": [t for t, w in sorted(words.items()) if w == "ahead"],
         "tails_mg_behind": [t for t, w in sorted(words.items()) if w == "behind"],
-        "tails_mg_text_0": comparison_text(mg.get(first)),
-        "tails_mg_text_star": comparison_text(mg.get(paper_x.tau_star)),
-        "tails_mg_text_gpu": comparison_text(mg.get(gpu["tau_star"])),
+        "tails_mg_text_0": stats.comparison_text(mg.get(first)),
+        "tails_mg_text_star": stats.comparison_text(mg.get(paper_x.tau_star)),
+        "tails_mg_text_gpu": stats.comparison_text(mg.get(gpu["tau_star"])),
         "tails_mg_words_gpu": words.get(gpu["tau_star"]),
         "tails_rules_same_runs": paper_x.taus == ours_x.taus
         and paper_x.difference == ours_x.difference,

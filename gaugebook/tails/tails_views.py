@@ -28,27 +28,6 @@ from gaugebook.tails.tail_problem import make_tail_instance
 # comparisons of runs: the one rule of the book's words
 # --------------------------------------------------------------------------------------------
 
-def compare_seeds(a: Mapping[int, float], b: Mapping[int, float]) -> stats.Comparison | None:
-    """:func:`gaugebook.present.stats.compare_runs` of two ``{seed: value}`` sets, ``a − b``,
-    paired over their shared seeds; ``None`` when a side has fewer than two values or a
-    missing or non-finite one (a failed run is shown by the tables, not compared).
-
-    The runs of this chapter pair by seed: seed ``s`` draws the instance (``U⋆``, ``V⋆``,
-    ``G`` and the measurements) and, from ``s + 7``, the initial factors
-    (:func:`gaugebook.sensing.run_specs.factored_run`), the same for every optimizer, ``τ``,
-    budget and schedule; only the rule, its learning rate and the target's tail differ."""
-    values = [*a.values(), *b.values()]
-    if len(a) < 2 or len(b) < 2 or any(v is None or not math.isfinite(v) for v in values):
-        return None
-    return stats.compare_runs(dict(a), dict(b))
-
-
-def comparison_text(c: stats.Comparison | None, spec: str | None = None) -> str:
-    """:meth:`~gaugebook.present.stats.Comparison.text` (``spec`` as there), a dash without a
-    comparison."""
-    return "—" if c is None else c.text(spec)
-
-
 def _short(c: stats.Comparison | None) -> str:
     """A comparison for a table cell: the difference and its 95 % interval, to the digits the
     interval supports, and the p values."""
@@ -275,7 +254,7 @@ def phase_leads(rows: Sequence[Row], taus: Sequence[float]) -> list[dict[str, An
         if len(mine) < 2:
             continue
         best, nxt = mine[0], mine[1]
-        c = compare_seeds(best["rec_by_seed"], nxt["rec_by_seed"])
+        c = stats.compare_seeds(best["rec_by_seed"], nxt["rec_by_seed"])
         out.append({"tau": tau, "best": best["method"], "next": nxt["method"], "cmp": c,
                     "words": None if c is None else c.words("ahead", "behind")})
     return out
@@ -335,7 +314,7 @@ def phase_numbers(records: Mapping[str, Sequence[Record]], rows: Sequence[Row],
         "tails_lead_words": [x["words"] for x in leads],
         "tails_lead_resolved": [x["tau"] for x in leads if x["cmp"] is not None
                                 and x["cmp"].resolved],
-        "tails_lead_text_0": comparison_text(leads[0]["cmp"]) if leads else "—",
+        "tails_lead_text_0": stats.comparison_text(leads[0]["cmp"]) if leads else "—",
     })
     table2 = ms.published_table2(ms.get_config("paper").part("zoo")) if published else None
     gaps = {r["method"]: abs(r["rec"] - table2[r["method"]][0]) for r in rows
@@ -436,7 +415,7 @@ def signum_numbers(hz: Sequence[Row], config: st.TailsConfig) -> dict[str, Any]:
     largest = max(r["T"] for r in hz)
     best = min(hz, key=lambda r: r["rec"])
     at_max = {r["schedule"]: r for r in hz if r["T"] == largest}
-    lin_cos = (compare_seeds(at_max["linear"].get("rec_by_seed", {}),
+    lin_cos = (stats.compare_seeds(at_max["linear"].get("rec_by_seed", {}),
                              at_max["cosine"].get("rec_by_seed", {}))
                if {"linear", "cosine"} <= set(at_max) else None)
     partial = [(r["schedule"], r["T"], r["exact_seeds"], len(r["rec_seeds"])) for r in hz
@@ -459,7 +438,7 @@ def signum_numbers(hz: Sequence[Row], config: st.TailsConfig) -> dict[str, Any]:
         "tails_signum_lin_cos_words": None if lin_cos is None else lin_cos.words("below",
                                                                                 "above"),
         # rec of order 1e-5: one significant digit, as far as the interval supports
-        "tails_signum_lin_cos_text": comparison_text(lin_cos, "+.0e"),
+        "tails_signum_lin_cos_text": stats.comparison_text(lin_cos, "+.0e"),
     }
 
 
@@ -526,7 +505,7 @@ def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str,
     geometry, balanced = ("muon", "shampoo"), ("gd", "scalar_adam")
     per_tau = [min(by[(m, t)] for m in geometry) > max(by[(m, t)] for m in balanced)
                for t in taus]
-    cmp = {(g, b, t): compare_seeds(seeds[(g, t)], seeds[(b, t)])
+    cmp = {(g, b, t): stats.compare_seeds(seeds[(g, t)], seeds[(b, t)])
            for g in geometry for b in balanced for t in taus}
     above = {g: [t for t in taus
                  if all((c := cmp[(g, b, t)]) is not None and c.sign > 0 for b in balanced)]
@@ -545,7 +524,7 @@ def balancedness_numbers(bal: Sequence[Row], taus: Sequence[float]) -> dict[str,
         "tails_bal_reversed": any(c is not None and c.sign < 0 for c in cmp.values()),
         "tails_bal_shampoo_lo": min(shampoo0, default=math.nan),
         "tails_bal_shampoo_hi": max(shampoo0, default=math.nan),
-        "tails_bal_shampoo_sa_text": comparison_text(cmp[("shampoo", "scalar_adam", t0)]),
+        "tails_bal_shampoo_sa_text": stats.comparison_text(cmp[("shampoo", "scalar_adam", t0)]),
     }
     for g in geometry:
         level = [t for t in taus if t not in above[g]]

@@ -88,15 +88,6 @@ def test_deepest_order_compares_neighbours_on_the_seeds():
     assert order["hsi_deep_muon_scalar_adam"] == stats.LEVEL
 
 
-def test_compare_pairs_by_seed_and_refuses_what_it_cannot_compare():
-    c = page.compare({1: 0.010, 2: 0.012, 3: 0.011}, {1: 0.020, 2: 0.025, 3: 0.021})
-    assert c.paired_n == 3 and c.words("below", "above") == "below"
-    assert page.compare({1: 0.01}, {1: 0.02, 2: 0.03}) is None
-    assert page.compare({1: 0.01, 2: math.nan}, {1: 0.02, 2: 0.03}) is None
-    # two scenes: lists, Welch's interval only
-    assert page.compare([1.0, 1.1, 0.9], [2.0, 2.1, 2.2]).paired_n == 0
-
-
 def test_sens_rule_reads_the_gap_step_by_step():
     class Part:
         name = "ip_low"

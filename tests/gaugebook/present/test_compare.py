@@ -13,8 +13,12 @@ from gaugebook.present.stats import (
     LEVEL,
     compare_ratio,
     compare_runs,
+    compare_seeds,
+    comparison_text,
+    comparison_texts,
     fmt_lower_bound,
     fmt_spread,
+    says,
 )
 
 
@@ -131,3 +135,17 @@ def test_against_a_number_is_the_one_sample_test(seed):
                                          (10.8, "10"), (2.94, "2"), (1000.0, "1,000")])
 def test_a_lower_bound_is_rounded_down(x, text):
     assert fmt_lower_bound(x) == text
+
+
+def test_compare_seeds_pairs_and_refuses_what_it_cannot_compare():
+    a, b = {42: 0.10, 123: 0.12, 456: 0.17}, {42: 0.20, 123: 0.21, 456: 0.27, 789: 9.0}
+    c = compare_seeds(a, b)
+    assert c == compare_runs(a, b) and c.paired_n == 3  # seed 789 has no partner
+    assert compare_seeds(a, {k: b[k] for k in a}).words("ahead", "behind") == "ahead"
+    # a diverged run is shown by the tables, not compared; one run a side is no comparison
+    assert compare_seeds(a, {**b, 456: math.nan}) is None
+    assert compare_seeds({42: 0.1}, b) is None and compare_seeds(a, None) is None
+    assert compare_seeds([0.1, 0.2, 0.3], [0.3, 0.4]).paired_n == 0  # lists do not pair
+    assert comparison_text(None) == "—" and comparison_text(c) == c.text()
+    assert comparison_texts({"x": c, "y": None}, "p_") == {"p_x": c.text(), "p_y": "—"}
+    assert not says(None, LEVEL, "below", "above") and says(c, LEVEL, "ahead", "behind")

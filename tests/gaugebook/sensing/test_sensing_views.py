@@ -146,17 +146,6 @@ def _values(shifts, jitter=0.001):
             for i, (m, shift) in enumerate(shifts.items())}
 
 
-def test_compare_seeds_pairs_by_seed_and_needs_two_runs_a_side():
-    a, b = {1: 0.1, 2: 0.3, 3: 0.2}, {1: 0.2, 2: 0.45, 3: 0.3, 4: 9.0}
-    c = views.compare_seeds(a, b)
-    assert c == stats.compare_runs(a, b) and c.paired_n == 3
-    # a diverged run is left out, and one run a side is no comparison
-    assert views.compare_seeds({**a, 4: float("nan")}, b) == c
-    assert views.compare_seeds({1: 0.1}, b) is None and views.compare_seeds(a, None) is None
-    assert views.cmp_text(None) == "—" and views.cmp_text(c) == c.text()
-    assert not views.says(None, stats.LEVEL, "below", "above")
-
-
 def test_ranking_pairs_group_the_neighbours_the_rule_cannot_tell_apart():
     values = _values({"muon": -1.0, "gd": 0.0, "adam": 0.05, "lion": 0.5})
     rows = _rows(values)

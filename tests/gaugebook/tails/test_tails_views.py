@@ -3,8 +3,6 @@ gaugebook.tails.tails_crossing), from the committed paper-scale records."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 pytest.importorskip("gaugebook.present.viz")
@@ -26,17 +24,6 @@ def test_instance_numbers_take_the_worst_factor_and_count_the_paper_operators():
     assert numbers["tails_norm_err"] == pytest.approx(3e-16, rel=0.5)
     assert numbers["tails_tail_norm_err"] == pytest.approx(1e-9)
     assert numbers["tails_head_zoo"] == 2e-7
-
-
-def test_compare_seeds_pairs_by_seed_and_refuses_a_failed_run():
-    a = {42: 0.10, 123: 0.12, 456: 0.17}
-    b = {42: 0.20, 123: 0.21, 456: 0.27}
-    c = views.compare_seeds(a, b)
-    assert c.paired_n == 3 and c.diff == pytest.approx(-0.0967, abs=1e-4)
-    assert c.words("ahead", "behind") == "ahead"
-    assert views.compare_seeds(a, {**b, 456: math.nan}) is None
-    assert views.compare_seeds({42: 0.1}, b) is None
-    assert views.comparison_text(None) == "—"
 
 
 def _phase_row(tau, method, recs):
