@@ -301,7 +301,7 @@ def twin_lookup(records: Records) -> dict[tuple[str, str, str], dict[str, Any]]:
 
 #: The round-off threshold of a float32 run's drift (:func:`gaugekit.audit.verdict_threshold`),
 #: and the smallest drift float32 resolves below it, read against the noise twins
-#: (:func:`gaugekit.audit.twin_parts.verdict_resolution`).
+#: (:func:`gaugekit.audit.heads.verdict_resolution`).
 ROUNDOFF = verdict_threshold(torch.float32)
 RESOLUTION = verdict_resolution(torch.float32)
 

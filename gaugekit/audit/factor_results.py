@@ -237,7 +237,7 @@ def decide_verdict(
     float32), so a small break (a damping term, a clamp) can hide under it. The noise twin
     measures this run's own sensitivity: a gauge twin ten times farther from its base than a
     twin nudged by ``noise_scale``, and ten times above the dtype's ``resolution`` (the drift
-    of a few steps of round-off, :func:`~gaugekit.audit.twin_parts.verdict_resolution`), has
+    of a few steps of round-off, :func:`~gaugekit.audit.heads.verdict_resolution`), has
     seen the basis, whatever the threshold says.
 
     Args:

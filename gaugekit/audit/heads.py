@@ -94,8 +94,10 @@ twin ≈ noise twin)*, with the numbers that decide it. The drift of a twin is t
 ``rel(M_h, M_h')`` over its heads and checkpoints; the rule is that of the factor audit
 (:func:`~gaugekit.audit.factor_results.decide_verdict`): a gauge drift at or below the round-off
 threshold of the dtype (:func:`verdict_threshold`: 1e-8 in float64, 1e-3 in float32) keeps the
-gauge; above it, a gauge drift more than ``CHAOS_FACTOR = 10`` times the noise twin's breaks
-the gauge, and one within that factor is chaotic: the run separates twins that start a tiny
+gauge, unless it is more than ``CHAOS_FACTOR = 10`` times both the noise twin's and the dtype's
+resolution (:func:`verdict_resolution`), which reads a small break the fixed threshold hides;
+above it, a gauge drift more than ``CHAOS_FACTOR`` times the noise twin's breaks the gauge, and
+one within that factor is chaotic: the run separates twins that start a tiny
 perturbation apart just as fast, so the gap says how chaotic training is, not that the rule sees
 the basis. Adam's
 gauge twins end about 500 times farther apart than its noise twins on the book's attention model
@@ -141,6 +143,7 @@ from gaugekit.audit.twin_parts import (
     noise_twin,
     output_drift,
     rel_distance,
+    verdict_resolution,
     verdict_threshold,
 )
 from gaugekit.optim.muon import Muon
@@ -169,6 +172,7 @@ __all__ = [
     "noise_twin",
     "output_drift",
     "rel_distance",
+    "verdict_resolution",
     "verdict_threshold",
 ]
 
