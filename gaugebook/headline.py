@@ -387,9 +387,9 @@ def hyperspectral_rows() -> Rows:
                         f"{get_scene_info(scene).label}", "—",
                         ", ".join(f"{views._published_gap(p)} at ρ = {d:g}" for d, p in pubs),
                         "not run here", note=f"Its data file, `{info.file}`, is not in the "
-                        f"data folder: download it from {info.url} into the folder "
-                        f"`GAUGEKIT_DATA` names, then `python -m gaugebook run {hs.NAME} "
-                        f"--scale paper` runs its parts and the row fills in.",
+                        f"data folder: download [{info.file.rsplit('/', 1)[-1]}]({info.url}) "
+                        f"into the folder `GAUGEKIT_DATA` names, then `python -m gaugebook run "
+                        f"{hs.NAME} --scale paper` runs its parts and the row fills in.",
                         covers="—", paper_covers=", ".join(f"ρ = {d:g}" for d, _ in pubs)))
     return out
 

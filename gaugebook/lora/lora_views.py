@@ -46,32 +46,30 @@ def selection_table(records: Records) -> str:
 
 
 def _versus(c: Any) -> str:
-    """A comparison's difference and interval in one cell, ``+0.04 (-0.001, +0.07)``."""
+    """A comparison's difference and the half-width of its 95 % interval in one cell,
+    ``+0.04 ± 0.04``."""
     if c is None:
         return "—"
-    return f"{fmt_spread(c.diff, c.half_width, signed=True)}{NBSP}" \
-           f"({fmt_spread(c.low, c.half_width, signed=True)},{NBSP}" \
-           f"{fmt_spread(c.high, c.half_width, signed=True)})"
+    return f"{fmt_spread(c.diff, c.half_width, signed=True)}{NBSP}±{NBSP}" \
+           f"{fmt_spread(c.half_width, c.half_width)}"
 
 
 def fresh_table(records: Records, init: str = "zero") -> str:
     """Each optimizer at its selected rate over the fresh seeds: held-out loss on the new text
     at equal steps, its difference from AdamW's with the 95 % interval (paired by seed), ms
     per step (geometric mean of the re-timings), the loss at equal time, the loss on the
-    pretraining text after fine-tuning ("old text"), and the gauge group its rule keeps."""
+    pretraining text after fine-tuning ("old text")."""
     out = [{**r, "optimizer": r["label"] + ("" if not r["failed"] else
                                             f" ({r['failed']} of {r['seeds']} failed)"),
-            "keeps": r["keeps"] or "none",
             "steps": _pm(r["val_loss"], r["val_loss_sd"]),
             "vs": _versus(r["vs_adamw"]),
             "time": _pm(r["val_loss_equal_time"], r["val_loss_equal_time_sd"]),
             "source": _pm(r["source_val_loss"], r["source_val_loss_sd"])}
            for r in ls.fresh_rows(records, init)]
     return viz.table_html(
-        out, ["optimizer", "keeps", "lr", "steps", "vs", "ms_per_step", "time", "source"],
-        headers={"keeps": "keeps", "lr": "rate", "steps": "equal steps",
-                 "vs": "− AdamW (95 % CI)", "ms_per_step": "ms/step", "time": "equal time",
-                 "source": "old text"},
+        out, ["optimizer", "lr", "steps", "vs", "ms_per_step", "time", "source"],
+        headers={"lr": "rate", "steps": "equal steps", "vs": "− AdamW",
+                 "ms_per_step": "ms/step", "time": "equal time", "source": "old text"},
         formats={"lr": "g", "ms_per_step": ".0f"})
 
 

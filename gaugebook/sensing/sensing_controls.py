@@ -118,12 +118,12 @@ def survival(records: Mapping[str, Sequence[Record]]) -> tuple[str, dict, dict[s
     html = table_html(
         summary, ["setting", "worst_eq", "best_cw", "gap", "clean", "rule", "edges",
                   "not_interp"],
-        headers={"worst_eq": "worst equivariant (rec)",
-                 "best_cw": "best coordinate-wise (rec)", "gap": "gap",
-                 "clean": "clean split (means)",
-                 "rule": "the rule: verdict (pairs below / level / above)",
-                 "edges": "lr at grid edge",
-                 "not_interp": "selected without interpolating"})
+        headers={"worst_eq": "worst equivariant",
+                 "best_cw": "best coordinate-wise", "gap": "gap",
+                 "clean": "split (means)",
+                 "rule": "split (rule)",
+                 "edges": "at edge",
+                 "not_interp": "not interp."})
     honest = [r for r in summary if "oracle" not in r["setting"]]
     zoo = ms.selection_rows(records["zoo"], "oracle")
     val = ms.selection_rows(records["zoo"], "validation")
