@@ -303,7 +303,7 @@ def sgd_kernel_applies(params: list[Tensor], grads: list[Tensor], exp_avgs: list
     """Whether :func:`sgd_kernel_step_` can run on these tensors: plain (not DTensor), dense,
     on a CPU or a CUDA device, in float32 or float64 (not half precision: torch 2.13's CPU
     kernel leaves such entries unchanged), each gradient and moment on its parameter's device
-    and in its dtype."""
+    and in its dtype, and all three in one dense layout (:func:`same_dense_layout`)."""
     if not hasattr(torch, "_fused_sgd_"):
         return False
     for p, g, m in zip(params, grads, exp_avgs, strict=True):
@@ -312,9 +312,35 @@ def sgd_kernel_applies(params: list[Tensor], grads: list[Tensor], exp_avgs: list
         if (type(p) not in _PLAIN or type(g) not in _PLAIN or type(m) not in _PLAIN
                 or p.layout is not torch.strided or p.device.type not in ("cpu", "cuda")
                 or p.dtype not in _SGD_KERNEL_DTYPES
-                or (g.device, g.dtype, m.device, m.dtype) != (p.device, p.dtype) * 2):
+                or (g.device, g.dtype, m.device, m.dtype) != (p.device, p.dtype) * 2
+                or not same_dense_layout(p, g, m)):
             return False
     return True
+
+
+def dense_strides(t: Tensor) -> bool:
+    """Whether ``t``'s entries fill a block of memory without gaps or overlaps, in any order of
+    its dimensions (contiguous, transposed, channels-last; not a slice with a step)."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride(), strict=True), key=lambda s: s[1]):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def same_dense_layout(*tensors: Tensor) -> bool:
+    """Whether the tensors are :func:`dense_strides` with the same strides: an elementwise
+    kernel that walks their memory in order then pairs the same entries. torch 2.13's fused
+    optimizer kernels (``torch._fused_sgd_``, the kernel of ``torch.optim.SGD(fused=True)``)
+    walk memory so: on a slice with a step, or on a parameter and a gradient of different
+    strides, they update the wrong entries (twenty steps of a small regression on a sliced
+    weight: the loss goes up where the contiguous weight's goes down)."""
+    first = tensors[0]
+    return all(dense_strides(t) and t.stride() == first.stride() and t.shape == first.shape
+               for t in tensors)
 
 
 def _scalars_on_host(params: list[Tensor]) -> bool:

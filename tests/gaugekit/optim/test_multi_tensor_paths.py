@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from gaugekit.audit.factor_results import optimizer_hyperparameters
-from gaugekit.optim import AdamMini, Lion, SharedScaleAdam
+from gaugekit.optim import AdamMini, Lion, SharedScaleAdam, functional
 
 CASES = {
     "shared_scale": lambda ps, **kw: SharedScaleAdam(ps, lr=1e-2, weight_decay=0.1, **kw),
@@ -217,3 +217,67 @@ def test_switches_are_validated_and_hidden_while_off():
     with pytest.raises(ValueError, match="^Invalid foreach"):
         SharedScaleAdam([{"params": p}, {"params": [nn.Parameter(torch.zeros(2))],
                                          "foreach": True}])
+
+
+def _layout(value: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "transposed":
+        return value.t().contiguous().t()
+    if layout == "channels_last":
+        return value.contiguous(memory_format=torch.channels_last)
+    if layout == "sliced":
+        wide = torch.zeros(*value.shape[:-1], 2 * value.shape[-1], dtype=value.dtype)
+        wide[..., ::2] = value
+        return wide[..., ::2]
+    return value.clone()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "channels_last"])
+@pytest.mark.parametrize("maximize", [False, True])
+def test_torchs_fused_sgd_kernel_on_every_layout_it_is_given(dtype, layout, maximize):
+    """Pins the private kernel on the layouts ``same_dense_layout`` sends it (one dense layout
+    shared by the parameter, the gradient and the moment): three steps of
+    ``m ← β m + (1 − β) g``, ``θ ← θ − r m`` (``−g`` with maximize), against the formula."""
+    g = torch.Generator().manual_seed(5)
+    shape = (3, 4, 5, 2) if layout == "channels_last" else (7, 5)
+    theta, m = (torch.randn(shape, generator=g, dtype=dtype) for _ in range(2))
+    grads = [torch.randn(shape, generator=g, dtype=dtype) for _ in range(3)]
+    p, buf = _layout(theta, layout), _layout(m, layout)
+    assert functional.same_dense_layout(p, buf)
+    beta, rate = 0.8, 0.05
+    for grad in grads:
+        d = -grad if maximize else grad
+        m = beta * m + (1 - beta) * d
+        theta = theta - rate * m
+        torch._fused_sgd_([p], [_layout(grad, layout)], [buf], weight_decay=0.0, momentum=beta,
+                          lr=rate, dampening=beta, nesterov=False, maximize=maximize,
+                          is_first_step=False)
+    tol = 1e-6 if dtype == torch.float32 else 1e-14
+    torch.testing.assert_close(buf, m, atol=tol, rtol=tol)
+    torch.testing.assert_close(p, theta, atol=tol, rtol=tol)
+    assert p.stride() == _layout(theta, layout).stride()  # the layout kept
+
+
+@pytest.mark.parametrize(("param_layout", "grad_layout"),
+                         [("sliced", "contiguous"), ("contiguous", "transposed"),
+                          ("transposed", "contiguous"), ("sliced", "sliced")])
+def test_other_layouts_never_reach_the_kernel(monkeypatch, param_layout, grad_layout):
+    """A parameter sliced with a step, or a gradient of other strides than its parameter, is
+    stepped by the two passes (torch 2.13's kernel updates the wrong entries there: the step of
+    issue 46), with the contiguous run's numbers."""
+    def run(pl, gl):
+        g = torch.Generator().manual_seed(6)
+        value = torch.randn(6, 4, generator=g, dtype=torch.float64)
+        p = _layout(value, pl).requires_grad_(True)
+        opt = SharedScaleAdam([p], lr=0.05)
+        for _ in range(3):
+            p.grad = _layout(torch.randn(6, 4, generator=g, dtype=torch.float64), gl)
+            opt.step()
+        return p.detach().contiguous(), value
+
+    reference, start = run("contiguous", "contiguous")
+    spy = _KernelSpy(monkeypatch)
+    got, _ = run(param_layout, grad_layout)
+    assert spy.calls == []
+    torch.testing.assert_close(got, reference, atol=1e-13, rtol=1e-13)
+    assert (reference - start).abs().max() > 0.05
