@@ -82,6 +82,8 @@ class Adam(ZooOptimizer):
     """
 
     weight_decay_kind = "coupled"
+    nonfinite_default = "propagate"  # per coordinate: torch's behaviour by default
+    rule_keys = ("decoupled_weight_decay",)
     hyper_checks = {
         "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
         "decoupled_weight_decay": bool_check, "maximize": bool_check,
@@ -90,11 +92,13 @@ class Adam(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, decoupled_weight_decay: bool = False,
-        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
+        maximize: bool = False, batch_dims: int = 0,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
             "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize,
+            "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
@@ -220,19 +224,22 @@ class SharedScaleAdam(ZooOptimizer):
 
 def _shared_scale_step_(
     opt: ZooOptimizer, entries: list[tuple[dict[str, Any], Tensor, Tensor]], *, eps: Hyper,
-    lr_key: str = "lr", lr_ratio_key: str | None = None,
+    lr_key: str = "lr", lr_ratio_key: str | None = None, sums: list[Tensor] | None = None,
+    checked: bool = False,
 ) -> bool:
     """One shared-scale Adam step of ``entries`` ``(group, param, grad)`` of ``opt`` (all of them
     share the scalar), after the non-finite check (:meth:`ZooOptimizer._finite_or_skip`, on
     the sums of squares the scalar is made of). The learning rate of a parameter is
-    ``group[lr_key]`` (times ``group[lr_ratio_key]``). State per parameter: ``step``,
+    ``group[lr_key]`` (times ``group[lr_ratio_key]``); ``sums``: the sums of squares of the
+    gradients when the caller has them, ``checked``: the caller ran the check. State: ``step``,
     ``exp_avg``, ``exp_avg_sq_mean``. Returns whether the step was taken. Shared by
     :class:`SharedScaleAdam` and :class:`~gaugekit.optim.MuonAdam`."""
     if not entries:
         return True
     batch_dims = opt.defaults["batch_dims"]
-    sums = F.run_sums_of_squares([g for _, _, g in entries], batch_dims)
-    if not opt._finite_or_skip(sums, [p for _, p, _ in entries]):
+    if sums is None:
+        sums = F.run_sums_of_squares([g for _, _, g in entries], batch_dims)
+    if not checked and not opt._finite_or_skip(sums, [p for _, p, _ in entries]):
         return False
     params = [p for _, p, _ in entries]
     foreach = opt.defaults.get("foreach")
@@ -327,6 +334,7 @@ class AdamMini(ZooOptimizer):
         fused: those passes compiled into one (``torch.compile``; the first step compiles).
     """
 
+    rule_keys = ("blocks",)
     hyper_checks = {
         "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
         "blocks": _blocks_check, "maximize": bool_check, "foreach": _switch_check,
@@ -337,11 +345,12 @@ class AdamMini(ZooOptimizer):
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, blocks: int | str = 1,
         maximize: bool = False, foreach: bool | None = None, fused: bool | None = None,
-        batch_dims: int = 0, **torch_options: Any,
+        batch_dims: int = 0, nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-            "blocks": blocks, "maximize": maximize, "foreach": foreach, "fused": fused,
+            "blocks": blocks, "maximize": maximize,
+            "nonfinite": nonfinite, "foreach": foreach, "fused": fused,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
@@ -350,19 +359,31 @@ class AdamMini(ZooOptimizer):
         blocks, batch_dims = group["blocks"], group["batch_dims"]
         if isinstance(blocks, str):
             return
-        for p in group["params"]:
-            rows = p.shape[batch_dims] if p.ndim > batch_dims else 1
-            if p.ndim == batch_dims or rows % blocks:
+        for p in group["params"]:  # a 0-d parameter (after the batch dims) is one block
+            if p.ndim > batch_dims and p.shape[batch_dims] % blocks:
                 raise invalid(
                     "blocks", blocks, "a divisor of the rows of every parameter of its group "
                     f"(got a parameter of shape {tuple(p.shape)} with batch_dims={batch_dims})"
                 )
 
-    def _update_group(self, group: dict[str, Any]) -> None:
+    def _update_all(self, closure: Any = None) -> None:
+        """The block statistics of every group first, the non-finite check on them (no extra
+        pass over the gradients), then each group's update."""
+        groups = [(group, list(self._with_grad(group["params"]))) for group in self.param_groups]
+        means = [[F.block_mean_sq(g, group["blocks"], group["batch_dims"]) for _, g in pairs]
+                 for group, pairs in groups]
+        if not self._finite_or_skip([m for ms in means for m in ms],
+                                    [p for _, pairs in groups for p, _ in pairs]):
+            return
+        for (group, pairs), block_means in zip(groups, means, strict=True):
+            self._step_group(group, pairs, block_means)
+
+    def _step_group(self, group: dict[str, Any], pairs: list[tuple[Tensor, Tensor]],
+                    block_means: list[Tensor]) -> None:
         blocks, batch_dims = group["blocks"], group["batch_dims"]
         beta1, beta2 = group["betas"]
         rows = []
-        for p, g in self._with_grad(group["params"]):
+        for p, g in pairs:
             state = self._state(p, "exp_avg", step=True)
             if "exp_avg_sq_block" not in state:
                 state["exp_avg_sq_block"] = torch.zeros_like(
@@ -383,4 +404,5 @@ class AdamMini(ZooOptimizer):
             params, grads, exp_avgs, vs, steps=steps, lrs=lrs, beta1s=beta1s, beta2s=beta2s,
             epss=epss, weight_decays=decays, blocks=blocks, batch_dims=batch_dims,
             maximize=group["maximize"], foreach=foreach, fused=bool(group["fused"]),
+            block_means=block_means,
         )

@@ -178,6 +178,8 @@ class FlowAdam(ZooOptimizer):
             ``"propagate"`` for stacked runs): what a non-finite gradient does.
     """
 
+    rule_keys = ("precond_power", "precond_scalar", "flow")
+    pools_all_params = True
     hyper_checks = {
         "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check, "precond_power": real_check(0.0, 1.0),

@@ -175,17 +175,57 @@ def moment_step_(
         p.addcmul_(m, c)
 
 
-_FUSED: dict[Callable[..., None], Callable[..., None]] = {}
+def _moment_pass_(param: Tensor, grad: Tensor, exp_avg: Tensor, weight: Tensor,
+                  coefficient: Tensor, decay: Tensor) -> None:
+    r""":func:`moment_step_` on one parameter, its three scalars as tensors (0-d or broadcast
+    against it): ``m ← m + w (g − m)``, ``θ ← θ d + c m`` (``d = 1`` multiplies exactly). What
+    ``_compiled_moment_pass`` compiles."""
+    exp_avg.lerp_(grad, weight)
+    param.mul_(decay).addcmul_(exp_avg, coefficient)
 
 
-def _fused(fn: Callable[..., None]) -> Callable[..., None]:
-    """``fn`` compiled by ``torch.compile`` (full graph), once per process: the ``fused=True``
-    path of SharedScaleAdam and AdamMini (:func:`moment_step_` as one pass per parameter). The
-    first step compiles (seconds); another set of shapes compiles once more, then with dynamic
-    shapes (torch's automatic dynamic)."""
-    if fn not in _FUSED:
-        _FUSED[fn] = torch.compile(fn, fullgraph=True)
-    return _FUSED[fn]
+_COMPILED: list[Callable[..., None]] = []
+#: the most graphs of ``_moment_pass_`` kept (dynamo's default is 8 per function): one per
+#: dtype, device and rank of the parameter and of its scalars, shapes dynamic
+COMPILED_GRAPHS = 64
+
+
+def _compiled_moment_pass() -> Callable[..., None]:
+    """:func:`_moment_pass_` compiled by ``torch.compile`` (full graph, dynamic shapes), once
+    per process. One parameter per call, its float scalars as 0-d tensors: a graph depends on
+    dtypes, device and ranks only, so any number of optimizers, parameter counts, shapes and
+    hyperparameters share a few graphs (a pass compiled over the list of a step's parameters
+    recompiled for every new list, and the eighth optimizer of a notebook hit dynamo's
+    recompile limit: ``fullgraph=True`` then fails)."""
+    if not _COMPILED:
+        _COMPILED.append(torch.compile(_moment_pass_, fullgraph=True, dynamic=True))
+    return _COMPILED[0]
+
+
+def _as_tensor(value: Hyper | None, like: Tensor) -> Tensor:
+    """A scalar of :func:`moment_step_` as a tensor in ``like``'s dtype and device (a float or
+    ``None``, which is 1, as a 0-d tensor)."""
+    if isinstance(value, Tensor):
+        return value.to(dtype=like.dtype, device=like.device)
+    return torch.tensor(1.0 if value is None else value, dtype=like.dtype, device=like.device)
+
+
+def _fused_moment_step_(
+    params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], *,
+    weights: list[Hyper], coefficients: list[Tensor], decays: list[Hyper | None] | None = None,
+    foreach: bool = False,
+) -> None:
+    """:func:`moment_step_` with each parameter's two passes compiled into one
+    (``_compiled_moment_pass``; ``fused=True`` of SharedScaleAdam and AdamMini; ``foreach``
+    has no meaning there)."""
+    import torch._dynamo
+
+    decays = decays if decays is not None else [None] * len(params)
+    step = _compiled_moment_pass()
+    with torch._dynamo.config.patch(recompile_limit=COMPILED_GRAPHS):
+        for p, g, m, w, c, d in zip(params, grads, exp_avgs, weights, coefficients, decays,
+                                    strict=True):
+            step(p, g, m, _as_tensor(w, p), _as_tensor(c, p), _as_tensor(d, p))
 
 
 def _decay_factor(lr: Hyper, weight_decay: Hyper) -> Hyper | None:
@@ -198,7 +238,8 @@ def run_sums_of_squares(tensors: list[Tensor], batch_dims: int) -> list[Tensor]:
 
     One pass over each tensor, no temporary: a BLAS ``dot`` of the flattened tensor when it is
     one run of float32/float64 (three times faster than ``vector_norm`` on the CPU), else
-    ``vector_norm``. DTensor (sharded) ``tensors`` are summed over their local blocks and
+    ``vector_norm`` (in float32 for half precision, whose ``Σ x²`` overflows from
+    ``‖x‖ = 256``). DTensor (sharded) ``tensors`` are summed over their local blocks and
     all-reduced once for all of them (:func:`gaugekit.optim.distributed.param_sums`); plain
     ones exactly as in one process.
     """
@@ -208,6 +249,9 @@ def run_sums_of_squares(tensors: list[Tensor], batch_dims: int) -> list[Tensor]:
         if batch_dims == 0 and t.dtype in (torch.float32, torch.float64) and t.numel():
             flat = t.reshape(-1)
             partials.append(torch.dot(flat, flat))
+        elif t.dtype.itemsize < 4:  # half precision: summed in float32 (Σ g² overflows at 256²)
+            partials.append(torch.linalg.vector_norm(t, dim=dims, dtype=torch.float32).square()
+                            if dims else t.float() * t.float())
         else:
             partials.append(torch.linalg.vector_norm(t, dim=dims).square() if dims else t * t)
     return D.param_sums(partials, tensors)
@@ -285,7 +329,7 @@ def shared_scale_adam_(
     else:
         coefficients = [(-lr / (1 - beta1**step)) / s
                         for s, step, lr, beta1 in zip(scales, steps, lrs, beta1s, strict=True)]
-    (_fused_step_ if fused else moment_step_)(
+    (_fused_moment_step_ if fused else moment_step_)(
         params, grads, exp_avgs, weights=[1 - beta1 for beta1 in beta1s],
         coefficients=coefficients, foreach=foreach, decays=decays,
     )
@@ -420,11 +464,6 @@ def sgd_kernel_step_(
         )
 
 
-def _fused_step_(*args: object, foreach: bool = False, **kwargs: object) -> None:
-    """:func:`moment_step_` compiled (``_fused``); ``foreach`` has no meaning there."""
-    _fused(moment_step_)(*args, **kwargs)
-
-
 def block_mean_sq(grad: Tensor, blocks: int | str, batch_dims: int) -> Tensor:
     r"""``mean(g²)`` over each block of ``grad`` (one value per block and run).
 
@@ -432,9 +471,9 @@ def block_mean_sq(grad: Tensor, blocks: int | str, batch_dims: int) -> Tensor:
     consecutive blocks of ``k`` (rows of a matrix, entries of a vector), each block with all of
     its trailing entries; ``"tensor"`` is one block; ``"entry"`` is every entry its own block
     (Adam). The result has shape ``(*runs, rows // k)`` for an integer ``k`` (one value per
-    block), ``grad``'s dimensions reduced to size 1 for ``"tensor"``, ``grad``'s shape for
-    ``"entry"``. One pass, no temporary the size of ``grad`` (``‖block‖²`` by ``vector_norm``,
-    divided by its size).
+    block; ``(*runs, 1)`` for a 0-d ``grad``), ``grad``'s dimensions reduced to size 1 for
+    ``"tensor"``, ``grad``'s shape for ``"entry"``. One pass, no temporary the size of ``grad``
+    (``‖block‖²`` by ``vector_norm``, divided by its size).
     """
     if blocks == "entry":
         return grad * grad
@@ -445,6 +484,8 @@ def block_mean_sq(grad: Tensor, blocks: int | str, batch_dims: int) -> Tensor:
         flat = grad.reshape(*lead, -1)
         mean = torch.linalg.vector_norm(flat, dim=-1).square() / flat.shape[-1]
         return mean.reshape(lead + (1,) * (grad.ndim - batch_dims))
+    if grad.ndim == batch_dims:  # a 0-d parameter: one block of one entry
+        return (grad * grad).unsqueeze(-1)
     rows = grad.shape[batch_dims]
     flat = grad.reshape(*lead, rows // blocks, -1)
     return torch.linalg.vector_norm(flat, dim=-1).square() / flat.shape[-1]
@@ -475,11 +516,14 @@ def adam_mini_(
     block_sqs: list[Tensor], *, steps: list[int], lrs: list[Hyper], beta1s: list[Hyper],
     beta2s: list[Hyper], epss: list[Hyper], weight_decays: list[Hyper], blocks: int | str,
     batch_dims: int, maximize: bool = False, foreach: bool = False, fused: bool = False,
+    block_means: list[Tensor] | None = None,
 ) -> None:
     r"""Adam-mini on the parameters of one group: Adam's first moment, one second moment per
     block ``b``: ``v_b ← β₂ v_b + (1 − β₂) mean_{i∈b}(g_i²)``,
     ``θ_i ← θ_i − lr m̂_i / (√v̂_{b(i)} + ε)``, after the decoupled decay ``θ ← θ(1 − lr λ)``.
-    ``beta2s[i]`` broadcasts against ``block_sqs[i]``, the others against ``params[i]``.
+    ``beta2s[i]`` broadcasts against ``block_sqs[i]``, the others against ``params[i]``;
+    ``block_means``: the :func:`block_mean_sq` of ``grads`` when the caller has them (its
+    non-finite check).
 
     Three passes over memory, as :func:`shared_scale_adam_`: ``mean g²`` per block, then the
     moment and the parameter for all parameters at once (:func:`moment_step_`, ``foreach``;
@@ -488,12 +532,14 @@ def adam_mini_(
     """
     rows: dict[str, list] = {"params": [], "grads": [], "exp_avgs": [], "weights": [],
                              "decays": [], "coefficients": []}
-    for param, grad, exp_avg, block_sq, step, lr, beta1, beta2, eps, weight_decay in zip(
+    if block_means is None:
+        block_means = [block_mean_sq(g, blocks, batch_dims) for g in grads]
+    for param, grad, exp_avg, block_sq, step, lr, beta1, beta2, eps, weight_decay, mean in zip(
         params, grads, exp_avgs, block_sqs, steps, lrs, beta1s, beta2s, epss, weight_decays,
-        strict=True,
+        block_means, strict=True,
     ):
         grad = signed(grad, maximize)
-        ema_(block_sq, block_mean_sq(grad, blocks, batch_dims), beta2)
+        ema_(block_sq, mean, beta2)
         root = bias_corrected(block_sq, beta2, step).sqrt()
         decay = _decay_factor(lr, weight_decay)
         if isinstance(blocks, str):  # one block per tensor (kept dims) or per entry
@@ -514,7 +560,7 @@ def adam_mini_(
         for key, value in zip(rows, row, strict=True):
             rows[key].append(value)
     if rows["params"]:
-        (_fused_step_ if fused else moment_step_)(
+        (_fused_moment_step_ if fused else moment_step_)(
             rows["params"], rows["grads"], rows["exp_avgs"], weights=rows["weights"],
             decays=rows["decays"], coefficients=rows["coefficients"], foreach=foreach,
         )

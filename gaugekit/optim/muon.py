@@ -124,6 +124,8 @@ class Muon(ZooOptimizer):
     """
 
     matrix_only = True
+    rule_keys = ("ns_dtype",)
+    later_keys = {"split_rows": 1, "ns_dtype": None}
     hyper_checks = {
         "lr": LR,
         "momentum": DECAY,
@@ -144,13 +146,13 @@ class Muon(ZooOptimizer):
         ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS, eps: float = 1e-7,
         adjust_lr_fn: str | None = None, ns_dtype: torch.dtype | None = None,
         split_rows: int = 1, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
             "ns_steps": ns_steps, "ns_coefficients": ns_coefficients, "eps": eps,
             "adjust_lr_fn": adjust_lr_fn, "ns_dtype": ns_dtype, "split_rows": split_rows,
-            "maximize": maximize,
+            "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 

@@ -140,6 +140,8 @@ class MuonAdam(ZooOptimizer):
             ``"shared_scale"``; see above).
     """
 
+    rule_keys = ("adam", "ns_dtype", "use_muon")
+    later_keys = {"split_rows": 1, "ns_dtype": None}
     hyper_checks = {
         "lr": LR, "momentum": DECAY, "weight_decay": WEIGHT_DECAY, "nesterov": bool_check,
         "ns_steps": int_check(0), "ns_coefficients": coefficients_check,
@@ -208,11 +210,23 @@ class MuonAdam(ZooOptimizer):
                 else:
                     adam_entries.append((group, p, g))
             muon_groups.append((group, params, grads))
-        if self.defaults["adam"] == "shared_scale":
-            # the non-finite check comes first: a skipped step changes Muon's parameters neither
-            if not _shared_scale_step_(self, adam_entries, eps=self.defaults["eps"],
-                                      lr_ratio_key="adam_lr_ratio"):
+        # one non-finite check of both sides before anything changes (the Adam side's sums of
+        # squares are shared-scale Adam's statistic: computed once)
+        muon_pairs = [(p, g) for _, params, grads in muon_groups
+                      for p, g in zip(params, grads, strict=True)]
+        adam_sums = None
+        if self._nonfinite_policy() != "propagate" or self.defaults["adam"] == "shared_scale":
+            adam_sums = F.run_sums_of_squares([g for *_, g in adam_entries],
+                                              self.defaults["batch_dims"])
+        if self._nonfinite_policy() != "propagate":
+            muon_sums = F.run_sums_of_squares([g for _, g in muon_pairs], 0)
+            if not self._finite_or_skip(
+                    [*muon_sums, *adam_sums], [*(p for p, _ in muon_pairs),
+                                               *(p for _, p, _ in adam_entries)]):
                 return
+        if self.defaults["adam"] == "shared_scale":
+            _shared_scale_step_(self, adam_entries, eps=self.defaults["eps"],
+                                lr_ratio_key="adam_lr_ratio", sums=adam_sums, checked=True)
         else:
             self._adamw_step(adam_entries)
         for group, params, grads in muon_groups:

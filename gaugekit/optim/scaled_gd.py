@@ -115,6 +115,8 @@ class ScaledGD(ZooOptimizer):
     """
 
     matrix_only = True
+    pairs_params = True
+    rule_keys = ("layout",)
     hyper_checks = {
         "lr": LR,
         "damping": real_check(0.0, per_run=False),
@@ -128,11 +130,13 @@ class ScaledGD(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, *, damping: float = 1e-4,
         relative_damping: bool = True, sequential: bool = False, weight_decay: Hyper = 0.0,
-        maximize: bool = False, layout: str = "UV", batch_dims: int = 0, **torch_options: Any,
+        maximize: bool = False, layout: str = "UV", batch_dims: int = 0,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "damping": damping, "relative_damping": relative_damping,
             "sequential": sequential, "weight_decay": weight_decay, "maximize": maximize,
+            "nonfinite": nonfinite,
             "layout": layout,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
@@ -146,6 +150,12 @@ class ScaledGD(ZooOptimizer):
             )
         X, Y = params
         b = group["batch_dims"]
+        if (X.dtype, X.device) != (Y.dtype, Y.device):
+            raise invalid(
+                "params", f"a pair of dtypes {X.dtype}, {Y.dtype} on {X.device}, {Y.device}",
+                "the two factors of a pair in one dtype on one device (each factor's step "
+                "solves with the other's Gram matrix)",
+            )
         if group["layout"] == "AB":
             if X.shape[:b] != Y.shape[:b] or X.shape[-2] != Y.shape[-1]:
                 raise invalid(

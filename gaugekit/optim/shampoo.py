@@ -64,13 +64,16 @@ class Shampoo(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 0.1, *, damping: float = 1.0, update_freq: int = 20,
         eig_floor: float = 1e-6, weight_decay: Hyper = 0.0, maximize: bool = False,
-        batch_dims: int = 0, **torch_options: Any,
+        batch_dims: int = 0, nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "damping": damping, "update_freq": update_freq, "eig_floor": eig_floor,
-            "weight_decay": weight_decay, "maximize": maximize,
+            "weight_decay": weight_decay, "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        self._check_eigh_dtypes(group, "inverse fourth roots")
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):

@@ -281,3 +281,38 @@ def test_other_layouts_never_reach_the_kernel(monkeypatch, param_layout, grad_la
     assert spy.calls == []
     torch.testing.assert_close(got, reference, atol=1e-13, rtol=1e-13)
     assert (reference - start).abs().max() > 0.05
+
+
+def test_many_differently_configured_fused_optimizers_in_one_process():
+    """Sweeps and notebooks build many optimizers: twenty ``fused=True`` optimizers, each of
+    another parameter count, shapes, dtype, blocks, batch dims, rates and decay, step as their
+    loops, on a handful of compiled graphs (the step compiled over each list of parameters
+    failed at the eighth: dynamo's recompile limit, ``fullgraph=True``)."""
+    from torch._dynamo.utils import counters
+
+    graphs = counters["stats"]["unique_graphs"]
+    for i in range(20):
+        dtype = torch.float64 if i % 5 == 0 else torch.float32
+        batch = (2,) if i % 4 == 3 else ()
+
+        def run(fused, i=i, dtype=dtype, batch=batch):
+            g = torch.Generator().manual_seed(i)
+            shapes = [(4 + i, 3), (2 + i % 3, 5, 2), (7,)][: 1 + i % 3]
+            ps = [torch.randn(batch + s, generator=g, dtype=dtype).requires_grad_(True)
+                  for s in shapes]
+            kw = dict(lr=1e-3 * (i + 1), betas=(0.9 - 0.01 * i, 0.99),
+                      weight_decay=0.1 * (i % 2), batch_dims=len(batch), fused=fused)
+            if i % 2:
+                opt = AdamMini(ps, blocks=(1, "tensor", "entry")[i % 3], **kw)
+            else:
+                opt = SharedScaleAdam(ps, **kw)
+            for _ in range(2):
+                for p in ps:
+                    p.grad = torch.randn(p.shape, generator=g, dtype=dtype)
+                opt.step()
+            return ps
+
+        for a, b in zip(run(False), run(True), strict=True):
+            tol = 1e-12 if dtype == torch.float64 else 1e-5
+            torch.testing.assert_close(a, b, atol=tol, rtol=tol)
+    assert counters["stats"]["unique_graphs"] - graphs <= 16
