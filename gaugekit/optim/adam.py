@@ -8,7 +8,9 @@ import torch
 from torch import Tensor
 
 from gaugekit.optim import distributed as D
+from gaugekit.optim import execution as X
 from gaugekit.optim import functional as F
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     EPS,
     LR,
@@ -238,7 +240,7 @@ def _shared_scale_step_(
         return True
     batch_dims = opt.defaults["batch_dims"]
     if sums is None:
-        sums = F.run_sums_of_squares([g for _, _, g in entries], batch_dims)
+        sums = FS.run_sums_of_squares([g for _, _, g in entries], batch_dims)
     if not checked and not opt._finite_or_skip(sums, [p for _, p, _ in entries]):
         return False
     params = [p for _, p, _ in entries]
@@ -264,11 +266,16 @@ def _shared_scale_step_(
     params, grads, exp_avgs, v_means, steps, lrs, beta1s, beta2s, decays, maximizes = (
         list(column) for column in zip(*rows, strict=True)
     )
-    F.shared_scale_adam_(
-        params, grads, exp_avgs, v_means, steps=steps, lrs=lrs, beta1s=beta1s, beta2s=beta2s,
-        weight_decays=decays, maximizes=maximizes, batch_dims=batch_dims, eps=eps,
-        square_sums=sums, foreach=foreach, fused=opt.defaults.get("fused"),
-    )
+    scale = FS.shared_scale_(v_means, sums, counts=[FS.param_count(g, batch_dims) for g in grads],
+                             beta2s=beta2s, steps=steps, eps=eps)
+    coefficients = FS.shared_scale_coefficients(scale, params, lrs=lrs, beta1s=beta1s,
+                                                steps=steps, batch_dims=batch_dims)
+    decays = [FS.decay_factor(lr, wd) for lr, wd in zip(lrs, decays, strict=True)]
+    floats = not any(isinstance(h, Tensor) for h in (*lrs, *beta1s, *decays))
+    kernel = floats and batch_dims == 0 and X.kernel_applies(params, grads, exp_avgs)
+    X.choose(opt.defaults.get("fused"), foreach, kernel)(
+        params, grads, exp_avgs, weights=[1 - b for b in beta1s], coefficients=coefficients,
+        decays=decays, maximizes=maximizes)
     return True
 
 
@@ -370,39 +377,49 @@ class AdamMini(ZooOptimizer):
         """The block statistics of every group first, the non-finite check on them (no extra
         pass over the gradients), then each group's update."""
         groups = [(group, list(self._with_grad(group["params"]))) for group in self.param_groups]
-        means = [[F.block_mean_sq(g, group["blocks"], group["batch_dims"]) for _, g in pairs]
+        means = [[FS.block_mean_sq(g, group["blocks"], group["batch_dims"]) for _, g in pairs]
                  for group, pairs in groups]
         if not self._finite_or_skip([m for ms in means for m in ms],
                                     [p for _, pairs in groups for p, _ in pairs]):
             return
         for (group, pairs), block_means in zip(groups, means, strict=True):
-            self._step_group(group, pairs, block_means)
+            if pairs:
+                self._step_group(group, pairs, block_means)
 
     def _step_group(self, group: dict[str, Any], pairs: list[tuple[Tensor, Tensor]],
                     block_means: list[Tensor]) -> None:
+        """The statistic and coefficient of each parameter (one per block), then the moment
+        pass of the group (:mod:`gaugekit.optim.execution`)."""
         blocks, batch_dims = group["blocks"], group["batch_dims"]
         beta1, beta2 = group["betas"]
         rows = []
-        for p, g in pairs:
+        for (p, g), mean in zip(pairs, block_means, strict=True):
             state = self._state(p, "exp_avg", step=True)
             if "exp_avg_sq_block" not in state:
-                state["exp_avg_sq_block"] = torch.zeros_like(
-                    F.block_mean_sq(torch.zeros_like(p), blocks, batch_dims)
-                )
+                state["exp_avg_sq_block"] = torch.zeros_like(mean)
             v = state["exp_avg_sq_block"]
-            rows.append((p, g, state["exp_avg"], v, state["step"], self._hyper(group, "lr", p),
-                         per_run(beta1, p, batch_dims), per_run(beta2, v, batch_dims),
-                         self._hyper(group, "eps", p), self._hyper(group, "weight_decay", p)))
-        if not rows:
-            return
-        params, grads, exp_avgs, vs, steps, lrs, beta1s, beta2s, epss, decays = (
+            lr, b1, eps = (self._hyper(group, key, p) for key in ("lr", "betas", "eps"))
+            b1 = b1[0]
+            if not isinstance(blocks, str):  # hyperparameters against the blocks
+                lr, b1, eps = (FS.block_view(h, batch_dims) for h in (lr, b1, eps))
+            coefficient = FS.adam_mini_coefficient_(
+                v, mean, step=state["step"], lr=lr, beta1=b1,
+                beta2=per_run(beta2, v, batch_dims), eps=eps)
+            decay = FS.decay_factor(self._hyper(group, "lr", p),
+                                    self._hyper(group, "weight_decay", p))
+            weight = 1 - per_run(beta1, p, batch_dims)
+            row = FS.adam_mini_rows(p, g, state["exp_avg"], coefficient, blocks=blocks,
+                                    batch_dims=batch_dims)
+            if row[0] is not p:  # views of the blocks: per-run scalars against them
+                weight, decay = (FS.block_view(h, batch_dims) for h in (weight, decay))
+                weight, decay = (h.unsqueeze(-1) if isinstance(h, Tensor) and h.ndim else h
+                                 for h in (weight, decay))
+            rows.append((*row, weight, decay))
+        params, grads, exp_avgs, coefficients, weights, decays = (
             list(column) for column in zip(*rows, strict=True))
         foreach = group["foreach"]
         if foreach is None:
             foreach = all(p.device.type == "cuda" for p in params)
-        F.adam_mini_(
-            params, grads, exp_avgs, vs, steps=steps, lrs=lrs, beta1s=beta1s, beta2s=beta2s,
-            epss=epss, weight_decays=decays, blocks=blocks, batch_dims=batch_dims,
-            maximize=group["maximize"], foreach=foreach, fused=bool(group["fused"]),
-            block_means=block_means,
-        )
+        X.choose(group["fused"], foreach, kernel=False)(
+            params, grads, exp_avgs, weights=weights, coefficients=coefficients, decays=decays,
+            maximizes=[group["maximize"]] * len(params))

@@ -98,7 +98,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from gaugekit.optim import distributed as D
-from gaugekit.optim import functional as F
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     BATCH_DIMS,
     TORCH_OPTIM_OFF,
@@ -453,7 +453,7 @@ class ZooOptimizer(Optimizer):
             return True
         if pairs is None:
             pairs = [pg for group in self.param_groups for pg in self._with_grad(group["params"])]
-        sums = F.run_sums_of_squares([g for _, g in pairs], 0)
+        sums = FS.run_sums_of_squares([g for _, g in pairs], 0)
         return self._finite_or_skip(sums, [p for p, _ in pairs])
 
     def _finite_or_skip(self, sums: Sequence[Tensor], params: Sequence[Tensor]) -> bool:

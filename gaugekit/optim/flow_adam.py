@@ -19,6 +19,7 @@ from torch import Tensor
 from gaugekit.optim import distributed as D
 from gaugekit.optim import flow_functional as FF
 from gaugekit.optim import functional as F
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     EPS,
     LR,
@@ -286,7 +287,7 @@ class FlowAdam(ZooOptimizer):
         if not pairs:
             return
         if self._nonfinite_policy() != "propagate" and not self._finite_or_skip(
-            F.run_sums_of_squares([g for *_, g in pairs], opts["batch_dims"]),
+            FS.run_sums_of_squares([g for *_, g in pairs], opts["batch_dims"]),
             [p for _, p, _ in pairs],
         ):
             return

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from gaugekit.linalg import NS_COEFFICIENTS
 from gaugekit.optim import functional as F
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     DECAY,
     EPS,
@@ -27,7 +28,13 @@ from gaugekit.optim._validation import (
 )
 from gaugekit.optim.adam import _shared_scale_step_
 from gaugekit.optim.base import NONFINITE, ZooOptimizer
-from gaugekit.optim.muon import _check_split_rows, _muon_group_step_, _ns_dtype_check
+from gaugekit.optim.muon import (
+    _check_split_rows,
+    _muon_group_step_,
+    _ns_dtype_check,
+    _split_rows_check,
+)
+from gaugekit.optim.orthogonalize import RowBlocks
 
 #: The Adam rules of the non-Muon parameters, coordinate-wise AdamW or shared-scale Adam.
 ADAM_KINDS: tuple[str, ...] = ("adamw", "shared_scale")
@@ -130,7 +137,10 @@ class MuonAdam(ZooOptimizer):
             ``"match_rms_adamw"`` (``0.2 √max(n, k)``) or ``None`` (1).
         ns_dtype: dtype of the Newton–Schulz iteration; ``None``: the parameter's.
         split_rows: row blocks per Muon matrix, each orthogonalized alone (3 for a fused
-            ``in_proj_weight``).
+            ``in_proj_weight``; block sizes or row-index blocks, per head:
+            :func:`gaugekit.optim.muon_param_groups` with ``split_qkv``).
+        transposed: Muon's matrices of the group are stored ``(in, out)`` (transformers'
+            ``Conv1D``; :func:`gaugekit.optim.muon_param_groups` sets it).
         use_muon: the rule of a group without its own ``use_muon`` (``None``: by shape).
         adam: ``"adamw"`` or ``"shared_scale"``, the rule of the Adam parameters.
         adam_lr_ratio: Adam's learning rate over Muon's, ``>= 0`` (per run).
@@ -141,13 +151,14 @@ class MuonAdam(ZooOptimizer):
     """
 
     rule_keys = ("adam", "ns_dtype", "use_muon")
-    later_keys = {"split_rows": 1, "ns_dtype": None}
+    later_keys = {"split_rows": 1, "ns_dtype": None, "transposed": False}
     hyper_checks = {
         "lr": LR, "momentum": DECAY, "weight_decay": WEIGHT_DECAY, "nesterov": bool_check,
         "ns_steps": int_check(0), "ns_coefficients": coefficients_check,
         "ns_eps": real_check(0.0, per_run=False),
         "adjust_lr_fn": choice_check(None, "original", "match_rms_adamw"),
-        "ns_dtype": _ns_dtype_check, "split_rows": int_check(1), "use_muon": _use_muon_check,
+        "ns_dtype": _ns_dtype_check, "split_rows": _split_rows_check,
+        "transposed": bool_check, "use_muon": _use_muon_check,
         "adam": choice_check(*ADAM_KINDS), "adam_lr_ratio": real_check(0.0),
         "betas": betas_check(), "eps": EPS, "maximize": bool_check, "nonfinite": NONFINITE,
     }
@@ -157,7 +168,8 @@ class MuonAdam(ZooOptimizer):
         weight_decay: Hyper = 0.0, nesterov: bool = True, ns_steps: int = 5,
         ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS, ns_eps: float = 1e-7,
         adjust_lr_fn: str | None = "original", ns_dtype: torch.dtype | None = None,
-        split_rows: int = 1, use_muon: bool | None = None, adam: str = "adamw",
+        split_rows: RowBlocks = 1, transposed: bool = False, use_muon: bool | None = None,
+        adam: str = "adamw",
         adam_lr_ratio: Hyper = 0.015, betas: tuple[Hyper, Hyper] = (0.9, 0.95),
         eps: Hyper = 1e-10, maximize: bool = False, nonfinite: str | None = None,
         batch_dims: int = 0, **torch_options: Any,
@@ -166,6 +178,7 @@ class MuonAdam(ZooOptimizer):
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
             "ns_steps": ns_steps, "ns_coefficients": ns_coefficients, "ns_eps": ns_eps,
             "adjust_lr_fn": adjust_lr_fn, "ns_dtype": ns_dtype, "split_rows": split_rows,
+            "transposed": transposed,
             "use_muon": use_muon, "adam": adam, "adam_lr_ratio": adam_lr_ratio, "betas": betas,
             "eps": eps, "maximize": maximize, "nonfinite": nonfinite,
         }
@@ -216,10 +229,10 @@ class MuonAdam(ZooOptimizer):
                       for p, g in zip(params, grads, strict=True)]
         adam_sums = None
         if self._nonfinite_policy() != "propagate" or self.defaults["adam"] == "shared_scale":
-            adam_sums = F.run_sums_of_squares([g for *_, g in adam_entries],
+            adam_sums = FS.run_sums_of_squares([g for *_, g in adam_entries],
                                               self.defaults["batch_dims"])
         if self._nonfinite_policy() != "propagate":
-            muon_sums = F.run_sums_of_squares([g for _, g in muon_pairs], 0)
+            muon_sums = FS.run_sums_of_squares([g for _, g in muon_pairs], 0)
             if not self._finite_or_skip(
                     [*muon_sums, *adam_sums], [*(p for p, _ in muon_pairs),
                                                *(p for _, p, _ in adam_entries)]):

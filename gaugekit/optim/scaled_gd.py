@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gaugekit.optim import functional as F
+from gaugekit.optim import functional_matrix as FM
 from gaugekit.optim._validation import (
     LR,
     WEIGHT_DECAY,
@@ -124,7 +124,7 @@ class ScaledGD(ZooOptimizer):
         "sequential": bool_check,
         "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check,
-        "layout": choice_check(*F.SCALED_GD_LAYOUTS),
+        "layout": choice_check(*FM.SCALED_GD_LAYOUTS),
     }
 
     def __init__(
@@ -174,7 +174,7 @@ class ScaledGD(ZooOptimizer):
         for G in (U.grad, V.grad):
             if G is not None and G.is_sparse:
                 raise RuntimeError("gaugekit optimizers do not support sparse gradients")
-        F.scaled_gd_(
+        FM.scaled_gd_(
             U, V, U.grad, V.grad, lr_U=self._hyper(group, "lr", U),
             lr_V=self._hyper(group, "lr", V), damping=group["damping"],
             relative_damping=group["relative_damping"], sequential=group["sequential"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gaugekit.optim import distributed as D
-from gaugekit.optim import functional as F
+from gaugekit.optim import functional_matrix as FM
 from gaugekit.optim._validation import LR, WEIGHT_DECAY, Hyper, bool_check, int_check, real_check
 from gaugekit.optim.base import ZooOptimizer
 
@@ -86,7 +86,7 @@ class Shampoo(ZooOptimizer):
                 state["right_gram"] = block.new_zeros(batch + (k, k))
                 state["left_inv_root"] = block.new_zeros(batch + (n, n))
                 state["right_inv_root"] = block.new_zeros(batch + (k, k))
-            F.shampoo_(
+            FM.shampoo_(
                 p, g, state["left_gram"], state["right_gram"], state["left_inv_root"],
                 state["right_inv_root"], step=state["step"], lr=self._hyper(group, "lr", p),
                 damping=group["damping"], update_freq=group["update_freq"],

@@ -52,7 +52,8 @@ BAD_VALUES: dict[str, list] = {
     # the rules that share a statistic (base.py), Muon's precision and row blocks
     "nonfinite": ["ignore", True],
     "ns_dtype": ["bfloat16", torch.int32, torch.complex64],
-    "split_rows": [0, 1.5, True],
+    "split_rows": [0, 1.5, True, (), (2, 0), ((0, 1), "a")],
+    "transposed": [1, None, "yes"],
     # SharedScaleAdam's and AdamMini's implementation switches
     "foreach": [1, "yes"],
     "fused": [1, "yes"],
