@@ -137,3 +137,48 @@ def test_neox_query_rows_are_gathered_per_block():
 def test_split_qkv_is_validated():
     with pytest.raises(ValueError, match="^Invalid split_qkv: 'rows'"):
         muon_param_groups(nn.Linear(2, 2), split_qkv="rows")
+
+
+class _BiasedAttention(nn.Module):
+    """An embedding, ``nn.MultiheadAttention`` with query/key biases, a norm and a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.att = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.norm = nn.LayerNorm(8)
+        self.head = nn.Linear(8, 20)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.emb(x)
+        a, _ = self.att(h, h, h, need_weights=False)
+        return self.head(self.norm(h + a))
+
+
+@pytest.mark.parametrize("adam", ["adamw", "shared_scale"])
+def test_the_registry_and_cli_give_the_twin_audits_verdict_with_its_scope(adam, capsys):
+    """One verdict per optimizer and model: ``gaugekit audit muon_adam`` said "keeps the
+    gauge" while the twin audit of a model under MuonAdam (AdamW side) says "breaks". The
+    registry's verdict on a routed model now agrees with the twin audit, and the CLI prints
+    it with the scope of the factor audit's own verdict."""
+    from gaugekit import cli
+    from gaugekit.audit import audit_twins
+    from gaugekit.optim import get_spec
+
+    torch.manual_seed(0)
+    model = _BiasedAttention().to(F64)
+    x = torch.randint(0, 20, (3, 7), generator=torch.Generator().manual_seed(5))
+
+    def loss(m, b):
+        return nn.functional.cross_entropy(m(b).reshape(-1, 20), b.reshape(-1))
+
+    twin = audit_twins(model, loss, probe=x, batch=x, optimizer="muon_adam",
+                       optimizer_kwargs={"adam": adam}, steps=6, twins=("gauge", "noise"))
+    keeps, why = get_spec("muon_adam").model_verdict(adam=adam)
+    assert twin.verdict.outcome == ("keeps the gauge" if keeps else "breaks the gauge"), \
+        twin.verdict_line()
+    assert ("bias" in why) is (adam == "adamw")
+    assert cli.main(["audit", "muon_adam", f"adam={adam!r}", "--steps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "registry: muon_adam: keeps the gauge (the factor gauge" in out
+    assert f"adam={adam!r}: {'keeps' if keeps else 'breaks'} its gauges" in out
