@@ -241,6 +241,12 @@ class ZooOptimizer(Optimizer):
             NONFINITE("nonfinite", group["nonfinite"])
         for name, check in self.hyper_checks.items():
             check(name, group[name])
+            if group["batch_dims"] == 0:  # one run: a tensor is one value (before any param)
+                for label, tensor in _tensor_entries(name, group[name]):
+                    if tensor.numel() != 1:
+                        raise invalid(label, f"tensor of shape {tuple(tensor.shape)}",
+                                      "a float or a one-element tensor with batch_dims=0 "
+                                      f"(torch.optim: Tensor {name} must be 1-element)")
 
     def _check_params(self, params: list[Tensor], group: dict[str, Any]) -> None:
         batch_dims = group["batch_dims"]

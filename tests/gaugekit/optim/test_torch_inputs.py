@@ -52,7 +52,7 @@ def test_a_one_element_tensor_lr_of_any_shape_is_the_float(name, shape):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_tensor_lr_of_several_elements_is_refused_naming_it(name):
     with pytest.raises(ValueError, match=r"^Invalid lr: 'tensor of shape \(2,\)'; expected a "
-                                         r"float, a one-element tensor"):
+                                         r"float or a one-element tensor"):
         make_optimizer(name, _params(name), lr=torch.tensor([1e-3, 1e-3], dtype=DTYPE))
 
 
