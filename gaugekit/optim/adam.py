@@ -144,9 +144,10 @@ class SharedScaleAdam(ZooOptimizer):
     ``param.shape[:batch_dims]``). The mean is linear, so it follows its own recurrence
     ``v̄_t = β₂ v̄_{t-1} + (1 − β₂) mean(g_t²)``: the optimizer keeps one tensor per parameter,
     as momentum SGD — half of Adam's state — and takes two passes over memory per step (the
-    sum of ``g²``; the moment and the parameter, in one kernel: ``fused`` below). A checkpoint
-    of the former layout (with the full ``exp_avg_sq``, from before the class marker) is
-    converted on load: ``v̄`` is its mean.
+    sum of ``g²``; the moment and the parameter, in one kernel: ``fused`` below). The scalars
+    (the ``v̄ᵢ`` and ``s``) are computed on the host in float64 where that is free (CPU
+    parameters, float hyperparameters, one run), else on the parameters' device without a
+    host read (:func:`gaugekit.optim.execution.shared_scale_scalars_`).
 
     Non-finite gradients (``nonfinite``, ``gaugekit.optim.base``): a NaN or inf in one
     gradient would reach every parameter through ``s_t``. By default (``batch_dims = 0``) such a
@@ -156,8 +157,8 @@ class SharedScaleAdam(ZooOptimizer):
     total of the sums of ``g²`` the scalar is made of: one host read per step, no extra pass.
 
     Deviations: the paper's script keeps the full ``v`` and sums it with ``.item()`` (a host
-    sync per step); here the mean follows its recurrence on the device, the same numbers up to
-    round-off (β = (0.9, 0.999), ε = 1e-8 outside the root).
+    sync per step); here the mean follows its recurrence, the same numbers up to round-off
+    (β = (0.9, 0.999), ε = 1e-8 outside the root).
 
     Gauge: equivariant — ``mean(v̂)`` is a sum of squared Frobenius norms, invariant under
     ``G → G Q``, so the update is ``m̂`` times a gauge-invariant scalar (and the decay a scalar
@@ -266,13 +267,16 @@ def _shared_scale_step_(
     params, grads, exp_avgs, v_means, steps, lrs, beta1s, beta2s, decays, maximizes = (
         list(column) for column in zip(*rows, strict=True)
     )
-    scale = FS.shared_scale_(v_means, sums, counts=[FS.param_count(g, batch_dims) for g in grads],
-                             beta2s=beta2s, steps=steps, eps=eps)
+    decays = [FS.decay_factor(lr, wd) for lr, wd in zip(lrs, decays, strict=True)]
+    floats = not any(isinstance(h, Tensor) for h in (*lrs, *beta1s, *beta2s, *decays))
+    kernel = floats and batch_dims == 0 and X.kernel_applies(params, grads, exp_avgs)
+    on_host = (kernel and not isinstance(eps, Tensor)
+               and all(p.device.type == "cpu" for p in params))
+    scale = X.shared_scale_scalars_(
+        v_means, sums, counts=[FS.param_count(g, batch_dims) for g in grads], beta2s=beta2s,
+        steps=steps, eps=eps, on_host=on_host)
     coefficients = FS.shared_scale_coefficients(scale, params, lrs=lrs, beta1s=beta1s,
                                                 steps=steps, batch_dims=batch_dims)
-    decays = [FS.decay_factor(lr, wd) for lr, wd in zip(lrs, decays, strict=True)]
-    floats = not any(isinstance(h, Tensor) for h in (*lrs, *beta1s, *decays))
-    kernel = floats and batch_dims == 0 and X.kernel_applies(params, grads, exp_avgs)
     X.choose(opt.defaults.get("fused"), foreach, kernel)(
         params, grads, exp_avgs, weights=[1 - b for b in beta1s], coefficients=coefficients,
         decays=decays, maximizes=maximizes)

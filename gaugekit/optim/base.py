@@ -24,11 +24,10 @@ parameter in one pass: torch's fused momentum-SGD kernel where SharedScaleAdam c
 default, else the step compiled by ``torch.compile``); every other rule refuses
 ``foreach=True`` and ``fused=True``.
 
-Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
-``state_dict()``, also through tools that keep only ``state`` and ``param_groups``), and
-:meth:`ZooOptimizer.load_state_dict` refuses, before touching anything, a state saved by another
-class: another zoo rule (named), or any state without the marker (torch.optim's, another
-library's). A subclass loads its base class's state, not the other way round.
+Checkpoints (:mod:`gaugekit.optim.checkpoints`): every param group carries the class that
+wrote it, and ``load_state_dict`` refuses, before touching anything, a state of another class
+or of another configuration of the rule (``rule_keys``), naming both; a key the checkpoint
+lacks gets what its absence meant (``later_keys``).
 
 Weight decay: ``weight_decay`` (``λ >= 0``, default 0, per group, per run) on every rule, saved
 in ``state_dict``. Where torch has the rule it keeps torch's meaning: coupled L2
@@ -54,27 +53,10 @@ decoupled_weight_decay=True)``), RMSprop and SGD (GD, Momentum) coincide with to
 decay and ``maximize`` included. ScaledGD's ``sequential=True`` reproduces the script's order
 (``V``'s Gram from the updated ``U``).
 
-Non-finite gradients. A rule that reduces a statistic over several parameters (SharedScaleAdam,
-FlowAdam, MuonAdam with ``adam="shared_scale"``) would let one NaN or inf turn every parameter
-non-finite, across param groups, without a word; those rules take ``nonfinite``:
-
-* ``"skip"`` (the default with ``batch_dims = 0``): a step whose shared statistic is not finite
-  changes nothing — no parameter, no state, no step count — and warns (``RuntimeWarning``)
-  naming the parameters whose gradient is not finite;
-* ``"raise"``: the same check, then ``RuntimeError`` (nothing changed either);
-* ``"propagate"`` (the default with ``batch_dims > 0``): no check; the NaN spreads through the
-  shared statistic into every parameter of its run, and never into another run of the stack
-  (a diverged run stays the sweep's to see; skipping would freeze the healthy runs with it).
-
-The check reads one value per step on the host: the sum of the per-parameter sums of squares
-that the shared statistic is made of anyway (no extra pass over the gradients in SharedScaleAdam
-and MuonAdam; one in FlowAdam, whose statistic is taken after its moments). Off the CPU that read
-is a synchronisation; ``nonfinite="propagate"`` avoids it. Every other rule checks nothing and
-does not synchronise: a NaN or inf propagates, as in torch.optim, into what the rule couples —
-the entry (elementwise rules; ``sign(NaN)`` is NaN here, not torch's 0), the row of the factor
-(ScaledGD), the block (AdamMini), the whole matrix (Adafactor, Muon, Shampoo, Gram; their
-``eigh`` never sees the NaN, the result is set to NaN instead) — and never into another run of
-the stack.
+Non-finite gradients (:mod:`gaugekit.optim.nonfinite`): every rule takes ``nonfinite``,
+``"skip"`` (the step changes nothing and warns, naming the parameters), ``"raise"`` or
+``"propagate"`` (torch.optim's behaviour); ``None`` is ``"skip"`` for one run except for the
+per-coordinate rules (``nonfinite_default = "propagate"``), and ``"propagate"`` for stacked runs.
 
 Distributed training (:mod:`gaugekit.optim.distributed`): DDP needs nothing (every rank holds
 whole parameters and averaged gradients). With DTensor parameters (FSDP2 ``fully_shard``) every
@@ -106,25 +88,18 @@ from gaugekit.optim._validation import (
     Hyper,
     check_optimizer_wide,
     check_torch_option,
-    choice_check,
     invalid,
 )
-
-#: the policies of ``nonfinite`` (module docstring); ``None`` picks by ``batch_dims``.
-NONFINITE_POLICIES: tuple[str | None, ...] = (None, "skip", "raise", "propagate")
-#: the check of a ``nonfinite`` argument.
-NONFINITE = choice_check(*NONFINITE_POLICIES)
+from gaugekit.optim.checkpoints import (
+    OPTIMIZER_KEY,
+    checked_state_dict,
+    fill_later_keys,
+)
+from gaugekit.optim.nonfinite import NONFINITE, finite_or_skip
 
 #: the dtypes ``torch.linalg.eigh`` computes in (no float16 or bfloat16 kernel, CPU or CUDA)
 EIGH_DTYPES = (torch.float32, torch.float64)
 
-#: Hyperparameters every rule gained after its first checkpoints, and the value a checkpoint
-#: without one stands for (its behaviour then).
-LATER_KEYS: dict[str, Any] = {"weight_decay": 0.0, "maximize": False, "nonfinite": None,
-                              "batch_dims": 0, "foreach": None, "fused": None}
-
-#: The param-group key naming the class that owns the group (and wrote a checkpoint of it).
-OPTIMIZER_KEY = "gaugekit_optimizer"
 
 
 def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
@@ -355,61 +330,12 @@ class ZooOptimizer(Optimizer):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's loader, after refusing a state saved by another optimizer class (see the
         module docstring)."""
-        super().load_state_dict(self._checked_state_dict(state_dict))
-
-    def _checked_state_dict(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-        groups = list(state_dict["param_groups"])
-        marks = {group.get(OPTIMIZER_KEY) for group in groups}
-        if marks == {None}:
-            raise self._refusal("a state_dict without gaugekit's optimizer marker (one of "
-                                "torch.optim or another library)")
-        if None in marks:
-            raise self._refusal("a state_dict whose param groups are partly unmarked")
-        rules = [c for c in type(self).__mro__ if issubclass(c, ZooOptimizer)]
-        accepted = {c.__name__ for c in rules if c is not ZooOptimizer}
-        strangers = sorted(str(m) for m in marks - accepted)
-        if strangers:
-            raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
-        own = type(self).__name__
-        groups = [{**self._filled(group, current), OPTIMIZER_KEY: own}
-                  for group, current in zip(groups, self.param_groups, strict=False)]
-        for i, (group, current) in enumerate(zip(groups, self.param_groups, strict=False)):
-            for key in self.rule_keys:
-                if not _same_value(group[key], current[key]):
-                    raise invalid(
-                        "state_dict",
-                        f"a state_dict of {self.display_name()} with {key}={group[key]!r} "
-                        f"(param_groups[{i}])",
-                        f"one with {key}={current[key]!r}, as this optimizer was built: "
-                        f"{key} changes the rule{_layout_note(key)} (build the optimizer with "
-                        f"{key}={group[key]!r} to resume this checkpoint)",
-                    )
-        return {**state_dict, "param_groups": groups}
-
-    def _filled(self, saved: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-        """``saved`` with the hyperparameters it lacks (a checkpoint from before they existed):
-        the value that stands for their absence (:attr:`later_keys`), else the value this
-        optimizer was built with."""
-        later = {**LATER_KEYS, **self.later_keys}
-        missing = {key: later.get(key, current[key]) for key in current
-                   if key in self.defaults and key not in saved}
-        return {**saved, **missing}
+        super().load_state_dict(checked_state_dict(self, state_dict))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """torch's, then the :attr:`later_keys` an older pickled optimizer lacks."""
         super().__setstate__(state)
-        for group in self.param_groups:
-            for key, value in {**LATER_KEYS, **self.later_keys}.items():
-                if key in self.defaults:
-                    group.setdefault(key, value)
-
-    def _refusal(self, what: str) -> ValueError:
-        name = self.display_name()
-        return invalid(
-            "state_dict", what,
-            f"a state_dict of {name} (load it into the optimizer that saved it, or build a "
-            f"fresh {name})",
-        )
+        fill_later_keys(self)
 
     # ----------------------------------------------------------------------------------- step
     @torch.no_grad()
@@ -463,27 +389,9 @@ class ZooOptimizer(Optimizer):
         return self._finite_or_skip(sums, [p for p, _ in pairs])
 
     def _finite_or_skip(self, sums: Sequence[Tensor], params: Sequence[Tensor]) -> bool:
-        """Whether the step may go on, under the non-finite policy: ``sums[i]`` is the statistic
-        (sum of squares) of ``params[i]``'s gradient. With ``"skip"`` or ``"raise"`` their total
-        is read once on the host; when it is not finite the offenders are named in a
-        ``RuntimeWarning`` (and ``False`` is returned) or a ``RuntimeError``."""
-        policy = self._nonfinite_policy()
-        if policy == "propagate" or not sums or any(s.is_meta for s in sums):
-            return True  # (meta tensors: nothing to read, nothing computed)
-        totals: dict[torch.device, list[Tensor]] = {}
-        for s in sums:
-            totals.setdefault(s.device, []).append(s.float() if s.ndim == 0 else s.float().sum())
-        if all(bool(torch.isfinite(torch.stack(t).sum())) for t in totals.values()):
-            return True
-        bad = [self._param_label(p) for p, s in zip(params, sums, strict=True)
-               if not bool(torch.isfinite(s).all())]
-        message = (f"{type(self).__name__}: non-finite gradient (or a sum of its squares that "
-                   f"overflows) in {', '.join(bad)}")
-        if policy == "raise":
-            raise RuntimeError(f"{message}. Nothing was changed (nonfinite='raise')")
-        warnings.warn(f"{message}. The step was skipped: no parameter, state or step count "
-                      "changed (nonfinite='skip')", RuntimeWarning, stacklevel=4)
-        return False
+        """Whether the step may go on under the policy (:func:`~gaugekit.optim.nonfinite.
+        finite_or_skip`): ``sums[i]`` is the statistic of ``params[i]``'s gradient."""
+        return finite_or_skip(self, sums, params)
 
     def _param_label(self, p: Tensor) -> str:
         """``'name'`` (named parameters) or ``param_groups[i]['params'][j]``, with the shape."""
@@ -528,8 +436,11 @@ class ZooOptimizer(Optimizer):
         (torch moves it there)."""
         device = D.local(p).device
         for key, value in state.items():
-            if isinstance(value, Tensor) and key != "step" and value.device != device:
-                raise RuntimeError(
+            if not isinstance(value, Tensor) or key == "step":
+                continue
+            if value.device == device:
+                return  # one tensor of the state tells (the state moves as a whole)
+            raise RuntimeError(
                     f"{type(self).__name__}: the state {key!r} of {self._param_label(p)} is on "
                     f"{value.device} and the parameter on {device} (was the parameter moved "
                     "after a step, e.g. materialized from the meta device?). Build the "
@@ -546,22 +457,6 @@ class ZooOptimizer(Optimizer):
         return per_run(value, like, batch_dims)
 
 
-def _same_value(a: Any, b: Any) -> bool:
-    """Whether two hyperparameter values are the same (tensors entry by entry, on the CPU)."""
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape
-                and bool(torch.equal(a.detach().cpu(), b.detach().cpu())))
-    return type(a) is type(b) and a == b
-
-
-def _layout_note(key: str) -> str:
-    return {"ns_dtype": " (the precision of Newton–Schulz)",
-            "adam": " (AdamW's per-coordinate second moment or one shared scale)",
-            "blocks": " and the shape of its second moment",
-            "use_muon": " (Muon or Adam for the group)",
-            "side": " and the side of its eigenbasis"}.get(key, "")
-
-
 def _torch_add_param_group(optimizer: Optimizer, group: dict[str, Any]) -> None:
     """torch's ``Optimizer.add_param_group``. torch wraps it in ``torch._disable_dynamo``, whose
     first call imports ``torch._dynamo`` (about 1.5 s, once per process, paid by every sweep
@@ -571,19 +466,3 @@ def _torch_add_param_group(optimizer: Optimizer, group: dict[str, Any]) -> None:
     if "torch._dynamo" not in sys.modules:
         add = getattr(add, "__wrapped__", add)
     add(optimizer, group)
-
-
-def _rules() -> list[type[ZooOptimizer]]:
-    out, todo = [], list(ZooOptimizer.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        out.append(cls)
-        todo.extend(cls.__subclasses__())
-    return out
-
-
-def _rule_display_name(name: str) -> str:
-    for cls in _rules():
-        if cls.__name__ == name:
-            return cls.display_name()
-    return repr(name)

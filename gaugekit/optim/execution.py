@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim.functional import Hyper, signed
 from gaugekit.optim.functional_shared import moment_step_
 
@@ -117,6 +119,8 @@ def same_dense_layout(*tensors: Tensor) -> bool:
     and a gradient of different strides, they update the wrong entries (twenty steps of a small
     regression on a sliced weight: the loss went up where the contiguous weight's went down)."""
     first = tensors[0]
+    if all(t.is_contiguous() and t.shape == first.shape for t in tensors):
+        return True  # the common case, without reading the strides
     return all(dense_strides(t) and t.stride() == first.stride() and t.shape == first.shape
                for t in tensors)
 
@@ -138,13 +142,14 @@ def kernel_applies(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Ten
 
 
 def kernel_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], *,
-            weights: list[float], coefficients: list[Tensor], decays: list[Hyper | None],
+            weights: list[float], coefficients: list[Hyper], decays: list[Hyper | None],
             maximizes: list[bool]) -> None:
     r"""The pass as one pass of torch's fused momentum-SGD kernel (``torch._fused_sgd_``):
     momentum and dampening ``β₁ = 1 − w``, never its "first step" (``m`` starts at zero), rate
-    ``−c`` (a 0-d tensor: no host read), ``maximize`` inside the kernel: ``m ← β₁ m +
-    (1 − β₁) g``, ``θ ← θ − (−c) m``, after the decay ``θ ← θ d``. Five streams (``g``, ``m``,
-    ``θ`` read, ``m``, ``θ`` written) against the loop's six, one launch per set of parameters
+    ``−c`` (a float, or a 0-d tensor on the device: no host read), ``maximize`` in the kernel:
+    ``m ← β₁ m + (1 − β₁) g``, ``θ ← θ − (−c) m``, after the decay ``θ ← θ d``. Five streams
+    (``g``, ``m``, ``θ`` read, ``m``, ``θ`` written) against the loop's six, one launch per set
+    of parameters
     sharing ``(β₁, c, maximize)``, device and dtype. The caller checks :func:`kernel_applies`;
     ``tests/gaugekit/optim/test_multi_tensor_paths.py`` pins the kernel on every layout sent."""
     decayed = [(p, d) for p, d in zip(params, decays, strict=True) if d is not None]
@@ -153,13 +158,54 @@ def kernel_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], *
     sets: dict[tuple, list[tuple[Tensor, Tensor, Tensor, Tensor]]] = {}
     for p, g, m, w, c, mx in zip(params, grads, exp_avgs, weights, coefficients, maximizes,
                                  strict=True):
-        sets.setdefault((p.device, p.dtype, w, id(c), mx), []).append((p, g, m, c))
+        same = id(c) if isinstance(c, Tensor) else c  # one launch per rate
+        sets.setdefault((p.device, p.dtype, w, same, mx), []).append((p, g, m, c))
     for (device, _, w, _, maximize), rows in sets.items():
         ps, gs, ms, cs = (list(column) for column in zip(*rows, strict=True))
-        torch._fused_sgd_(ps, gs, ms, weight_decay=0.0, momentum=1 - w,
-                          lr=(-cs[0]).to(device=device, dtype=ps[0].dtype), dampening=1 - w,
-                          nesterov=False,
-                          maximize=maximize, is_first_step=False)
+        rate = -cs[0]
+        if isinstance(rate, Tensor):
+            rate = rate.to(device=device, dtype=ps[0].dtype)
+        torch._fused_sgd_(ps, gs, ms, weight_decay=0.0, momentum=1 - w, lr=rate,
+                          dampening=1 - w, nesterov=False, maximize=maximize,
+                          is_first_step=False)
+
+
+# ---------------------------------------------------------------- shared-scale Adam's scalars
+def shared_scale_scalars_(exp_avg_sq_means: list[Tensor], square_sums: list[Tensor], *,
+                          counts: list[int], beta2s: list[Hyper], steps: list[int], eps: Hyper,
+                          on_host: bool) -> Hyper:
+    """:func:`~gaugekit.optim.functional_shared.shared_scale_` on the parameters' scalars:
+    writes the new ``v̄ᵢ`` and returns ``s``. ``on_host`` (CPU parameters, float
+    hyperparameters, one run): in float64 on the host (one read of the scalars, a dozen numpy
+    operations: a fifth of the tensor calls' time on the CPU), ``s`` a float; else as tensor
+    calls on the parameters' device, no host read, ``s`` a tensor (one value per run)."""
+    if on_host:
+        values = torch.stack([*exp_avg_sq_means, *square_sums]).double().tolist()
+        k = len(exp_avg_sq_means)
+        v, scale = FS.shared_scale_(
+            np.array(values[:k]), np.array(values[k:]), np.array(counts, dtype=np.float64),
+            np.array(beta2s, dtype=np.float64), np.array(steps, dtype=np.float64), eps)
+        for mean, value in zip(exp_avg_sq_means, v.tolist(), strict=True):
+            mean.fill_(value)
+        return float(scale)
+    dtype = torch.float32  # at least: half-precision parameters keep a float32 statistic
+    for m in exp_avg_sq_means:
+        dtype = torch.promote_types(dtype, m.dtype)
+    v = torch.stack([m.to(dtype) for m in exp_avg_sq_means])
+    q = torch.stack([s.to(dtype) for s in square_sums])
+    v, scale = FS.shared_scale_(v, q, *(_rows(x, v) for x in (counts, beta2s, steps)),
+                                eps.to(v) if isinstance(eps, Tensor) else eps)
+    torch._foreach_copy_(exp_avg_sq_means, list(v.unbind(0)))
+    return scale
+
+
+def _rows(values: list[Hyper], like: Tensor) -> Tensor:
+    """Per-parameter scalars (floats or per-run tensors) stacked as ``like``'s rows."""
+    shape = (len(values),) + (1,) * (like.ndim - 1)
+    if not any(isinstance(v, Tensor) for v in values):
+        return torch.tensor(values, dtype=like.dtype, device=like.device).reshape(shape)
+    return torch.stack([torch.as_tensor(v, dtype=like.dtype, device=like.device)
+                        .expand(like.shape[1:]) for v in values])
 
 
 def choose(fused: bool | None, foreach: bool, kernel: bool) -> Executor:

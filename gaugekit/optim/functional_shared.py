@@ -11,6 +11,7 @@ pass runs (a loop, multi-tensor calls, one compiled pass, torch's fused SGD kern
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -57,46 +58,31 @@ def run_sums_of_squares(tensors: list[Tensor], batch_dims: int) -> list[Tensor]:
     return D.param_sums(partials, tensors)
 
 
-def _rows(values: list[Hyper], like: Tensor) -> Tensor:
-    """Per-parameter scalars (floats or per-run tensors) stacked as ``like``'s rows."""
-    shape = (len(values),) + (1,) * (like.ndim - 1)
-    if not any(isinstance(v, Tensor) for v in values):
-        return torch.tensor(values, dtype=like.dtype, device=like.device).reshape(shape)
-    return torch.stack([torch.as_tensor(v, dtype=like.dtype, device=like.device)
-                        .expand(like.shape[1:]) for v in values])
+def shared_scale_(v: Any, q: Any, n: Any, b: Any, t: Any, eps: Any) -> tuple[Any, Any]:
+    r"""Shared-scale Adam's statistic, on arrays whose rows are the parameters (``torch`` or
+    ``numpy``: the same operations; :mod:`gaugekit.optim.execution` picks). Per parameter
+    ``i`` (``nᵢ`` entries per run, its own step ``tᵢ``), the mean of what Adam's second
+    moment would be follows its own recurrence (the mean is linear), and the scale pools them:
 
+    ``v̄ᵢ ← β₂ v̄ᵢ + (1 − β₂) Σgᵢ²/nᵢ``,  ``s = √(Σᵢ nᵢ v̄ᵢ / (1 − β₂^{tᵢ}) / Σᵢ nᵢ) + ε``.
 
-def shared_scale_(exp_avg_sq_means: list[Tensor], square_sums: list[Tensor], *,
-                  counts: list[int], beta2s: list[Hyper], steps: list[int], eps: Hyper) -> Tensor:
-    r"""Shared-scale Adam's statistic. Per parameter ``i`` (``nᵢ`` entries per run, its own
-    step ``tᵢ``), the mean of what Adam's second moment would be follows its own recurrence
-    (the mean is linear), ``v̄ᵢ ← β₂ v̄ᵢ + (1 − β₂) Σgᵢ²/nᵢ`` (in place); returns, one value per
-    run,
-
-    ``s = √(Σᵢ nᵢ v̄ᵢ / (1 − β₂^{tᵢ}) / Σᵢ nᵢ) + ε``.
-
-    Vectorised over the parameters (a dozen tensor operations whatever their number, on their
-    device: no host read)."""
-    dtype = torch.float32  # at least: half-precision parameters keep a float32 statistic
-    for m in exp_avg_sq_means:
-        dtype = torch.promote_types(dtype, m.dtype)
-    v = torch.stack([m.to(dtype) for m in exp_avg_sq_means])
-    q = torch.stack([s.to(dtype) for s in square_sums])
-    n, b, t = _rows(counts, v), _rows(beta2s, v), _rows(steps, v)
+    ``v``: the ``v̄ᵢ`` (rows ``i``, then one entry per run), ``q`` the sums ``Σgᵢ²``, ``n``,
+    ``b``, ``t`` the counts, ``β₂`` and steps (broadcast against ``v``). Returns the new ``v``
+    and ``s`` (one value per run)."""
     v = b * v + (1 - b) * (q / n)
     total = (n * (v / (1 - b**t))).sum(0)
-    torch._foreach_copy_(exp_avg_sq_means, list(v.unbind(0)))
-    scale = (total / sum(counts)).sqrt()
-    if isinstance(eps, Tensor):
-        eps = eps.to(device=scale.device, dtype=scale.dtype)
-    return scale + eps
+    return v, (total / n.sum(0)) ** 0.5 + eps
 
 
-def shared_scale_coefficients(scale: Tensor, params: list[Tensor], *, lrs: list[Hyper],
+def shared_scale_coefficients(scale: Hyper, params: list[Tensor], *, lrs: list[Hyper],
                               beta1s: list[Hyper], steps: list[int],
-                              batch_dims: int) -> list[Tensor]:
+                              batch_dims: int) -> list[Hyper]:
     r"""``c = −lr / ((1 − β₁ᵗ) s)`` per parameter, ``s`` viewed against it (one value per
-    run); parameters that share ``(lr, β₁, t)`` as floats share one tensor."""
+    run); parameters that share ``(lr, β₁, t)`` as floats share one value (a float when ``s``
+    is one)."""
+    if not isinstance(scale, Tensor):
+        return [(-lr / (1 - beta1**step)) / scale if scale else -math.inf
+                for lr, beta1, step in zip(lrs, beta1s, steps, strict=True)]
     out, shared = [], {}
     for p, lr, beta1, step in zip(params, lrs, beta1s, steps, strict=True):
         floats = not isinstance(lr, Tensor) and not isinstance(beta1, Tensor)

@@ -114,10 +114,11 @@ class MuonAdam(ZooOptimizer):
     State: ``momentum_buffer`` (Muon parameters); ``step``, ``exp_avg``, ``exp_avg_sq`` (AdamW)
     or ``step``, ``exp_avg``, ``exp_avg_sq_mean`` (shared scale). ``state_dict`` holds both.
 
-    Non-finite gradients: with ``adam="shared_scale"`` the Adam side shares ``s_t``, and a
-    non-finite gradient skips the whole step (Muon's too) with a ``RuntimeWarning`` by default
-    (``nonfinite``, ``gaugekit.optim.base``); with ``"adamw"`` nothing is shared across
-    parameters and a NaN stays in its parameter (its matrix, under Muon), as in torch.optim.
+    Non-finite gradients (:mod:`gaugekit.optim.nonfinite`): one check of both sides before
+    either steps, whatever ``adam`` is (a NaN reaches Muon's whole matrix through its
+    normalisation, and with ``"shared_scale"`` every Adam parameter through ``s_t``): by
+    default the whole step is skipped with a ``RuntimeWarning`` naming the parameters;
+    ``"raise"`` raises; ``"propagate"`` checks nothing (torch.optim's behaviour).
 
     Gauge: equivariant with ``adam="shared_scale"`` (Muon's ``NS(MQ) = NS(M)Q``, the shared
     scale a gauge-invariant scalar, the decay a scalar multiple); with ``"adamw"`` as soon as a
@@ -146,8 +147,8 @@ class MuonAdam(ZooOptimizer):
         adam_lr_ratio: Adam's learning rate over Muon's, ``>= 0`` (per run).
         betas: Adam's ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
         eps: Adam's ``ε >= 0`` (per run; optimizer-wide with ``"shared_scale"``).
-        nonfinite: ``"skip"``, ``"raise"``, ``"propagate"`` or ``None`` (with
-            ``"shared_scale"``; see above).
+        nonfinite: ``"skip"``, ``"raise"``, ``"propagate"`` or ``None`` (``"skip"`` for one
+            run, ``"propagate"`` for stacked runs; see above).
     """
 
     rule_keys = ("adam", "ns_dtype", "use_muon")
