@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from gaugekit.optim import MuonAdam, make_optimizer, muon_param_groups
-from gaugekit.optim.base import LATER_KEYS
+from gaugekit.optim.checkpoints import LATER_KEYS
 from gaugekit.optim.registry import ALIASES, get_spec, optimizer_names
 
 DTYPE = torch.float64
