@@ -270,14 +270,15 @@ def _shared_scale_step_(
     decays = [FS.decay_factor(lr, wd) for lr, wd in zip(lrs, decays, strict=True)]
     floats = not any(isinstance(h, Tensor) for h in (*lrs, *beta1s, *beta2s, *decays))
     kernel = floats and batch_dims == 0 and X.kernel_applies(params, grads, exp_avgs)
-    on_host = (kernel and not isinstance(eps, Tensor)
+    executor = X.choose(opt.defaults.get("fused"), foreach, kernel)
+    on_host = (executor is X.kernel_ and not isinstance(eps, Tensor)
                and all(p.device.type == "cpu" for p in params))
     scale = X.shared_scale_scalars_(
         v_means, sums, counts=[FS.param_count(g, batch_dims) for g in grads], beta2s=beta2s,
         steps=steps, eps=eps, on_host=on_host)
     coefficients = FS.shared_scale_coefficients(scale, params, lrs=lrs, beta1s=beta1s,
                                                 steps=steps, batch_dims=batch_dims)
-    X.choose(opt.defaults.get("fused"), foreach, kernel)(
+    executor(
         params, grads, exp_avgs, weights=[1 - b for b in beta1s], coefficients=coefficients,
         decays=decays, maximizes=maximizes)
     return True
