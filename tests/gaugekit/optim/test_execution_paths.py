@@ -6,7 +6,9 @@ multi-tensor passes and compiled pass; Muon's stacked Newton–Schulz (same-shap
 call) against one call per matrix. Tolerances, stated per dtype on parameters of size O(1) after
 four steps of size ~1e-2: float64 1e-12, float32 1e-5 (a few ulps of the step), bfloat16 and
 float16 one ulp of the parameter (2⁻⁷ and 2⁻¹⁰ relative): half-precision paths may round an
-entry the other way.
+entry the other way; the compiled pass four ulps (it keeps each step's intermediates in float32
+and rounds once, where the loop rounds after each operation: 1.5 ulps apart after four steps at
+worst on this problem).
 """
 
 from __future__ import annotations
@@ -51,11 +53,12 @@ def _train(make, dtype, shapes=((2, 6, 4), (2, 4, 6), (2, 5))) -> list[torch.Ten
     return [p.detach().float() for p in params]
 
 
-def _compare(plain, path, dtype, shapes=((2, 6, 4), (2, 4, 6), (2, 5))):
+def _compare(plain, path, dtype, shapes=((2, 6, 4), (2, 4, 6), (2, 5)), ulps=1):
     a, b = _train(plain, dtype, shapes), _train(path, dtype, shapes)
     start = _train(lambda ps: SharedScaleAdam(ps, lr=0.0), dtype, shapes)
+    tol = TOL[dtype] * (ulps if dtype.itemsize == 2 else 1)
     for x, y, s in zip(a, b, start, strict=True):
-        torch.testing.assert_close(y, x, atol=TOL[dtype], rtol=TOL[dtype])
+        torch.testing.assert_close(y, x, atol=tol, rtol=tol)
         assert (x - s).abs().max() > 4 * TOL[dtype]  # the loop moved beyond the tolerance
 
 
@@ -69,7 +72,7 @@ def test_each_path_is_the_plain_loop(path, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("path", sorted(COMPILED))
 def test_each_compiled_path_is_the_plain_loop(path, dtype):
-    _compare(*COMPILED[path], dtype)
+    _compare(*COMPILED[path], dtype, ulps=4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
