@@ -38,7 +38,7 @@ def newton_schulz(
     is cast back to ``G``'s dtype. Equivariant in exact arithmetic; in floating point the gauge
     then holds to that dtype's round-off only. ``None`` (default): ``G``'s dtype.
 
-    ``gram``: iterate on the Gram matrix (:func:`_gram_newton_schulz`), the same polynomial of
+    ``gram``: iterate on the Gram matrix (``_gram_newton_schulz``), the same polynomial of
     ``X₀`` with ``n × n`` products only, ``X₅ = Q X₀`` for a wide ``n × m`` matrix. ``None``
     (default): when the matrix is at least twice as wide as tall (``m ≥ 2n``: ``5n²m + 16n³``
     multiply-adds against ``5(2n²m + n³)``; 1.4 times fewer at ``m = 4n``) and the

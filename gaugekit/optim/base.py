@@ -158,11 +158,12 @@ class ZooOptimizer(Optimizer):
             cls.__doc__ = doc.rstrip() + "\n" + "\n".join(lines) + "\n    "
 
     matrix_only: ClassVar[bool] = False
-    #: the hyperparameters that change the rule (its update or its state's layout): a
+    #: the hyperparameters that change the rule, its update or its state's layout; a
     #: checkpoint written with another value of one of them is refused at load
     rule_keys: ClassVar[tuple[str, ...]] = ()
     #: hyperparameters added after the first release of a rule, with the value that a checkpoint
-    #: without them stands for (besides :data:`LATER_KEYS`, every rule's)
+    #: without them stands for, besides every rule's
+    #: :data:`~gaugekit.optim.checkpoints.LATER_KEYS`
     later_keys: ClassVar[dict[str, Any]] = {}
     #: True when some statistic of the step spans all parameters (FlowAdam's norms and clip),
     #: whether or not the groups couple from the first step
@@ -177,9 +178,9 @@ class ZooOptimizer(Optimizer):
     #: (``θ ← θ − lr λ θ``): what ``weight_decay`` means, and so which value of torch's
     #: ``decoupled_weight_decay`` a rule without that option accepts.
     weight_decay_kind: ClassVar[str] = "decoupled"
-    #: what ``nonfinite=None`` means with one run (``batch_dims = 0``): ``"skip"`` for a rule whose
-    #: statistic spans several entries (a NaN would spread through it), ``"propagate"`` (torch's
-    #: behaviour) for a rule whose statistics are per coordinate. Stacked runs propagate.
+    #: what ``nonfinite=None`` means with one run, ``batch_dims = 0``; ``"skip"`` for a rule whose
+    #: statistic spans several entries, through which a NaN would spread, ``"propagate"``,
+    #: torch's behaviour, for a rule whose statistics are per coordinate. Stacked runs propagate.
     nonfinite_default: ClassVar[str] = "skip"
 
     def __init__(

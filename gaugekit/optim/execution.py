@@ -51,8 +51,8 @@ def foreach_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], 
 
 
 _COMPILED: list[Executor] = []
-#: the most graphs of the compiled pass kept (dynamo's default is 8 per function): one per
-#: dtype, device and rank of a parameter and of its scalars, shapes dynamic
+#: the most graphs of the compiled pass kept, one per dtype, device and rank of a parameter
+#: and of its scalars, shapes dynamic; dynamo's default is 8 per function
 COMPILED_GRAPHS = 64
 
 
@@ -90,9 +90,9 @@ def compiled_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
 
 
 # ------------------------------------------------------------------------- torch's SGD kernel
-#: the dtypes sent to torch's fused momentum-SGD kernel. Not half precision: in torch 2.13 the
-#: CPU kernel leaves float16 and bfloat16 parameters unchanged in its vectorized blocks
-#: (``torch.optim.SGD(momentum=0.9, fused=True)`` on 64 float16 ones does not move them).
+#: the dtypes sent to torch's fused momentum-SGD kernel, not half precision; in torch 2.13 the
+#: CPU kernel leaves float16 and bfloat16 parameters unchanged in its vectorized blocks, and
+#: ``torch.optim.SGD(momentum=0.9, fused=True)`` on 64 float16 ones does not move them
 KERNEL_DTYPES = (torch.float32, torch.float64)
 #: the tensor types the kernel takes as they are (a subclass such as DTensor is left out)
 _PLAIN = (Tensor, torch.nn.Parameter)

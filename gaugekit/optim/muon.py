@@ -115,7 +115,8 @@ class Muon(ZooOptimizer):
     and the factor audit says so (:mod:`gaugekit.audit.factor_results`). ``split_rows = s``
     orthogonalizes ``s`` row blocks of each matrix separately (a fused ``[W_Q; W_K; W_V]``:
     ``s = 3``), the shape factor taken on a block. Same-shape matrices of a group are stacked
-    into one Newton–Schulz call where that pays (:func:`gaugekit.optim.functional.orthogonalize`).
+    into one Newton–Schulz call where that pays
+    (:func:`gaugekit.optim.orthogonalize.orthogonalize`).
 
     Deviations from ``torch.optim.Muon``: un-damped buffer ``μ M + G`` (torch: ``μ M + (1−μ) G``,
     i.e. ``(1−μ)`` times ours, which NS undoes up to ε); ``nesterov=False``, ``ρ = 1`` and no

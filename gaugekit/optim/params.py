@@ -102,7 +102,7 @@ def muon_param_groups(
     would be) or by head (``"heads"``: every head's query, key and value rows alone), in a
     group of their own with ``split_rows`` (:mod:`gaugekit.optim.orthogonalize`). The layouts:
     ``nn.MultiheadAttention``'s ``in_proj_weight`` and those the twin audit knows
-    (:func:`gaugekit.audit.find_qk_sites`: GPT-2's ``c_attn``, the per-head
+    (:func:`~gaugekit.audit.heads.find_qk_sites`: GPT-2's ``c_attn``, the per-head
     ``query_key_value`` of GPT-NeoX, Bloom and Falcon, the packed rows of Phi-3, MPT,
     GPTBigCode and multi-query Falcon, Falcon's grouped rows). Off (``False``, the default),
     a fused projection is one matrix.

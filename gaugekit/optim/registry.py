@@ -72,7 +72,7 @@ class OptimizerSpec:
             the verdict on a model routed by :func:`~gaugekit.optim.muon_param_groups`: whether
             it keeps every gauge of the model, and why (which parameters the second rule
             takes, which gauges that breaks). The twin audit
-            (:func:`gaugekit.audit.audit_twins`) agrees (``tests/gaugekit/optim``).
+            (:func:`~gaugekit.audit.heads.audit_twins`) agrees (``tests/gaugekit/optim``).
     """
 
     name: str
