@@ -251,6 +251,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         raise ValueError(f"Invalid hyperparameters for {args.optimizer}: {message}") from exc
     print(f"Equivariance audit of {args.optimizer}: {args.steps} steps, {args.dtype}, "
           f"{_audit_problem(args)} and a noise twin (seed 0)")
+    if "." not in args.optimizer:  # a registry entry: the registry's verdict and its scope
+        for line in spec.verdict_lines(**kwargs):
+            print(f"registry: {line}")
     try:
         result = audit_equivariance(factory, num_steps=args.steps, dtype=dtype,
                                     create_graph=args.create_graph, group=args.group,
@@ -282,6 +285,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for name, spec in ALIASES.items():
         options = ", ".join(f"{k}={v!r}" for k, v in spec.options.items())
         print(f"  {name:<12} {spec.cls.__name__}({options})")
+        for value in spec.on_a_model:
+            for line in spec.verdict_lines(**{spec.routed_by: value})[1:]:
+                print(f"  {'':<12} {line}")
     return 0
 
 

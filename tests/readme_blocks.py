@@ -25,6 +25,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("audit_equivariance(", "assert sgd.equivariant and sgd.residual < 1e-8, sgd\n"
                             "assert not adamw.equivariant and adamw.residual > 1e-3, adamw\n"),
     ("losses.append(", "assert len(losses) == 200 and losses[-1] < 0.9 * losses[0], losses\n"),
+    ('nonfinite="skip"', "assert not opt.state and len(caught) == 1\n"
+                         "assert \"param_groups[0]['params'][0] (shape (8, 4))\" in "
+                         "str(caught[0].message)\n"),
 )
 
 

@@ -17,9 +17,12 @@ update in math, its deviations from the paper and its gauge class).
                           ``flow_functional.py`` and ``flow_ode.py``)
 ========================  ======================================================================
 
-Around them: the functional cores (``functional.py``: the math of every rule, on tensors), the
-base class (``base.py``: validation, stacked runs, weight decay, checkpoints, non-finite
-gradients; :class:`ZooOptimizer`), the registry (``registry.py``: name → class, schedule and
+Around them: the functional cores (``functional.py``, ``functional_shared.py``,
+``functional_matrix.py``: each rule's math, once, on tensors), how it runs (``execution.py``:
+loop, multi-tensor, compiled, torch's fused kernel; ``orthogonalize.py``: Muon's matrices
+oriented, cut and stacked), the base class (``base.py``: validation, stacked runs, weight decay;
+:class:`ZooOptimizer`), one policy for non-finite gradients (``nonfinite.py``), checkpoints
+(``checkpoints.py``), the registry (``registry.py``: name → class, schedule and
 gauge class with the reason), the learning-rate schedules (``schedules.py``), the routing of
 matrices and the rest (``params.py``: :func:`split_matrix_params` by shape,
 :func:`muon_param_groups` by module) and the reductions under ``torch.distributed``
@@ -33,7 +36,7 @@ from gaugekit.optim.flow_adam import FlowAdam
 from gaugekit.optim.gram import GramPreconditioned
 from gaugekit.optim.muon import Muon
 from gaugekit.optim.muon_adam import MuonAdam
-from gaugekit.optim.params import muon_param_groups, split_matrix_params
+from gaugekit.optim.params import fused_qkv_blocks, muon_param_groups, split_matrix_params
 from gaugekit.optim.registry import (
     OptimizerSpec,
     all_specs,
@@ -69,6 +72,7 @@ __all__ = [
     "Signum",
     "ZooOptimizer",
     "all_specs",
+    "fused_qkv_blocks",
     "get_spec",
     "lr_factor",
     "make_optimizer",

@@ -66,11 +66,11 @@ class Adafactor(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, beta2: Hyper = 0.999, eps: Hyper = 1e-8,
         weight_decay: Hyper = 0.0, *, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "beta2": beta2, "eps": eps, "weight_decay": weight_decay,
-            "maximize": maximize,
+            "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 

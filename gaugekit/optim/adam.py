@@ -8,7 +8,9 @@ import torch
 from torch import Tensor
 
 from gaugekit.optim import distributed as D
+from gaugekit.optim import execution as X
 from gaugekit.optim import functional as F
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     EPS,
     LR,
@@ -82,6 +84,8 @@ class Adam(ZooOptimizer):
     """
 
     weight_decay_kind = "coupled"
+    nonfinite_default = "propagate"  # per coordinate: torch's behaviour by default
+    rule_keys = ("decoupled_weight_decay",)
     hyper_checks = {
         "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
         "decoupled_weight_decay": bool_check, "maximize": bool_check,
@@ -90,11 +94,13 @@ class Adam(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, decoupled_weight_decay: bool = False,
-        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
+        maximize: bool = False, batch_dims: int = 0,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
             "decoupled_weight_decay": decoupled_weight_decay, "maximize": maximize,
+            "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
@@ -138,9 +144,10 @@ class SharedScaleAdam(ZooOptimizer):
     ``param.shape[:batch_dims]``). The mean is linear, so it follows its own recurrence
     ``v̄_t = β₂ v̄_{t-1} + (1 − β₂) mean(g_t²)``: the optimizer keeps one tensor per parameter,
     as momentum SGD — half of Adam's state — and takes two passes over memory per step (the
-    sum of ``g²``; the moment and the parameter, in one kernel: ``fused`` below). A checkpoint
-    of the former layout (with the full ``exp_avg_sq``, from before the class marker) is
-    converted on load: ``v̄`` is its mean.
+    sum of ``g²``; the moment and the parameter, in one kernel: ``fused`` below). The scalars
+    (the ``v̄ᵢ`` and ``s``) are computed on the host in float64 where that is free (CPU
+    parameters, float hyperparameters, one run), else on the parameters' device without a
+    host read (:func:`gaugekit.optim.execution.shared_scale_scalars_`).
 
     Non-finite gradients (``nonfinite``, ``gaugekit.optim.base``): a NaN or inf in one
     gradient would reach every parameter through ``s_t``. By default (``batch_dims = 0``) such a
@@ -150,8 +157,8 @@ class SharedScaleAdam(ZooOptimizer):
     total of the sums of ``g²`` the scalar is made of: one host read per step, no extra pass.
 
     Deviations: the paper's script keeps the full ``v`` and sums it with ``.item()`` (a host
-    sync per step); here the mean follows its recurrence on the device, the same numbers up to
-    round-off (β = (0.9, 0.999), ε = 1e-8 outside the root).
+    sync per step); here the mean follows its recurrence, the same numbers up to round-off
+    (β = (0.9, 0.999), ε = 1e-8 outside the root).
 
     Gauge: equivariant — ``mean(v̂)`` is a sum of squared Frobenius norms, invariant under
     ``G → G Q``, so the update is ``m̂`` times a gauge-invariant scalar (and the decay a scalar
@@ -220,19 +227,22 @@ class SharedScaleAdam(ZooOptimizer):
 
 def _shared_scale_step_(
     opt: ZooOptimizer, entries: list[tuple[dict[str, Any], Tensor, Tensor]], *, eps: Hyper,
-    lr_key: str = "lr", lr_ratio_key: str | None = None,
+    lr_key: str = "lr", lr_ratio_key: str | None = None, sums: list[Tensor] | None = None,
+    checked: bool = False,
 ) -> bool:
     """One shared-scale Adam step of ``entries`` ``(group, param, grad)`` of ``opt`` (all of them
     share the scalar), after the non-finite check (:meth:`ZooOptimizer._finite_or_skip`, on
     the sums of squares the scalar is made of). The learning rate of a parameter is
-    ``group[lr_key]`` (times ``group[lr_ratio_key]``). State per parameter: ``step``,
+    ``group[lr_key]`` (times ``group[lr_ratio_key]``); ``sums``: the sums of squares of the
+    gradients when the caller has them, ``checked``: the caller ran the check. State: ``step``,
     ``exp_avg``, ``exp_avg_sq_mean``. Returns whether the step was taken. Shared by
     :class:`SharedScaleAdam` and :class:`~gaugekit.optim.MuonAdam`."""
     if not entries:
         return True
     batch_dims = opt.defaults["batch_dims"]
-    sums = F.run_sums_of_squares([g for _, _, g in entries], batch_dims)
-    if not opt._finite_or_skip(sums, [p for _, p, _ in entries]):
+    if sums is None:
+        sums = FS.run_sums_of_squares([g for _, _, g in entries], batch_dims)
+    if not checked and not opt._finite_or_skip(sums, [p for _, p, _ in entries]):
         return False
     params = [p for _, p, _ in entries]
     foreach = opt.defaults.get("foreach")
@@ -257,11 +267,20 @@ def _shared_scale_step_(
     params, grads, exp_avgs, v_means, steps, lrs, beta1s, beta2s, decays, maximizes = (
         list(column) for column in zip(*rows, strict=True)
     )
-    F.shared_scale_adam_(
-        params, grads, exp_avgs, v_means, steps=steps, lrs=lrs, beta1s=beta1s, beta2s=beta2s,
-        weight_decays=decays, maximizes=maximizes, batch_dims=batch_dims, eps=eps,
-        square_sums=sums, foreach=foreach, fused=opt.defaults.get("fused"),
-    )
+    decays = [FS.decay_factor(lr, wd) for lr, wd in zip(lrs, decays, strict=True)]
+    floats = not any(isinstance(h, Tensor) for h in (*lrs, *beta1s, *beta2s, *decays))
+    kernel = floats and batch_dims == 0 and X.kernel_applies(params, grads, exp_avgs)
+    executor = X.choose(opt.defaults.get("fused"), foreach, kernel)
+    on_host = (executor is X.kernel_ and not isinstance(eps, Tensor)
+               and all(p.device.type == "cpu" for p in params))
+    scale = X.shared_scale_scalars_(
+        v_means, sums, counts=[FS.param_count(g, batch_dims) for g in grads], beta2s=beta2s,
+        steps=steps, eps=eps, on_host=on_host)
+    coefficients = FS.shared_scale_coefficients(scale, params, lrs=lrs, beta1s=beta1s,
+                                                steps=steps, batch_dims=batch_dims)
+    executor(
+        params, grads, exp_avgs, weights=[1 - b for b in beta1s], coefficients=coefficients,
+        decays=decays, maximizes=maximizes)
     return True
 
 
@@ -327,6 +346,7 @@ class AdamMini(ZooOptimizer):
         fused: those passes compiled into one (``torch.compile``; the first step compiles).
     """
 
+    rule_keys = ("blocks",)
     hyper_checks = {
         "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
         "blocks": _blocks_check, "maximize": bool_check, "foreach": _switch_check,
@@ -337,11 +357,12 @@ class AdamMini(ZooOptimizer):
         self, params: Any, lr: Hyper = 1e-3, betas: tuple[Hyper, Hyper] = (0.9, 0.999),
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, blocks: int | str = 1,
         maximize: bool = False, foreach: bool | None = None, fused: bool | None = None,
-        batch_dims: int = 0, **torch_options: Any,
+        batch_dims: int = 0, nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
-            "blocks": blocks, "maximize": maximize, "foreach": foreach, "fused": fused,
+            "blocks": blocks, "maximize": maximize,
+            "nonfinite": nonfinite, "foreach": foreach, "fused": fused,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
@@ -350,37 +371,60 @@ class AdamMini(ZooOptimizer):
         blocks, batch_dims = group["blocks"], group["batch_dims"]
         if isinstance(blocks, str):
             return
-        for p in group["params"]:
-            rows = p.shape[batch_dims] if p.ndim > batch_dims else 1
-            if p.ndim == batch_dims or rows % blocks:
+        for p in group["params"]:  # a 0-d parameter (after the batch dims) is one block
+            if p.ndim > batch_dims and p.shape[batch_dims] % blocks:
                 raise invalid(
                     "blocks", blocks, "a divisor of the rows of every parameter of its group "
                     f"(got a parameter of shape {tuple(p.shape)} with batch_dims={batch_dims})"
                 )
 
-    def _update_group(self, group: dict[str, Any]) -> None:
+    def _update_all(self, closure: Any = None) -> None:
+        """The block statistics of every group first, the non-finite check on them (no extra
+        pass over the gradients), then each group's update."""
+        groups = [(group, list(self._with_grad(group["params"]))) for group in self.param_groups]
+        means = [[FS.block_mean_sq(g, group["blocks"], group["batch_dims"]) for _, g in pairs]
+                 for group, pairs in groups]
+        if not self._finite_or_skip([m for ms in means for m in ms],
+                                    [p for _, pairs in groups for p, _ in pairs]):
+            return
+        for (group, pairs), block_means in zip(groups, means, strict=True):
+            if pairs:
+                self._step_group(group, pairs, block_means)
+
+    def _step_group(self, group: dict[str, Any], pairs: list[tuple[Tensor, Tensor]],
+                    block_means: list[Tensor]) -> None:
+        """The statistic and coefficient of each parameter (one per block), then the moment
+        pass of the group (:mod:`gaugekit.optim.execution`)."""
         blocks, batch_dims = group["blocks"], group["batch_dims"]
         beta1, beta2 = group["betas"]
         rows = []
-        for p, g in self._with_grad(group["params"]):
+        for (p, g), mean in zip(pairs, block_means, strict=True):
             state = self._state(p, "exp_avg", step=True)
             if "exp_avg_sq_block" not in state:
-                state["exp_avg_sq_block"] = torch.zeros_like(
-                    F.block_mean_sq(torch.zeros_like(p), blocks, batch_dims)
-                )
+                state["exp_avg_sq_block"] = torch.zeros_like(mean)
             v = state["exp_avg_sq_block"]
-            rows.append((p, g, state["exp_avg"], v, state["step"], self._hyper(group, "lr", p),
-                         per_run(beta1, p, batch_dims), per_run(beta2, v, batch_dims),
-                         self._hyper(group, "eps", p), self._hyper(group, "weight_decay", p)))
-        if not rows:
-            return
-        params, grads, exp_avgs, vs, steps, lrs, beta1s, beta2s, epss, decays = (
+            lr, b1, eps = (self._hyper(group, key, p) for key in ("lr", "betas", "eps"))
+            b1 = b1[0]
+            if not isinstance(blocks, str):  # hyperparameters against the blocks
+                lr, b1, eps = (FS.block_view(h, batch_dims) for h in (lr, b1, eps))
+            coefficient = FS.adam_mini_coefficient_(
+                v, mean, step=state["step"], lr=lr, beta1=b1,
+                beta2=per_run(beta2, v, batch_dims), eps=eps)
+            decay = FS.decay_factor(self._hyper(group, "lr", p),
+                                    self._hyper(group, "weight_decay", p))
+            weight = 1 - per_run(beta1, p, batch_dims)
+            row = FS.adam_mini_rows(p, g, state["exp_avg"], coefficient, blocks=blocks,
+                                    batch_dims=batch_dims)
+            if row[0] is not p:  # views of the blocks: per-run scalars against them
+                weight, decay = (FS.block_view(h, batch_dims) for h in (weight, decay))
+                weight, decay = (h.unsqueeze(-1) if isinstance(h, Tensor) and h.ndim else h
+                                 for h in (weight, decay))
+            rows.append((*row, weight, decay))
+        params, grads, exp_avgs, coefficients, weights, decays = (
             list(column) for column in zip(*rows, strict=True))
         foreach = group["foreach"]
         if foreach is None:
             foreach = all(p.device.type == "cuda" for p in params)
-        F.adam_mini_(
-            params, grads, exp_avgs, vs, steps=steps, lrs=lrs, beta1s=beta1s, beta2s=beta2s,
-            epss=epss, weight_decays=decays, blocks=blocks, batch_dims=batch_dims,
-            maximize=group["maximize"], foreach=foreach, fused=bool(group["fused"]),
-        )
+        X.choose(group["fused"], foreach, kernel=False)(
+            params, grads, exp_avgs, weights=weights, coefficients=coefficients, decays=decays,
+            maximizes=[group["maximize"]] * len(params))

@@ -24,11 +24,10 @@ parameter in one pass: torch's fused momentum-SGD kernel where SharedScaleAdam c
 default, else the step compiled by ``torch.compile``); every other rule refuses
 ``foreach=True`` and ``fused=True``.
 
-Checkpoints. Every param group carries ``"gaugekit_optimizer": <class name>`` (it travels with
-``state_dict()``, also through tools that keep only ``state`` and ``param_groups``), and
-:meth:`ZooOptimizer.load_state_dict` refuses, before touching anything, a state saved by another
-class: another zoo rule (named), or any state without the marker (torch.optim's, another
-library's). A subclass loads its base class's state, not the other way round.
+Checkpoints (:mod:`gaugekit.optim.checkpoints`): every param group carries the class that
+wrote it, and ``load_state_dict`` refuses, before touching anything, a state of another class
+or of another configuration of the rule (``rule_keys``), naming both; a key the checkpoint
+lacks gets what its absence meant (``later_keys``).
 
 Weight decay: ``weight_decay`` (``λ >= 0``, default 0, per group, per run) on every rule, saved
 in ``state_dict``. Where torch has the rule it keeps torch's meaning: coupled L2
@@ -54,27 +53,10 @@ decoupled_weight_decay=True)``), RMSprop and SGD (GD, Momentum) coincide with to
 decay and ``maximize`` included. ScaledGD's ``sequential=True`` reproduces the script's order
 (``V``'s Gram from the updated ``U``).
 
-Non-finite gradients. A rule that reduces a statistic over several parameters (SharedScaleAdam,
-FlowAdam, MuonAdam with ``adam="shared_scale"``) would let one NaN or inf turn every parameter
-non-finite, across param groups, without a word; those rules take ``nonfinite``:
-
-* ``"skip"`` (the default with ``batch_dims = 0``): a step whose shared statistic is not finite
-  changes nothing — no parameter, no state, no step count — and warns (``RuntimeWarning``)
-  naming the parameters whose gradient is not finite;
-* ``"raise"``: the same check, then ``RuntimeError`` (nothing changed either);
-* ``"propagate"`` (the default with ``batch_dims > 0``): no check; the NaN spreads through the
-  shared statistic into every parameter of its run, and never into another run of the stack
-  (a diverged run stays the sweep's to see; skipping would freeze the healthy runs with it).
-
-The check reads one value per step on the host: the sum of the per-parameter sums of squares
-that the shared statistic is made of anyway (no extra pass over the gradients in SharedScaleAdam
-and MuonAdam; one in FlowAdam, whose statistic is taken after its moments). Off the CPU that read
-is a synchronisation; ``nonfinite="propagate"`` avoids it. Every other rule checks nothing and
-does not synchronise: a NaN or inf propagates, as in torch.optim, into what the rule couples —
-the entry (elementwise rules; ``sign(NaN)`` is NaN here, not torch's 0), the row of the factor
-(ScaledGD), the block (AdamMini), the whole matrix (Adafactor, Muon, Shampoo, Gram; their
-``eigh`` never sees the NaN, the result is set to NaN instead) — and never into another run of
-the stack.
+Non-finite gradients (:mod:`gaugekit.optim.nonfinite`): every rule takes ``nonfinite``,
+``"skip"`` (the step changes nothing and warns, naming the parameters), ``"raise"`` or
+``"propagate"`` (torch.optim's behaviour); ``None`` is ``"skip"`` for one run except for the
+per-coordinate rules (``nonfinite_default = "propagate"``), and ``"propagate"`` for stacked runs.
 
 Distributed training (:mod:`gaugekit.optim.distributed`): DDP needs nothing (every rank holds
 whole parameters and averaged gradients). With DTensor parameters (FSDP2 ``fully_shard``) every
@@ -98,23 +80,26 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from gaugekit.optim import distributed as D
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     BATCH_DIMS,
     TORCH_OPTIM_OFF,
     Check,
     Hyper,
+    check_optimizer_wide,
     check_torch_option,
-    choice_check,
     invalid,
 )
+from gaugekit.optim.checkpoints import (
+    OPTIMIZER_KEY,
+    checked_state_dict,
+    fill_later_keys,
+)
+from gaugekit.optim.nonfinite import NONFINITE, finite_or_skip
 
-#: the policies of ``nonfinite`` (module docstring); ``None`` picks by ``batch_dims``.
-NONFINITE_POLICIES: tuple[str | None, ...] = (None, "skip", "raise", "propagate")
-#: the check of a ``nonfinite`` argument.
-NONFINITE = choice_check(*NONFINITE_POLICIES)
+#: the dtypes ``torch.linalg.eigh`` computes in (no float16 or bfloat16 kernel, CPU or CUDA)
+EIGH_DTYPES = (torch.float32, torch.float64)
 
-#: The param-group key naming the class that owns the group (and wrote a checkpoint of it).
-OPTIMIZER_KEY = "gaugekit_optimizer"
 
 
 def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
@@ -122,11 +107,14 @@ def per_run(value: Hyper, like: Tensor, batch_dims: int) -> Hyper:
 
     A Python number is returned unchanged. A tensor of shape ``like.shape[:batch_dims]`` is moved
     to ``like``'s device and dtype and viewed as ``batch_shape + (1,) * (like.ndim - batch_dims)``;
-    a 0-d tensor is only moved.
+    a one-element tensor of any other shape (``()``, ``(1,)``, ``(1, 1)``, as torch.optim takes
+    a tensor ``lr``) is one value for every run: moved and viewed as a 0-d tensor.
     """
     if not isinstance(value, Tensor):
         return value
     value = value.to(device=like.device, dtype=like.dtype)
+    if value.numel() == 1 and tuple(value.shape) != tuple(like.shape[:batch_dims]):
+        return value.reshape(())  # one value for every run, of any one-element shape
     if value.ndim == 0:
         return value
     return value.reshape(tuple(value.shape) + (1,) * (like.ndim - batch_dims))
@@ -145,6 +133,9 @@ def _tensor_entries(name: str, value: Any) -> Iterator[tuple[str, Tensor]]:
 #: arguments and :meth:`ZooOptimizer.__init_subclass__` appends these to its ``Args:``.
 SHARED_ARGS: dict[str, str] = {
     "maximize": "maximize the objective (step along ``+g``).",
+    "nonfinite": "what a non-finite gradient does: ``\"skip\"`` the step (with a warning "
+                 "naming the parameters), ``\"raise\"``, ``\"propagate\"`` (torch.optim's "
+                 "behaviour), or ``None``: the rule's default (module ``gaugekit.optim.base``).",
     "batch_dims": "leading dimensions of every parameter that index independent runs (stacked "
                   "runs; the module ``gaugekit.optim.base``).",
 }
@@ -167,6 +158,18 @@ class ZooOptimizer(Optimizer):
             cls.__doc__ = doc.rstrip() + "\n" + "\n".join(lines) + "\n    "
 
     matrix_only: ClassVar[bool] = False
+    #: the hyperparameters that change the rule, its update or its state's layout; a
+    #: checkpoint written with another value of one of them is refused at load
+    rule_keys: ClassVar[tuple[str, ...]] = ()
+    #: hyperparameters added after the first release of a rule, with the value that a checkpoint
+    #: without them stands for, besides every rule's
+    #: :data:`~gaugekit.optim.checkpoints.LATER_KEYS`
+    later_keys: ClassVar[dict[str, Any]] = {}
+    #: True when some statistic of the step spans all parameters (FlowAdam's norms and clip),
+    #: whether or not the groups couple from the first step
+    pools_all_params: ClassVar[bool] = False
+    #: True when each group is one pair of factors stepped together (ScaledGD)
+    pairs_params: ClassVar[bool] = False
     #: True when one quantity is reduced over all groups (then groups are not separable); a
     #: subclass whose coupling depends on its settings may override it with a property.
     couples_param_groups: ClassVar[bool] = False
@@ -175,6 +178,10 @@ class ZooOptimizer(Optimizer):
     #: (``θ ← θ − lr λ θ``): what ``weight_decay`` means, and so which value of torch's
     #: ``decoupled_weight_decay`` a rule without that option accepts.
     weight_decay_kind: ClassVar[str] = "decoupled"
+    #: what ``nonfinite=None`` means with one run, ``batch_dims = 0``; ``"skip"`` for a rule whose
+    #: statistic spans several entries, through which a NaN would spread, ``"propagate"``,
+    #: torch's behaviour, for a rule whose statistics are per coordinate. Stacked runs propagate.
+    nonfinite_default: ClassVar[str] = "skip"
 
     def __init__(
         self, params: Any, defaults: dict[str, Any], *, batch_dims: int = 0,
@@ -206,8 +213,16 @@ class ZooOptimizer(Optimizer):
     # ----------------------------------------------------------------------------- validation
     def _check_hypers(self, group: dict[str, Any]) -> None:
         BATCH_DIMS("batch_dims", group["batch_dims"])
+        if "nonfinite" in group:
+            NONFINITE("nonfinite", group["nonfinite"])
         for name, check in self.hyper_checks.items():
             check(name, group[name])
+            if group["batch_dims"] == 0:  # one run: a tensor is one value (before any param)
+                for label, tensor in _tensor_entries(name, group[name]):
+                    if tensor.numel() != 1:
+                        raise invalid(label, f"tensor of shape {tuple(tensor.shape)}",
+                                      "a float or a one-element tensor with batch_dims=0 "
+                                      f"(torch.optim: Tensor {name} must be 1-element)")
 
     def _check_params(self, params: list[Tensor], group: dict[str, Any]) -> None:
         batch_dims = group["batch_dims"]
@@ -237,16 +252,51 @@ class ZooOptimizer(Optimizer):
                 )
             for hyper in self.hyper_checks:
                 for label, tensor in _tensor_entries(hyper, group[hyper]):
-                    if tensor.ndim and tuple(tensor.shape) != tuple(p.shape[:batch_dims]):
+                    if tensor.numel() != 1 and tuple(tensor.shape) != tuple(p.shape[:batch_dims]):
                         raise invalid(
                             label,
                             f"tensor of shape {tuple(tensor.shape)}",
-                            f"a float, a 0-d tensor or a tensor of shape "
-                            f"{tuple(p.shape[:batch_dims])} (param.shape[:batch_dims])",
+                            f"a float, a one-element tensor (of any shape, as torch.optim) or "
+                            f"a tensor of shape {tuple(p.shape[:batch_dims])} "
+                            f"(param.shape[:batch_dims], one value per stacked run)",
                         )
+        self._check_devices(params, group)
+
+    def _check_devices(self, params: list[Tensor], group: dict[str, Any]) -> None:
+        """Refuse parameters on several devices where the rule reduces one statistic over them
+        (the groups of a rule that couples its groups; each group of ScaledGD, one pair)."""
+        if self.couples_param_groups or self.pools_all_params:
+            others = [q for g in self.param_groups for q in g["params"]]
+            scope = "all parameters of all groups"
+        elif self.pairs_params:
+            others, scope = [], "the two factors of a pair"
+        else:
+            return
+        devices = sorted({str(q.device) for q in [*others, *params]})
+        if len(devices) > 1:
+            raise invalid(
+                "params", f"parameters on the devices {devices}",
+                f"one device for {scope}: {type(self).__name__} reduces one statistic over them",
+            )
 
     def _check_group(self, group: dict[str, Any]) -> None:
         """Extra checks of a subclass on a complete group (defaults filled in)."""
+
+    def _check_eigh_dtypes(self, group: dict[str, Any], needs: str) -> None:
+        """Refuse a parameter whose dtype ``torch.linalg.eigh`` cannot compute in (float16,
+        bfloat16: no kernel on the CPU or CUDA); ``needs`` says what of the rule calls it."""
+        index = len(self.param_groups)
+        for i, p in enumerate(group["params"]):
+            if p.dtype not in EIGH_DTYPES:
+                raise invalid(
+                    "params",
+                    f"param_groups[{index}]['params'][{i}] of shape {tuple(p.shape)} and dtype "
+                    f"{p.dtype}",
+                    f"torch.float32 or torch.float64 parameters: {type(self).__name__}'s "
+                    f"{needs} needs torch.linalg.eigh, which has no float16 or bfloat16 kernel "
+                    "(keep the parameters in float32; torch.autocast still runs the forward pass "
+                    "in low precision)",
+                )
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Validate the group (hyperparameters, parameter shapes) before adding it."""
@@ -266,8 +316,13 @@ class ZooOptimizer(Optimizer):
                 self._check_torch_option(key, value)
         group = {**self.defaults, **param_group, "params": tensors}
         self._check_hypers(group)
+        if "nonfinite" in self.defaults:
+            check_optimizer_wide(group, self.defaults, ("nonfinite",),
+                                 "one policy for the whole step")
         self._check_params(tensors, group)
         self._check_group(group)
+        if any(t.is_meta for t in tensors):
+            self._meta_params = True
         _torch_add_param_group(
             self, {**param_group, "params": params, OPTIMIZER_KEY: type(self).__name__}
         )
@@ -276,32 +331,12 @@ class ZooOptimizer(Optimizer):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's loader, after refusing a state saved by another optimizer class (see the
         module docstring)."""
-        super().load_state_dict(self._checked_state_dict(state_dict))
+        super().load_state_dict(checked_state_dict(self, state_dict))
 
-    def _checked_state_dict(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-        groups = list(state_dict["param_groups"])
-        marks = {group.get(OPTIMIZER_KEY) for group in groups}
-        if marks == {None}:
-            raise self._refusal("a state_dict without gaugekit's optimizer marker (one of "
-                                "torch.optim or another library)")
-        if None in marks:
-            raise self._refusal("a state_dict whose param groups are partly unmarked")
-        rules = [c for c in type(self).__mro__ if issubclass(c, ZooOptimizer)]
-        accepted = {c.__name__ for c in rules if c is not ZooOptimizer}
-        strangers = sorted(str(m) for m in marks - accepted)
-        if strangers:
-            raise self._refusal(f"a state_dict saved by {_rule_display_name(strangers[0])}")
-        own = type(self).__name__
-        groups = [{**group, OPTIMIZER_KEY: own} for group in groups]
-        return {**state_dict, "param_groups": groups}
-
-    def _refusal(self, what: str) -> ValueError:
-        name = self.display_name()
-        return invalid(
-            "state_dict", what,
-            f"a state_dict of {name} (load it into the optimizer that saved it, or build a "
-            f"fresh {name})",
-        )
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """torch's, then the :attr:`later_keys` an older pickled optimizer lacks."""
+        super().__setstate__(state)
+        fill_later_keys(self)
 
     # ----------------------------------------------------------------------------------- step
     @torch.no_grad()
@@ -311,11 +346,22 @@ class ZooOptimizer(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if getattr(self, "_meta_params", False):
+            self._meta_params = False  # warned once
+            warnings.warn(
+                f"{type(self).__name__}: parameters on the meta device hold no values: the step "
+                "computes nothing and the state it makes lives on the meta device. A model "
+                "materialized afterwards (model.to_empty(device=...)) gets new parameters, which "
+                "this optimizer does not hold: build the optimizer after materializing the "
+                "model", RuntimeWarning, stacklevel=2)
         self._update_all(closure)
         return loss
 
     def _update_all(self, closure: Any = None) -> None:
-        """Every group's update; ``closure`` is for a rule that re-evaluates the gradient."""
+        """Every group's update, after the non-finite check; ``closure`` is for a rule that
+        re-evaluates the gradient."""
+        if not self._gradients_finite():
+            return
         for group in self.param_groups:
             self._update_group(group)
 
@@ -325,32 +371,28 @@ class ZooOptimizer(Optimizer):
     # ------------------------------------------------------------------- non-finite gradients
     def _nonfinite_policy(self) -> str:
         """``"skip"``, ``"raise"`` or ``"propagate"``: ``defaults["nonfinite"]``, where ``None``
-        (and a rule without the option) resolves by ``batch_dims`` (module docstring)."""
+        resolves to the rule's :attr:`nonfinite_default` for one run, ``"propagate"`` for
+        stacked runs (module docstring)."""
         policy = self.defaults.get("nonfinite")
         if policy is None:
-            return "skip" if self.defaults["batch_dims"] == 0 else "propagate"
+            return self.nonfinite_default if self.defaults["batch_dims"] == 0 else "propagate"
         return policy
 
+    def _gradients_finite(self, pairs: Sequence[tuple[Tensor, Tensor]] | None = None) -> bool:
+        """:meth:`_finite_or_skip` on the sums of squares of the gradients of ``pairs``
+        ``(param, grad)`` (default: every parameter with a gradient); computes nothing under
+        ``"propagate"``."""
+        if self._nonfinite_policy() == "propagate":
+            return True
+        if pairs is None:
+            pairs = [pg for group in self.param_groups for pg in self._with_grad(group["params"])]
+        sums = FS.run_sums_of_squares([g for _, g in pairs], 0)
+        return self._finite_or_skip(sums, [p for p, _ in pairs])
+
     def _finite_or_skip(self, sums: Sequence[Tensor], params: Sequence[Tensor]) -> bool:
-        """Whether the step may go on, under the non-finite policy: ``sums[i]`` is the statistic
-        (sum of squares) of ``params[i]``'s gradient. With ``"skip"`` or ``"raise"`` their total
-        is read once on the host; when it is not finite the offenders are named in a
-        ``RuntimeWarning`` (and ``False`` is returned) or a ``RuntimeError``."""
-        policy = self._nonfinite_policy()
-        if policy == "propagate" or not sums:
-            return True
-        if bool(torch.isfinite(torch.stack([s if s.ndim == 0 else s.sum() for s in sums]).sum())):
-            return True
-        bad = [self._param_label(p) for p, s in zip(params, sums, strict=True)
-               if not bool(torch.isfinite(s).all())]
-        message = (f"{type(self).__name__}: non-finite gradient (or a sum of its squares that "
-                   f"overflows) in {', '.join(bad)}; it would reach every parameter through the "
-                   f"statistic they share")
-        if policy == "raise":
-            raise RuntimeError(f"{message}. Nothing was changed (nonfinite='raise')")
-        warnings.warn(f"{message}. The step was skipped: no parameter, state or step count "
-                      "changed (nonfinite='skip')", RuntimeWarning, stacklevel=4)
-        return False
+        """Whether the step may go on under the policy (:func:`~gaugekit.optim.nonfinite.
+        finite_or_skip`): ``sums[i]`` is the statistic of ``params[i]``'s gradient."""
+        return finite_or_skip(self, sums, params)
 
     def _param_label(self, p: Tensor) -> str:
         """``'name'`` (named parameters) or ``param_groups[i]['params'][j]``, with the shape."""
@@ -381,9 +423,30 @@ class ZooOptimizer(Optimizer):
                 state["step"] = 0
             for key in buffers:
                 state[key] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        else:
+            self._check_state_device(p, state)
         if step:
             state["step"] += 1
         return state
+
+    def _check_state_device(self, p: Tensor, state: dict[str, Any]) -> None:
+        """Refuse to step a parameter whose state lives on another device: a parameter moved
+        after its state was made (``model.to_empty(device=...)`` after a step on the meta
+        device, ``.to("cuda")`` after a CPU step), where torch's kernels would compute nothing
+        (meta state) or fail. A state loaded by ``load_state_dict`` is on the parameter's device
+        (torch moves it there)."""
+        device = D.local(p).device
+        for key, value in state.items():
+            if not isinstance(value, Tensor) or key == "step":
+                continue
+            if value.device == device:
+                return  # one tensor of the state tells (the state moves as a whole)
+            raise RuntimeError(
+                    f"{type(self).__name__}: the state {key!r} of {self._param_label(p)} is on "
+                    f"{value.device} and the parameter on {device} (was the parameter moved "
+                    "after a step, e.g. materialized from the meta device?). Build the "
+                    "optimizer after moving the model, or move the state with "
+                    "optimizer.load_state_dict(optimizer.state_dict())")
 
     @staticmethod
     def _hyper(group: dict[str, Any], name: str, like: Tensor) -> Any:
@@ -404,19 +467,3 @@ def _torch_add_param_group(optimizer: Optimizer, group: dict[str, Any]) -> None:
     if "torch._dynamo" not in sys.modules:
         add = getattr(add, "__wrapped__", add)
     add(optimizer, group)
-
-
-def _rules() -> list[type[ZooOptimizer]]:
-    out, todo = [], list(ZooOptimizer.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        out.append(cls)
-        todo.extend(cls.__subclasses__())
-    return out
-
-
-def _rule_display_name(name: str) -> str:
-    for cls in _rules():
-        if cls.__name__ == name:
-            return cls.display_name()
-    return repr(name)

@@ -91,8 +91,6 @@ def _max_precond_dim_check(name: str, value: Any) -> None:
         raise invalid(name, value, "an integer >= 1 or None (no limit)")
 
 
-#: the dtypes ``torch.linalg.eigh`` computes in (no float16 or bfloat16 kernel, CPU or CUDA)
-EIGH_DTYPES = (torch.float32, torch.float64)
 
 
 def _cluster_tol_check(name: str, value: Any) -> None:
@@ -238,6 +236,8 @@ class EigenAdam(ZooOptimizer):
     """
 
     matrix_only = True
+    rule_keys = ("side",)
+    later_keys = {"max_precond_dim": None}
     hyper_checks = {
         "lr": LR,
         "betas": betas_check(),
@@ -256,12 +256,13 @@ class EigenAdam(ZooOptimizer):
         eps: Hyper = 1e-8, weight_decay: Hyper = 0.0, *, gram_beta: float = 0.95,
         update_freq: int | None = 10, side: str = "right", cluster_tol: float | None = None,
         max_precond_dim: int | None = 1024, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
             "gram_beta": gram_beta, "update_freq": update_freq, "side": side,
             "cluster_tol": cluster_tol, "max_precond_dim": max_precond_dim, "maximize": maximize,
+            "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
         for group in self.param_groups:
@@ -276,24 +277,7 @@ class EigenAdam(ZooOptimizer):
                     )
 
     def _check_group(self, group: dict[str, Any]) -> None:
-        """Refuse a parameter whose dtype ``eigh`` cannot compute in (float16, bfloat16)."""
-        index = len(self.param_groups)
-        for i, p in enumerate(group["params"]):
-            if p.dtype not in EIGH_DTYPES:
-                raise invalid(
-                    "params",
-                    f"param_groups[{index}]['params'][{i}] of shape {tuple(p.shape)} and dtype "
-                    f"{p.dtype}",
-                    "torch.float32 or torch.float64 parameters: EigenAdam's eigenbasis needs "
-                    "torch.linalg.eigh, which has no float16 or bfloat16 kernel (keep the "
-                    "parameters in float32; torch.autocast still runs the forward pass in low "
-                    "precision)",
-                )
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:  # a checkpoint from before the limit: none, as then
-            group.setdefault("max_precond_dim", None)
+        self._check_eigh_dtypes(group, "eigenbasis")
 
     def _update_group(self, group: dict[str, Any]) -> None:
         side = group["side"]

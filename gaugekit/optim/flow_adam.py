@@ -3,7 +3,6 @@ r"""FlowAdam: Adam with the anisotropy dial and a clipped gradient-flow path, an
 From the paper's FlowAdam prototype (arXiv 2608.05136, Section 10; ``flowadam/optimizer.py`` of
 ``idevender/loss-basis-adam``); the class's docstring says what it does. The math is
 :mod:`gaugekit.optim.flow_functional`, the multi-stage integration :mod:`gaugekit.optim.flow_ode`.
-The class's methods share one optimizer state, hence one module of about 500 lines.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from torch import Tensor
 from gaugekit.optim import distributed as D
 from gaugekit.optim import flow_functional as FF
 from gaugekit.optim import functional as F
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     EPS,
     LR,
@@ -36,6 +36,7 @@ from gaugekit.optim._validation import (
 from gaugekit.optim.base import NONFINITE, ZooOptimizer
 from gaugekit.optim.flow_functional import (
     CLIP_MODES,
+    FLOW_ADAM_PRESETS,
     PRECOND_SCALARS,
     clip_gradients,
     dial_coefficient,
@@ -44,6 +45,7 @@ from gaugekit.optim.flow_functional import (
     velocity_cap_factor,
 )
 from gaugekit.optim.flow_ode import (
+    FLOW_METHODS,
     MULTI_STAGE_METHODS,
     integrate_clipped_flow,
     require_torchdiffeq,
@@ -64,26 +66,6 @@ __all__ = [
     "velocity_cap_factor",
 ]
 
-FLOW_METHODS: tuple[str, ...] = ("euler", *MULTI_STAGE_METHODS)
-
-#: Named configurations. ``'invariant'``: the gauge-invariant FlowAdam-p of the paper (p = 0,
-#: RMS scalar, global-norm clip c = 10), also the class defaults. ``'prototype'``: the
-#: configuration of the paper's FlowAdam runs (p = 1, geometric-mean scalar, per-coordinate clip
-#: to [−1, 1]). Both use the paper's trigger settings: Euler, plateau 0.9, stiffness 0.1, T = 0.5.
-FLOW_ADAM_PRESETS: dict[str, dict[str, Any]] = {
-    "invariant": {
-        "precond_power": 0.0, "precond_scalar": "rms", "flow": True, "flow_method": "euler",
-        "flow_time_scale": 0.5, "flow_plateau": 0.9, "flow_stiffness": 0.1,
-        "flow_clip_mode": "globalnorm", "flow_clip": 10.0, "flow_blend": 0.5,
-        "flow_velocity_cap": 5.0, "flow_warmup": 10, "flow_stat_beta": 0.9,
-    },
-    "prototype": {
-        "precond_power": 1.0, "precond_scalar": "geomean", "flow": True, "flow_method": "euler",
-        "flow_time_scale": 0.5, "flow_plateau": 0.9, "flow_stiffness": 0.1,
-        "flow_clip_mode": "percoord", "flow_clip": 1.0, "flow_blend": 0.5,
-        "flow_velocity_cap": 5.0, "flow_warmup": 10, "flow_stat_beta": 0.9,
-    },
-}
 
 def _host_reads_are_free(device: torch.device) -> bool:
     """Whether reading a value of ``device`` on the host costs no stall: the CPU only."""
@@ -178,6 +160,8 @@ class FlowAdam(ZooOptimizer):
             ``"propagate"`` for stacked runs): what a non-finite gradient does.
     """
 
+    rule_keys = ("precond_power", "precond_scalar", "flow")
+    pools_all_params = True
     hyper_checks = {
         "lr": LR, "betas": betas_check(), "eps": EPS, "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check, "precond_power": real_check(0.0, 1.0),
@@ -284,7 +268,7 @@ class FlowAdam(ZooOptimizer):
         if not pairs:
             return
         if self._nonfinite_policy() != "propagate" and not self._finite_or_skip(
-            F.run_sums_of_squares([g for *_, g in pairs], opts["batch_dims"]),
+            FS.run_sums_of_squares([g for *_, g in pairs], opts["batch_dims"]),
             [p for _, p, _ in pairs],
         ):
             return
@@ -376,15 +360,8 @@ class FlowAdam(ZooOptimizer):
 
     # ------------------------------------------------------------------------- the trigger
     def _fresh_flow_state(self, like: Tensor) -> dict[str, Any]:
-        """A new ``state["flow"]``: zero averages and counters, per run on ``like``'s device."""
-        batch_shape = like.shape[: self.defaults["batch_dims"]]
-        stats = torch.zeros(batch_shape, dtype=like.dtype, device=like.device)
-        count = torch.zeros(batch_shape, dtype=torch.int64, device=like.device)
-        return {
-            "step": 0, "grad_norm_avg": stats, "grad_change_avg": stats.clone(),
-            "flow_steps": count, "plateau_triggers": count.clone(),
-            "stiff_triggers": count.clone(), "failures": 0, "extra_grad_evals": 0,
-        }
+        """A new ``state["flow"]`` (:func:`~gaugekit.optim.flow_functional.fresh_flow_state`)."""
+        return FF.fresh_flow_state(like, self.defaults["batch_dims"])
 
     def _flow_trigger(
         self, entries: list, stats: dict[str, Any] | None = None
@@ -506,16 +483,7 @@ class FlowAdam(ZooOptimizer):
         if flow is None:
             flow = self._fresh_flow_state(
                 next(p for group in self.param_groups for p in group["params"]))
-        steps = flow["step"]
-        return {
-            "steps": steps,
-            "flow_steps": flow["flow_steps"].clone(),
-            "plateau_triggers": flow["plateau_triggers"].clone(),
-            "stiff_triggers": flow["stiff_triggers"].clone(),
-            "failures": flow["failures"],
-            "extra_grad_evals": flow["extra_grad_evals"],
-            "trigger_rate": flow["flow_steps"].to(torch.float64) / max(steps, 1),
-        }
+        return FF.flow_counters(flow)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's loader, plus a private copy of ``state["flow"]`` on the parameters' device."""

@@ -392,3 +392,50 @@ def sharded_statistics_(
             if percoord:
                 stats["direction_norms"] = [x.sqrt() for x in sums["direction"]]
     return stats
+
+
+def fresh_flow_state(like: Tensor, batch_dims: int) -> dict[str, Any]:
+    """A new FlowAdam ``state["flow"]``: zero averages and counters, per run on ``like``'s
+    device."""
+    batch_shape = like.shape[:batch_dims]
+    stats = torch.zeros(batch_shape, dtype=like.dtype, device=like.device)
+    count = torch.zeros(batch_shape, dtype=torch.int64, device=like.device)
+    return {
+        "step": 0, "grad_norm_avg": stats, "grad_change_avg": stats.clone(),
+        "flow_steps": count, "plateau_triggers": count.clone(),
+        "stiff_triggers": count.clone(), "failures": 0, "extra_grad_evals": 0,
+    }
+
+
+def flow_counters(flow: dict[str, Any]) -> dict[str, Tensor | int]:
+    """FlowAdam's counters from its ``state["flow"]`` (copies; see ``FlowAdam.flow_counters``)."""
+    steps = flow["step"]
+    return {
+        "steps": steps,
+        "flow_steps": flow["flow_steps"].clone(),
+        "plateau_triggers": flow["plateau_triggers"].clone(),
+        "stiff_triggers": flow["stiff_triggers"].clone(),
+        "failures": flow["failures"],
+        "extra_grad_evals": flow["extra_grad_evals"],
+        "trigger_rate": flow["flow_steps"].to(torch.float64) / max(steps, 1),
+    }
+
+
+#: Named configurations. ``'invariant'``: the gauge-invariant FlowAdam-p of the paper (p = 0,
+#: RMS scalar, global-norm clip c = 10), also the class defaults. ``'prototype'``: the
+#: configuration of the paper's FlowAdam runs (p = 1, geometric-mean scalar, per-coordinate clip
+#: to [−1, 1]). Both use the paper's trigger settings: Euler, plateau 0.9, stiffness 0.1, T = 0.5.
+FLOW_ADAM_PRESETS: dict[str, dict[str, Any]] = {
+    "invariant": {
+        "precond_power": 0.0, "precond_scalar": "rms", "flow": True, "flow_method": "euler",
+        "flow_time_scale": 0.5, "flow_plateau": 0.9, "flow_stiffness": 0.1,
+        "flow_clip_mode": "globalnorm", "flow_clip": 10.0, "flow_blend": 0.5,
+        "flow_velocity_cap": 5.0, "flow_warmup": 10, "flow_stat_beta": 0.9,
+    },
+    "prototype": {
+        "precond_power": 1.0, "precond_scalar": "geomean", "flow": True, "flow_method": "euler",
+        "flow_time_scale": 0.5, "flow_plateau": 0.9, "flow_stiffness": 0.1,
+        "flow_clip_mode": "percoord", "flow_clip": 1.0, "flow_blend": 0.5,
+        "flow_velocity_cap": 5.0, "flow_warmup": 10, "flow_stat_beta": 0.9,
+    },
+}

@@ -33,6 +33,8 @@ __all__ = ["INTEGRATION_FAILURES", "MULTI_STAGE_METHODS", "FlowSolution", "integ
 MULTI_STAGE_METHODS: tuple[str, ...] = (
     "midpoint", "heun2", "heun3", "rk4", "bosh3", "fehlberg2", "adaptive_heun", "dopri5", "dopri8",
 )
+#: every ``flow_method`` of FlowAdam: Euler and the multi-stage ones.
+FLOW_METHODS: tuple[str, ...] = ("euler", *MULTI_STAGE_METHODS)
 #: exceptions of a failed integration (torchdiffeq signals a step-size underflow by an assert)
 INTEGRATION_FAILURES = (RuntimeError, FloatingPointError, AssertionError)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gaugekit.optim import functional as F
+from gaugekit.optim import functional_matrix as FM
 from gaugekit.optim._validation import (
     LR,
     WEIGHT_DECAY,
@@ -79,21 +79,25 @@ class GramPreconditioned(ZooOptimizer):
     }
 
     def __init__(
-        self, params: Any, lr: Hyper = 1e-2, *, gram_fn: F.GramFn | None = None,
+        self, params: Any, lr: Hyper = 1e-2, *, gram_fn: FM.GramFn | None = None,
         power: float = 0.5, damping: float = 1e-6, side: str = "left",
         weight_decay: Hyper = 0.0, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "gram_fn": gram_fn, "power": power, "damping": damping, "side": side,
-            "weight_decay": weight_decay, "maximize": maximize,
+            "weight_decay": weight_decay, "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
+    def _check_group(self, group: dict[str, Any]) -> None:
+        if group["gram_fn"] is None:
+            self._check_eigh_dtypes(group, "default Gram function (gram_fn=None)")
+
     def _update_group(self, group: dict[str, Any]) -> None:
-        gram_fn = group["gram_fn"] or F.damped_inverse_power(group["power"], group["damping"])
+        gram_fn = group["gram_fn"] or FM.damped_inverse_power(group["power"], group["damping"])
         for p, g in self._with_grad(group["params"]):
-            F.gram_(
+            FM.gram_(
                 p, g, lr=self._hyper(group, "lr", p), gram_fn=gram_fn, side=group["side"],
                 weight_decay=self._hyper(group, "weight_decay", p), maximize=group["maximize"],
             )

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from gaugekit.linalg import NS_COEFFICIENTS
-from gaugekit.optim import functional as F
+from gaugekit.optim import functional_matrix as FM
 from gaugekit.optim._validation import (
     DECAY,
     LR,
@@ -22,6 +22,7 @@ from gaugekit.optim._validation import (
     real_check,
 )
 from gaugekit.optim.base import ZooOptimizer
+from gaugekit.optim.orthogonalize import RowBlocks, row_blocks
 
 
 def _ns_dtype_check(name: str, value: Any) -> None:
@@ -32,14 +33,36 @@ def _ns_dtype_check(name: str, value: Any) -> None:
                                    "e.g. torch.bfloat16")
 
 
+def _split_rows_check(name: str, value: Any) -> None:
+    """An integer ``>= 1``, a tuple of block sizes or a tuple of tuples of row indices."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise invalid(name, value, "an integer >= 1, block sizes or row-index blocks")
+        return
+    ok = isinstance(value, (tuple, list)) and len(value) > 0 and (
+        all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in value)
+        or all(isinstance(b, (tuple, list)) and b and all(
+            isinstance(i, int) and not isinstance(i, bool) for i in b) for b in value))
+    if not ok:
+        raise invalid(name, value, "an integer >= 1 (equal row blocks), a tuple of block sizes "
+                      "or a tuple of tuples of row indices (a partition of the rows)")
+
+
 def _check_split_rows(group: dict[str, Any], params: list[Tensor]) -> None:
-    """Refuse a ``split_rows`` that does not divide the rows of a parameter of its group."""
+    """Refuse a ``split_rows`` whose blocks do not partition the rows of a matrix of its group
+    (the rows as Muon orients it, ``transposed`` included)."""
     split, batch_dims = group["split_rows"], group["batch_dims"]
     for p in params:
-        if p.ndim > batch_dims and p.shape[batch_dims] % split:
-            raise invalid("split_rows", split, "a divisor of the rows of every matrix of its "
-                          f"group (got a parameter of shape {tuple(p.shape)} with "
-                          f"batch_dims={batch_dims})")
+        if p.ndim < batch_dims + 2:
+            continue
+        rows = p.shape[batch_dims + 1] if group.get("transposed") else p.shape[batch_dims]
+        try:
+            row_blocks(rows, split)
+        except ValueError:
+            raise invalid("split_rows", split, "blocks that partition the rows of every matrix "
+                          f"of its group (got a parameter of shape {tuple(p.shape)}, {rows} rows "
+                          f"with batch_dims={batch_dims}"
+                          f"{', transposed' if group.get('transposed') else ''})") from None
 
 
 def _muon_group_step_(opt: ZooOptimizer, group: dict[str, Any], params: list[Tensor],
@@ -51,7 +74,7 @@ def _muon_group_step_(opt: ZooOptimizer, group: dict[str, Any], params: list[Ten
     if not params:
         return
     bufs = [opt._state(p, "momentum_buffer")["momentum_buffer"] for p in params]
-    F.muon_many_(
+    FM.muon_many_(
         params, grads, bufs, lrs=[opt._hyper(group, "lr", p) for p in params],
         momentums=[opt._hyper(group, "momentum", p) for p in params],
         weight_decays=[opt._hyper(group, "weight_decay", p) for p in params],
@@ -59,7 +82,7 @@ def _muon_group_step_(opt: ZooOptimizer, group: dict[str, Any], params: list[Ten
         ns_coefficients=group["ns_coefficients"], eps=group[eps_key],
         adjust_lr_fn=group["adjust_lr_fn"], maximize=group["maximize"],
         batch_dims=group["batch_dims"], split_rows=group["split_rows"],
-        ns_dtype=group["ns_dtype"],
+        transposed=group["transposed"], ns_dtype=group["ns_dtype"],
     )
 
 
@@ -92,7 +115,8 @@ class Muon(ZooOptimizer):
     and the factor audit says so (:mod:`gaugekit.audit.factor_results`). ``split_rows = s``
     orthogonalizes ``s`` row blocks of each matrix separately (a fused ``[W_Q; W_K; W_V]``:
     ``s = 3``), the shape factor taken on a block. Same-shape matrices of a group are stacked
-    into one Newton–Schulz call where that pays (:func:`gaugekit.optim.functional.orthogonalize`).
+    into one Newton–Schulz call where that pays
+    (:func:`gaugekit.optim.orthogonalize.orthogonalize`).
 
     Deviations from ``torch.optim.Muon``: un-damped buffer ``μ M + G`` (torch: ``μ M + (1−μ) G``,
     i.e. ``(1−μ)`` times ours, which NS undoes up to ε); ``nesterov=False``, ``ρ = 1`` and no
@@ -120,10 +144,15 @@ class Muon(ZooOptimizer):
         eps: ``ε >= 0`` added to the Frobenius norm before the iteration.
         adjust_lr_fn: ``None`` (paper), ``"original"`` or ``"match_rms_adamw"`` (torch).
         ns_dtype: dtype of the Newton–Schulz iteration; ``None``: the parameter's.
-        split_rows: row blocks per matrix, each orthogonalized alone (divides the rows).
+        split_rows: row blocks per matrix, each orthogonalized alone: an integer (equal
+            blocks), block sizes, or row-index blocks (:mod:`gaugekit.optim.orthogonalize`).
+        transposed: the matrices are stored ``(in, out)`` (transformers' ``Conv1D``, transposed
+            convolutions): Muon orients them ``out × in`` for the row blocks and ``ρ``.
     """
 
     matrix_only = True
+    rule_keys = ("ns_dtype",)
+    later_keys = {"split_rows": 1, "ns_dtype": None, "transposed": False}
     hyper_checks = {
         "lr": LR,
         "momentum": DECAY,
@@ -135,7 +164,8 @@ class Muon(ZooOptimizer):
         "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check,
         "ns_dtype": _ns_dtype_check,
-        "split_rows": int_check(1),
+        "split_rows": _split_rows_check,
+        "transposed": bool_check,
     }
 
     def __init__(
@@ -143,14 +173,16 @@ class Muon(ZooOptimizer):
         weight_decay: Hyper = 0.0, nesterov: bool = False, ns_steps: int = 5,
         ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS, eps: float = 1e-7,
         adjust_lr_fn: str | None = None, ns_dtype: torch.dtype | None = None,
-        split_rows: int = 1, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        split_rows: RowBlocks = 1, transposed: bool = False, maximize: bool = False,
+        batch_dims: int = 0,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
             "ns_steps": ns_steps, "ns_coefficients": ns_coefficients, "eps": eps,
             "adjust_lr_fn": adjust_lr_fn, "ns_dtype": ns_dtype, "split_rows": split_rows,
-            "maximize": maximize,
+            "transposed": transposed,
+            "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from gaugekit.linalg import NS_COEFFICIENTS
 from gaugekit.optim import functional as F
+from gaugekit.optim import functional_shared as FS
 from gaugekit.optim._validation import (
     DECAY,
     EPS,
@@ -27,7 +28,13 @@ from gaugekit.optim._validation import (
 )
 from gaugekit.optim.adam import _shared_scale_step_
 from gaugekit.optim.base import NONFINITE, ZooOptimizer
-from gaugekit.optim.muon import _check_split_rows, _muon_group_step_, _ns_dtype_check
+from gaugekit.optim.muon import (
+    _check_split_rows,
+    _muon_group_step_,
+    _ns_dtype_check,
+    _split_rows_check,
+)
+from gaugekit.optim.orthogonalize import RowBlocks
 
 #: The Adam rules of the non-Muon parameters, coordinate-wise AdamW or shared-scale Adam.
 ADAM_KINDS: tuple[str, ...] = ("adamw", "shared_scale")
@@ -107,10 +114,11 @@ class MuonAdam(ZooOptimizer):
     State: ``momentum_buffer`` (Muon parameters); ``step``, ``exp_avg``, ``exp_avg_sq`` (AdamW)
     or ``step``, ``exp_avg``, ``exp_avg_sq_mean`` (shared scale). ``state_dict`` holds both.
 
-    Non-finite gradients: with ``adam="shared_scale"`` the Adam side shares ``s_t``, and a
-    non-finite gradient skips the whole step (Muon's too) with a ``RuntimeWarning`` by default
-    (``nonfinite``, ``gaugekit.optim.base``); with ``"adamw"`` nothing is shared across
-    parameters and a NaN stays in its parameter (its matrix, under Muon), as in torch.optim.
+    Non-finite gradients (:mod:`gaugekit.optim.nonfinite`): one check of both sides before
+    either steps, whatever ``adam`` is (a NaN reaches Muon's whole matrix through its
+    normalisation, and with ``"shared_scale"`` every Adam parameter through ``s_t``): by
+    default the whole step is skipped with a ``RuntimeWarning`` naming the parameters;
+    ``"raise"`` raises; ``"propagate"`` checks nothing (torch.optim's behaviour).
 
     Gauge: equivariant with ``adam="shared_scale"`` (Muon's ``NS(MQ) = NS(M)Q``, the shared
     scale a gauge-invariant scalar, the decay a scalar multiple); with ``"adamw"`` as soon as a
@@ -130,22 +138,28 @@ class MuonAdam(ZooOptimizer):
             ``"match_rms_adamw"`` (``0.2 √max(n, k)``) or ``None`` (1).
         ns_dtype: dtype of the Newton–Schulz iteration; ``None``: the parameter's.
         split_rows: row blocks per Muon matrix, each orthogonalized alone (3 for a fused
-            ``in_proj_weight``).
+            ``in_proj_weight``; block sizes or row-index blocks, per head:
+            :func:`gaugekit.optim.muon_param_groups` with ``split_qkv``).
+        transposed: Muon's matrices of the group are stored ``(in, out)`` (transformers'
+            ``Conv1D``; :func:`gaugekit.optim.muon_param_groups` sets it).
         use_muon: the rule of a group without its own ``use_muon`` (``None``: by shape).
         adam: ``"adamw"`` or ``"shared_scale"``, the rule of the Adam parameters.
         adam_lr_ratio: Adam's learning rate over Muon's, ``>= 0`` (per run).
         betas: Adam's ``(β₁, β₂)``, each in ``[0, 1)`` (per run).
         eps: Adam's ``ε >= 0`` (per run; optimizer-wide with ``"shared_scale"``).
-        nonfinite: ``"skip"``, ``"raise"``, ``"propagate"`` or ``None`` (with
-            ``"shared_scale"``; see above).
+        nonfinite: ``"skip"``, ``"raise"``, ``"propagate"`` or ``None`` (``"skip"`` for one
+            run, ``"propagate"`` for stacked runs; see above).
     """
 
+    rule_keys = ("adam", "ns_dtype", "use_muon")
+    later_keys = {"split_rows": 1, "ns_dtype": None, "transposed": False}
     hyper_checks = {
         "lr": LR, "momentum": DECAY, "weight_decay": WEIGHT_DECAY, "nesterov": bool_check,
         "ns_steps": int_check(0), "ns_coefficients": coefficients_check,
         "ns_eps": real_check(0.0, per_run=False),
         "adjust_lr_fn": choice_check(None, "original", "match_rms_adamw"),
-        "ns_dtype": _ns_dtype_check, "split_rows": int_check(1), "use_muon": _use_muon_check,
+        "ns_dtype": _ns_dtype_check, "split_rows": _split_rows_check,
+        "transposed": bool_check, "use_muon": _use_muon_check,
         "adam": choice_check(*ADAM_KINDS), "adam_lr_ratio": real_check(0.0),
         "betas": betas_check(), "eps": EPS, "maximize": bool_check, "nonfinite": NONFINITE,
     }
@@ -155,7 +169,8 @@ class MuonAdam(ZooOptimizer):
         weight_decay: Hyper = 0.0, nesterov: bool = True, ns_steps: int = 5,
         ns_coefficients: tuple[float, float, float] = NS_COEFFICIENTS, ns_eps: float = 1e-7,
         adjust_lr_fn: str | None = "original", ns_dtype: torch.dtype | None = None,
-        split_rows: int = 1, use_muon: bool | None = None, adam: str = "adamw",
+        split_rows: RowBlocks = 1, transposed: bool = False, use_muon: bool | None = None,
+        adam: str = "adamw",
         adam_lr_ratio: Hyper = 0.015, betas: tuple[Hyper, Hyper] = (0.9, 0.95),
         eps: Hyper = 1e-10, maximize: bool = False, nonfinite: str | None = None,
         batch_dims: int = 0, **torch_options: Any,
@@ -164,6 +179,7 @@ class MuonAdam(ZooOptimizer):
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
             "ns_steps": ns_steps, "ns_coefficients": ns_coefficients, "ns_eps": ns_eps,
             "adjust_lr_fn": adjust_lr_fn, "ns_dtype": ns_dtype, "split_rows": split_rows,
+            "transposed": transposed,
             "use_muon": use_muon, "adam": adam, "adam_lr_ratio": adam_lr_ratio, "betas": betas,
             "eps": eps, "maximize": maximize, "nonfinite": nonfinite,
         }
@@ -208,11 +224,23 @@ class MuonAdam(ZooOptimizer):
                 else:
                     adam_entries.append((group, p, g))
             muon_groups.append((group, params, grads))
-        if self.defaults["adam"] == "shared_scale":
-            # the non-finite check comes first: a skipped step changes Muon's parameters neither
-            if not _shared_scale_step_(self, adam_entries, eps=self.defaults["eps"],
-                                      lr_ratio_key="adam_lr_ratio"):
+        # one non-finite check of both sides before anything changes (the Adam side's sums of
+        # squares are shared-scale Adam's statistic: computed once)
+        muon_pairs = [(p, g) for _, params, grads in muon_groups
+                      for p, g in zip(params, grads, strict=True)]
+        adam_sums = None
+        if self._nonfinite_policy() != "propagate" or self.defaults["adam"] == "shared_scale":
+            adam_sums = FS.run_sums_of_squares([g for *_, g in adam_entries],
+                                              self.defaults["batch_dims"])
+        if self._nonfinite_policy() != "propagate":
+            muon_sums = FS.run_sums_of_squares([g for _, g in muon_pairs], 0)
+            if not self._finite_or_skip(
+                    [*muon_sums, *adam_sums], [*(p for p, _ in muon_pairs),
+                                               *(p for _, p, _ in adam_entries)]):
                 return
+        if self.defaults["adam"] == "shared_scale":
+            _shared_scale_step_(self, adam_entries, eps=self.defaults["eps"],
+                                lr_ratio_key="adam_lr_ratio", sums=adam_sums, checked=True)
         else:
             self._adamw_step(adam_entries)
         for group, params, grads in muon_groups:

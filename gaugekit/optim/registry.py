@@ -65,6 +65,14 @@ class OptimizerSpec:
             prototype preset); empty for most. Never a learning rate: ``make_optimizer`` builds
             the class with the class's own defaults, and the paper's rates live in the
             experiments' grids.
+        scope: where ``equivariant`` holds: the factor gauge ``(U, V) → (UQ, VQ)`` on every
+            parameter the rule is given (the factor audit's problem).
+        on_a_model: for a rule that routes a model's parameters between two rules (MuonAdam),
+            the option that picks its second rule (``routed_by``) and, for each of its values,
+            the verdict on a model routed by :func:`~gaugekit.optim.muon_param_groups`: whether
+            it keeps every gauge of the model, and why (which parameters the second rule
+            takes, which gauges that breaks). The twin audit
+            (:func:`~gaugekit.audit.heads.audit_twins`) agrees (``tests/gaugekit/optim``).
     """
 
     name: str
@@ -75,6 +83,9 @@ class OptimizerSpec:
     label: str
     paired: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    scope: str = "the factor gauge, on every parameter it is given"
+    routed_by: str | None = None
+    on_a_model: Mapping[Any, tuple[bool, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.lr_schedule not in SCHEDULES:
@@ -100,6 +111,27 @@ class OptimizerSpec:
             if p.default is not p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         }
         return {**resolved, **self.options}
+
+    def model_verdict(self, **options: Any) -> tuple[bool, str] | None:
+        """``(keeps every gauge, why)`` on a model routed by ``muon_param_groups``, for the
+        options given (the rest at the spec's defaults); ``None`` for a rule that routes
+        nothing (its verdict is ``equivariant`` on every parameter)."""
+        if self.routed_by is None:
+            return None
+        value = {**self.defaults, **options}[self.routed_by]
+        return self.on_a_model[value]
+
+    def verdict_lines(self, **options: Any) -> list[str]:
+        """The verdict with its scope, in words: one line, two for a routed rule."""
+        kind = "keeps" if self.equivariant else "breaks"
+        lines = [f"{self.name}: {kind} the gauge ({self.scope})"]
+        routed = self.model_verdict(**options)
+        if routed is not None:
+            value = {**self.defaults, **options}[self.routed_by]
+            lines.append(f"on a model routed by muon_param_groups, {self.routed_by}="
+                         f"{value!r}: {'keeps' if routed[0] else 'breaks'} its gauges: "
+                         f"{routed[1]}")
+        return lines
 
     def make(self, params: Any, **overrides: Any) -> Optimizer:
         """``cls(params, **{**options, **overrides})``."""
@@ -231,6 +263,16 @@ ALIASES: dict[str, OptimizerSpec] = {
         reason="Muon on every matrix (NS(MQ) = NS(M) Q); its Adam takes only vectors and the "
         "modules routed to it, none of them a factor",
         lr_schedule="cosine", label="Muon + Adam",
+        scope="the factor gauge: both factors are matrices, both go to Muon",
+        routed_by="adam",
+        on_a_model={
+            "adamw": (False, "its AdamW takes the embeddings, the head and every vector "
+                      "(biases, gains); its per-coordinate second moment breaks each gauge "
+                      "acting on them: the attention head gauge through the query and key "
+                      "biases (adam='shared_scale' keeps it)"),
+            "shared_scale": (True, "its shared-scale Adam on the embeddings, the head and every "
+                             "vector multiplies each step by one gauge-invariant scalar"),
+        },
     ),
 }
 

@@ -42,6 +42,7 @@ class RMSprop(ZooOptimizer):
     """
 
     weight_decay_kind = "coupled"
+    nonfinite_default = "propagate"  # per coordinate: torch's behaviour by default
     hyper_checks = {
         "lr": LR, "alpha": DECAY, "eps": EPS, "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check,
@@ -50,11 +51,11 @@ class RMSprop(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, alpha: Hyper = 0.99, eps: Hyper = 1e-8,
         weight_decay: Hyper = 0.0, *, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
-            "maximize": maximize,
+            "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gaugekit.optim import functional as F
+from gaugekit.optim import functional_matrix as FM
 from gaugekit.optim._validation import (
     LR,
     WEIGHT_DECAY,
@@ -115,6 +115,8 @@ class ScaledGD(ZooOptimizer):
     """
 
     matrix_only = True
+    pairs_params = True
+    rule_keys = ("layout",)
     hyper_checks = {
         "lr": LR,
         "damping": real_check(0.0, per_run=False),
@@ -122,17 +124,19 @@ class ScaledGD(ZooOptimizer):
         "sequential": bool_check,
         "weight_decay": WEIGHT_DECAY,
         "maximize": bool_check,
-        "layout": choice_check(*F.SCALED_GD_LAYOUTS),
+        "layout": choice_check(*FM.SCALED_GD_LAYOUTS),
     }
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, *, damping: float = 1e-4,
         relative_damping: bool = True, sequential: bool = False, weight_decay: Hyper = 0.0,
-        maximize: bool = False, layout: str = "UV", batch_dims: int = 0, **torch_options: Any,
+        maximize: bool = False, layout: str = "UV", batch_dims: int = 0,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "damping": damping, "relative_damping": relative_damping,
             "sequential": sequential, "weight_decay": weight_decay, "maximize": maximize,
+            "nonfinite": nonfinite,
             "layout": layout,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
@@ -146,6 +150,12 @@ class ScaledGD(ZooOptimizer):
             )
         X, Y = params
         b = group["batch_dims"]
+        if (X.dtype, X.device) != (Y.dtype, Y.device):
+            raise invalid(
+                "params", f"a pair of dtypes {X.dtype}, {Y.dtype} on {X.device}, {Y.device}",
+                "the two factors of a pair in one dtype on one device (each factor's step "
+                "solves with the other's Gram matrix)",
+            )
         if group["layout"] == "AB":
             if X.shape[:b] != Y.shape[:b] or X.shape[-2] != Y.shape[-1]:
                 raise invalid(
@@ -164,7 +174,7 @@ class ScaledGD(ZooOptimizer):
         for G in (U.grad, V.grad):
             if G is not None and G.is_sparse:
                 raise RuntimeError("gaugekit optimizers do not support sparse gradients")
-        F.scaled_gd_(
+        FM.scaled_gd_(
             U, V, U.grad, V.grad, lr_U=self._hyper(group, "lr", U),
             lr_V=self._hyper(group, "lr", V), damping=group["damping"],
             relative_damping=group["relative_damping"], sequential=group["sequential"],

@@ -37,13 +37,16 @@ class GD(ZooOptimizer):
     """
 
     weight_decay_kind = "coupled"
+    nonfinite_default = "propagate"  # per coordinate: torch's behaviour by default
     hyper_checks = {"lr": LR, "weight_decay": WEIGHT_DECAY, "maximize": bool_check}
 
     def __init__(
         self, params: Any, lr: Hyper = 1e-2, *, weight_decay: Hyper = 0.0,
-        maximize: bool = False, batch_dims: int = 0, **torch_options: Any,
+        maximize: bool = False, batch_dims: int = 0,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
-        defaults = {"lr": lr, "weight_decay": weight_decay, "maximize": maximize}
+        defaults = {"lr": lr, "weight_decay": weight_decay, "maximize": maximize,
+                    "nonfinite": nonfinite}
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:
@@ -86,6 +89,7 @@ class Momentum(ZooOptimizer):
     """
 
     weight_decay_kind = "coupled"
+    nonfinite_default = "propagate"  # per coordinate: torch's behaviour by default
     hyper_checks = {
         "lr": LR, "momentum": DECAY, "weight_decay": WEIGHT_DECAY, "nesterov": bool_check,
         "maximize": bool_check,
@@ -94,11 +98,11 @@ class Momentum(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-2, momentum: Hyper = 0.9, *,
         weight_decay: Hyper = 0.0, nesterov: bool = False, maximize: bool = False,
-        batch_dims: int = 0, **torch_options: Any,
+        batch_dims: int = 0, nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov,
-            "maximize": maximize,
+            "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 

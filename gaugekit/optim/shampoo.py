@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gaugekit.optim import distributed as D
-from gaugekit.optim import functional as F
+from gaugekit.optim import functional_matrix as FM
 from gaugekit.optim._validation import LR, WEIGHT_DECAY, Hyper, bool_check, int_check, real_check
 from gaugekit.optim.base import ZooOptimizer
 
@@ -64,13 +64,16 @@ class Shampoo(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 0.1, *, damping: float = 1.0, update_freq: int = 20,
         eig_floor: float = 1e-6, weight_decay: Hyper = 0.0, maximize: bool = False,
-        batch_dims: int = 0, **torch_options: Any,
+        batch_dims: int = 0, nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "damping": damping, "update_freq": update_freq, "eig_floor": eig_floor,
-            "weight_decay": weight_decay, "maximize": maximize,
+            "weight_decay": weight_decay, "maximize": maximize, "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        self._check_eigh_dtypes(group, "inverse fourth roots")
 
     def _update_group(self, group: dict[str, Any]) -> None:
         for p, g in self._with_grad(group["params"]):
@@ -83,7 +86,7 @@ class Shampoo(ZooOptimizer):
                 state["right_gram"] = block.new_zeros(batch + (k, k))
                 state["left_inv_root"] = block.new_zeros(batch + (n, n))
                 state["right_inv_root"] = block.new_zeros(batch + (k, k))
-            F.shampoo_(
+            FM.shampoo_(
                 p, g, state["left_gram"], state["right_gram"], state["left_inv_root"],
                 state["right_inv_root"], step=state["step"], lr=self._hyper(group, "lr", p),
                 damping=group["damping"], update_freq=group["update_freq"],

@@ -39,6 +39,7 @@ class Signum(ZooOptimizer):
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
     """
 
+    nonfinite_default = "propagate"  # per coordinate: torch's behaviour by default
     hyper_checks = {
         "lr": LR, "momentum": DECAY, "weight_decay": WEIGHT_DECAY, "maximize": bool_check,
     }
@@ -46,10 +47,11 @@ class Signum(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-3, momentum: Hyper = 0.9, *,
         weight_decay: Hyper = 0.0, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
         defaults = {
             "lr": lr, "momentum": momentum, "weight_decay": weight_decay, "maximize": maximize,
+            "nonfinite": nonfinite,
         }
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
@@ -95,6 +97,7 @@ class Lion(ZooOptimizer):
         weight_decay: decoupled weight decay ``λ >= 0`` (per run).
     """
 
+    nonfinite_default = "propagate"  # per coordinate: torch's behaviour by default
     hyper_checks = {
         "lr": LR, "betas": betas_check(), "weight_decay": WEIGHT_DECAY, "maximize": bool_check,
     }
@@ -102,9 +105,10 @@ class Lion(ZooOptimizer):
     def __init__(
         self, params: Any, lr: Hyper = 1e-4, betas: tuple[Hyper, Hyper] = (0.9, 0.99),
         weight_decay: Hyper = 0.0, *, maximize: bool = False, batch_dims: int = 0,
-        **torch_options: Any,
+        nonfinite: str | None = None, **torch_options: Any,
     ) -> None:
-        defaults = {"lr": lr, "betas": betas, "weight_decay": weight_decay, "maximize": maximize}
+        defaults = {"lr": lr, "betas": betas, "weight_decay": weight_decay, "maximize": maximize,
+                    "nonfinite": nonfinite}
         super().__init__(params, defaults, batch_dims=batch_dims, torch_options=torch_options)
 
     def _update_group(self, group: dict[str, Any]) -> None:

@@ -74,11 +74,16 @@ RULES: dict[str, tuple[Factory, tuple[tuple[int, ...], ...]]] = {
     "adam": (lambda ps: Adam(ps, lr=0.05), SHAPES),
     "lion": (lambda ps: Lion(ps, lr=0.01), SHAPES),
     "adafactor": (lambda ps: Adafactor(ps, lr=0.05), SHAPES),
-    "muon": (lambda ps: Muon(ps, lr=0.05), MATRIX_SHAPES),
-    "shampoo": (lambda ps: Shampoo(ps, lr=0.05, update_freq=3), MATRIX_SHAPES),
-    "gram": (lambda ps: GramPreconditioned(ps, lr=0.05, damping=1e-2), MATRIX_SHAPES),
-    "scaled_gd": (lambda ps: ScaledGD(ps, lr=0.05), ((7, 3), (5, 3))),
-    "scaled_gd_sequential": (lambda ps: ScaledGD(ps, lr=0.05, sequential=True), ((7, 3), (5, 3))),
+    # the matrix rules' rows without the non-finite check, to count their gathers alone
+    "muon": (lambda ps: Muon(ps, lr=0.05, nonfinite="propagate"), MATRIX_SHAPES),
+    "shampoo": (lambda ps: Shampoo(ps, lr=0.05, update_freq=3, nonfinite="propagate"),
+                MATRIX_SHAPES),
+    "gram": (lambda ps: GramPreconditioned(ps, lr=0.05, damping=1e-2, nonfinite="propagate"),
+             MATRIX_SHAPES),
+    "scaled_gd": (lambda ps: ScaledGD(ps, lr=0.05, nonfinite="propagate"), ((7, 3), (5, 3))),
+    "scaled_gd_sequential": (lambda ps: ScaledGD(ps, lr=0.05, sequential=True,
+                                                 nonfinite="propagate"), ((7, 3), (5, 3))),
+    "muon_checked": (lambda ps: Muon(ps, lr=0.05), MATRIX_SHAPES),
 }
 #: the rules whose step reduces over parameters through ``param_sums`` (one all_reduce).
 REDUCING = ("shared_scale_adam", "flow_adam_invariant", "flow_adam_p0.5_geomean_percoord",

@@ -89,6 +89,15 @@ def test_the_non_finite_check_of_flow_adam_costs_one_more_all_reduce(results):
     assert row["replicate_collectives"] == [0] * NUM_STEPS, row
 
 
+def test_the_non_finite_check_of_a_matrix_rule_costs_one_all_reduce(results):
+    """Muon's default ``nonfinite="skip"``: the sums of ``g²`` of every shard in one
+    ``all_reduce`` per step (every rank takes the same decision), beside its three gathers."""
+    row = _scenario(results, "trajectories")["muon_checked"]
+    assert row["shard_all_reduces"] == [1] * NUM_STEPS, row
+    assert row["shard_collectives"] == [GATHERS["muon"] + 1] * NUM_STEPS, row
+    assert row["shard_residual"] <= TOL, row
+
+
 @pytest.mark.parametrize("layout", ["hsdp_1x2", "hsdp_2x1"])
 @pytest.mark.parametrize("rule", REDUCING)
 def test_two_dimensional_meshes_reduce_over_the_sharded_dimension_only(results, rule, layout):

@@ -104,10 +104,11 @@ def test_raise_changes_nothing_and_propagate_spreads(rule):
 
 
 def test_torch_adam_confines_the_damage_and_so_does_muon_adam_with_adamw():
-    """The reference behaviour the policy restores: torch's Adam, and MuonAdam's AdamW side,
-    share nothing across parameters; a NaN stays where it is (Muon: in its matrix)."""
+    """The reference behaviour the policy restores: torch's Adam, and MuonAdam's AdamW side
+    (with ``nonfinite="propagate"``), share nothing across parameters; a NaN stays where it is
+    (Muon: in its matrix)."""
     for make in (lambda ps: torch.optim.Adam(ps, lr=1e-2),
-                 lambda ps: MuonAdam(ps, adam="adamw")):
+                 lambda ps: MuonAdam(ps, adam="adamw", nonfinite="propagate")):
         model = _model()
         opt = make(_groups(model))
         _backward(model, 0)

@@ -15,7 +15,7 @@ import torch
 from zoo_support import DTYPE, leaves, train, zoo_kwargs
 
 from gaugekit.optim import GD, Adam, Momentum, Muon, make_optimizer
-from gaugekit.optim.base import OPTIMIZER_KEY
+from gaugekit.optim.checkpoints import OPTIMIZER_KEY
 
 
 def _pair():

@@ -24,7 +24,7 @@ from gaugekit.optim import (
 BAD_VALUES: dict[str, list] = {
     "batch_dims": [-1, 1.0, True],
     "lr": [-1e-3, math.nan, math.inf, "0.1", True, torch.tensor(-1.0, dtype=DTYPE),
-           torch.tensor([0.1], dtype=DTYPE), torch.tensor(1, dtype=torch.int64)],
+           torch.tensor([0.1, 0.2], dtype=DTYPE), torch.tensor(1, dtype=torch.int64)],
     "betas": [(1.0, 0.999), (0.9, -0.1), (0.9,), 0.9, (0.9, math.nan)],
     "eps": [-1e-8, math.nan],
     "momentum": [1.0, -0.1],
@@ -52,13 +52,14 @@ BAD_VALUES: dict[str, list] = {
     # the rules that share a statistic (base.py), Muon's precision and row blocks
     "nonfinite": ["ignore", True],
     "ns_dtype": ["bfloat16", torch.int32, torch.complex64],
-    "split_rows": [0, 1.5, True],
+    "split_rows": [0, 1.5, True, (), (2, 0), ((0, 1), "a")],
+    "transposed": [1, None, "yes"],
     # SharedScaleAdam's and AdamMini's implementation switches
     "foreach": [1, "yes"],
     "fused": [1, "yes"],
     # every rule
     "weight_decay": [-0.1, math.nan, True, torch.tensor(-1.0, dtype=DTYPE),
-                     torch.tensor([0.1], dtype=DTYPE)],
+                     torch.tensor([0.1, 0.2], dtype=DTYPE)],
     "maximize": [1, "yes", None],
     # Adam
     "decoupled_weight_decay": [1, None],
