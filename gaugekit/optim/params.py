@@ -110,7 +110,7 @@ def muon_param_groups(
     Parameters without ``requires_grad`` are left out; a tied parameter appears once. The
     groups come in the order Muon, Muon transposed, Muon with row blocks (one group per
     layout), Adam (empty ones omitted), in the model's parameter order; ``group_options``
-    (e.g. ``weight_decay=0.01``) go into every group.
+    (e.g. ``weight_decay=0.01``) go into every group::
 
         opt = MuonAdam(muon_param_groups(model), lr=0.02)
     """
