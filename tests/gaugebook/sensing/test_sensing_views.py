@@ -193,7 +193,7 @@ def test_the_decay_comparisons_pair_with_table2(records):
 
 def test_the_survival_counts_read_the_split_under_the_rule(records):
     html, _, counts = sensing_controls.survival(records)
-    assert "the rule" in html
+    assert "split (rule)" in html
     assert counts["n_rule_holds"] + counts["n_rule_fails"] <= counts["n_settings"]
     assert counts["n_clean_resolved"] <= counts["n_clean"]
     assert counts["n_broken_resolved"] <= counts["n_settings"] - counts["n_clean"]
