@@ -263,17 +263,19 @@ class RatioComparison:
         return not (self.above(x) or self.below(x))
 
     def text(self) -> str:
-        """``1.29 (95 % CI 1.07 to 1.54)``, to the digits the interval supports."""
+        """``1.2 (95 % CI 1.02 to 1.52)``: the ratio to the digits its interval supports, the
+        bounds to two decimals, so that a bound just past 1 does not print as 1."""
         half = (self.high - self.low) / 2
         pct = f"{100 * self.log.confidence:g} %"
-        return (f"{fmt_spread(self.ratio, half)} ({pct} CI {fmt_spread(self.low, half)} to "
-                f"{fmt_spread(self.high, half)})")
+        return f"{fmt_spread(self.ratio, half)} ({pct} CI {self.low:.2f} to {self.high:.2f})"
 
 
 def compare_ratio(a: Runs, b: Runs, *, confidence: float = 0.95) -> RatioComparison:
     r"""The ratio of two sets of timings of the same work, ``exp(mean log a − mean log b)``,
     with the interval of :func:`compare_runs` on the logarithms mapped back by ``exp`` (a
-    ratio's spread is relative). Each side needs :data:`MIN_TIMINGS` re-timings or more:
+    ratio's spread is relative); where the timings pair (``{round: ms}`` on both sides), the
+    interval spans Welch's and the paired one, so that a ratio is above or below a value only
+    when both intervals say so. Each side needs :data:`MIN_TIMINGS` re-timings or more:
     the time of identical work moves by several per cent between runs, and a claim about speed
     rests on that spread, not on one timing."""
     for side, runs in (("a", a), ("b", b)):
@@ -287,7 +289,10 @@ def compare_ratio(a: Runs, b: Runs, *, confidence: float = 0.95) -> RatioCompari
         return [math.log(v) for v in runs]
 
     log = compare_runs(logs(a), logs(b), confidence=confidence)
-    return RatioComparison(math.exp(log.diff), math.exp(log.low), math.exp(log.high), log)
+    low, high = log.low, log.high
+    if log.paired_n:  # the one rule: a bound holds only where both intervals agree
+        low, high = min(low, log.paired_low), max(high, log.paired_high)
+    return RatioComparison(math.exp(log.diff), math.exp(low), math.exp(high), log)
 
 
 def fmt_spread(x: float, spread: float, *, signed: bool = False) -> str:

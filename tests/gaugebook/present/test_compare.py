@@ -149,3 +149,14 @@ def test_compare_seeds_pairs_and_refuses_what_it_cannot_compare():
     assert comparison_text(None) == "—" and comparison_text(c) == c.text()
     assert comparison_texts({"x": c, "y": None}, "p_") == {"p_x": c.text(), "p_y": "—"}
     assert not says(None, LEVEL, "below", "above") and says(c, LEVEL, "ahead", "behind")
+
+
+def test_paired_timings_bound_the_ratio_by_both_intervals():
+    adamw = {0: 19.2, 1: 22.4, 2: 28.7, 3: 25.6, 4: 26.4}
+    slow = {k: 1.3 * v for k, v in adamw.items()}  # every round exactly 1.3 times dearer
+    r = compare_ratio(slow, adamw)
+    assert r.log.paired_n == 5 and r.ratio == pytest.approx(1.3)
+    # the paired interval is a point; Welch's is wide, and the bound follows the wider
+    assert math.log(r.low) == pytest.approx(r.log.low) and r.straddles(1.2)
+    assert compare_ratio(list(slow.values()), list(adamw.values())).low == pytest.approx(r.low)
+    assert "(95 % CI" in r.text() and f"{r.low:.2f}" in r.text()
