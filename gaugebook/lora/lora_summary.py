@@ -432,16 +432,14 @@ def comparison_values(records: Records) -> dict[str, Any]:
     (``muon_break_even``), and the basis's and a new seed's mean loss gaps."""
     out: dict[str, Any] = {k: (c.text() if c is not None else None)
                            for k, c in comparisons(records).items()}
-    for init in lr.INITS:
+    for init in lr.INITS:  # every name is glued; None (a dash) where a scale lacks the runs
         g = twin_values(records, "scaled_gd", init, "general", "step1")
         n = twin_values(records, "scaled_gd", init, "noise", "step1")
         ratios = [g[k] / n[k] for k in g if k in n and n[k] > 0]
-        if ratios:
-            out |= {f"sgd_gl_ratio_lo_{init}": min(ratios), f"sgd_gl_ratio_hi_{init}": max(ratios)}
+        out |= {f"sgd_gl_ratio_lo_{init}": min(ratios, default=None),
+                f"sgd_gl_ratio_hi_{init}": max(ratios, default=None)}
         c = basis_against_seed(records, "adamw", init, "orthogonal")
-        if c is not None:
-            out |= {f"basis_gap_adamw_{init}": c.mean_a, f"seed_gap_adamw_{init}": c.mean_b}
+        out |= {f"basis_gap_adamw_{init}": c and c.mean_a, f"seed_gap_adamw_{init}": c and c.mean_b}
     eq = equal_time(records, "muon")
-    if eq is not None:
-        out["muon_break_even"] = eq["break_even"]
+    out["muon_break_even"] = eq and eq["break_even"]
     return out
