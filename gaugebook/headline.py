@@ -560,7 +560,7 @@ def lora_rows() -> Rows:
                         f"{adamw_n['drift']:.1f} apart too (chaotic training). A twin's "
                         f"held-out loss minus its base's is {cost.text()}, and a twin differs "
                         f"from its base by {like_seed.mean_a:.3f} on average, two seeds by "
-                        f"{seed_gap:.3f}.", covers=LORA_COVERS))
+                        f"{seed_gap}.", covers=LORA_COVERS))
     rite = [twins.get(("lora_rite", i, k)) for i in lr.INITS for k in ("general", "noise")]
     if all(rite):
         keeps = all(s.keeps_group(records, "lora_rite", i, "general") for i in lr.INITS)

@@ -20,9 +20,11 @@ from gaugebook.present.stats import (
     RatioComparison,
     compare_ratio,
     compare_runs,
+    comparison_text,
     curve_at,
     mean_sd,
 )
+from gaugebook.present.tables import fmt
 from gaugekit.audit.factor_results import KEEPS, GaugeVerdict, decide_verdict
 from gaugekit.audit.twin_parts import verdict_resolution, verdict_threshold
 
@@ -424,22 +426,29 @@ def comparisons(records: Records) -> dict[str, Comparison | RatioComparison | No
     return out
 
 
-def comparison_values(records: Records) -> dict[str, Any]:
+def gl_noise_ratios(records: Records, method: str, init: str) -> list[float]:
+    """Seed by seed, the step-1 drift of ``method``'s general (GL(r)) twin over its noise
+    twin's, from ``init``: how far float32 resolves a break below its fixed threshold."""
+    g = twin_values(records, method, init, "general", "step1")
+    n = twin_values(records, method, init, "noise", "step1")
+    return [g[k] / n[k] for k in g if k in n and n[k] > 0]
+
+
+def comparison_values(records: Records) -> dict[str, str]:
     """The numbers behind :func:`comparisons` as the page prints them (each comparison's
     :meth:`~gaugebook.present.stats.Comparison.text`), ScaledGD's general twins over its noise
     twins after the first update, seed by seed (``sgd_gl_ratio_lo_INIT``, ``…_hi_…``), the
     cost ratio at which Muon's lead at equal steps would vanish at equal time
-    (``muon_break_even``), and the basis's and a new seed's mean loss gaps."""
-    out: dict[str, Any] = {k: (c.text() if c is not None else None)
-                           for k, c in comparisons(records).items()}
-    for init in lr.INITS:  # every name is glued; None (a dash) where a scale lacks the runs
-        g = twin_values(records, "scaled_gd", init, "general", "step1")
-        n = twin_values(records, "scaled_gd", init, "noise", "step1")
-        ratios = [g[k] / n[k] for k in g if k in n and n[k] > 0]
-        out |= {f"sgd_gl_ratio_lo_{init}": min(ratios, default=None),
-                f"sgd_gl_ratio_hi_{init}": max(ratios, default=None)}
+    (``muon_break_even``), and the basis's and a new seed's mean loss gaps. Every name is
+    there at every scale, already formatted: a dash where a scale lacks the runs."""
+    out = {k: comparison_text(c) for k, c in comparisons(records).items()}
+    for init in lr.INITS:
+        ratios = gl_noise_ratios(records, "scaled_gd", init)
+        out |= {f"sgd_gl_ratio_lo_{init}": fmt(min(ratios, default=None), ".0f"),
+                f"sgd_gl_ratio_hi_{init}": fmt(max(ratios, default=None), ".0f")}
         c = basis_against_seed(records, "adamw", init, "orthogonal")
-        out |= {f"basis_gap_adamw_{init}": c and c.mean_a, f"seed_gap_adamw_{init}": c and c.mean_b}
+        out |= {f"basis_gap_adamw_{init}": fmt(c and c.mean_a, ".3f"),
+                f"seed_gap_adamw_{init}": fmt(c and c.mean_b, ".3f")}
     eq = equal_time(records, "muon")
-    out["muon_break_even"] = eq and eq["break_even"]
+    out["muon_break_even"] = fmt(eq and eq["break_even"], ".2f")
     return out

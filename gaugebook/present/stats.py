@@ -224,9 +224,11 @@ def compare_seeds(a: Runs | None, b: Runs | None) -> Comparison | None:
     return compare_runs(a, b)
 
 
-def comparison_text(c: Comparison | None, spec: str | None = None) -> str:
+def comparison_text(c: Comparison | RatioComparison | None, spec: str | None = None) -> str:
     """The numbers of a comparison (:meth:`Comparison.text`), a dash without one."""
-    return "—" if c is None else c.text(spec)
+    if c is None:
+        return "—"
+    return c.text() if spec is None else c.text(spec)
 
 
 def comparison_texts(comparisons: Mapping[str, Comparison | None], prefix: str = ""

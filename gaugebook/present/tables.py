@@ -197,13 +197,18 @@ def glue_page(values: Mapping[str, Any], prefix: str = "", *, markdown: bool = F
     A string holding an HTML table (from :func:`table_html`) is glued as HTML, any other string
     as text (as Markdown with ``markdown``, for ``{glue:md}``); a matplotlib figure as the
     figure (then closed); a number as the number, for the page to format
-    (``{glue:text}`name:.3f```); an IPython display object as it is. This is the one glue
-    helper of the book's pages."""
+    (``{glue:text}`name:.3f```); an IPython display object as it is. ``None`` is refused: a
+    value a scale may lack is glued formatted, a dash where it is missing (:func:`fmt`). This
+    is the one glue helper of the book's pages."""
     import matplotlib.pyplot as plt
     from IPython.display import HTML, Markdown
     from matplotlib.figure import Figure
     from myst_nb import glue
 
+    missing = [prefix + name for name, value in values.items() if value is None]
+    if missing:  # a page would print "None", or fail to format it as a number
+        raise ValueError(f"glue_page: no value for {', '.join(missing)}; glue a formatted "
+                         "string instead (fmt gives a dash where a scale lacks the runs)")
     for name, value in values.items():
         if _is_scalar(value):  # a numpy or torch scalar glues as the plain number it is
             value = value.item()
