@@ -73,7 +73,8 @@ What breaks the gauge (refused or flagged)
 * Anything else the structure check cannot see (a functional qk-norm, RoPE as a function, q or k
   used elsewhere, a wrong head count on separate projections): :func:`audit_twins` evaluates
   both twins on the probe before training and raises when the gauge twin is not the same
-  function to round-off (tolerance ``√ε`` of the dtype).
+  function to round-off: within ten times a twin rounded in its last bits, in the model's
+  dtype and in float64 (:mod:`gaugekit.audit.function_check`).
 
 Adam and a key bias
 -------------------
@@ -125,21 +126,22 @@ from gaugekit.audit.factor_results import (
     optimizer_hyperparameters,
     optimizer_name,
 )
+from gaugekit.audit.function_check import cast_floats, same_function
 from gaugekit.audit.rotary import RotaryLayout
-from gaugekit.audit.sites import QKSite, SiteSpec, find_qk_sites
+from gaugekit.audit.sites import QKSite, SiteSpec, find_qk_sites, qk_tensors
 from gaugekit.audit.twin_parts import (
     TWIN_KINDS,
     ForwardFn,
     TwinAuditResult,
     TwinCheckpoint,
     TwinTrace,
+    _evaluate,
     _step_in_lockstep,
     draw_head_rotations,
     gauge_twin,
     head_drift,
     head_invariants,
     identity_twin,
-    init_tolerance,
     noise_twin,
     output_drift,
     rel_distance,
@@ -168,7 +170,6 @@ __all__ = [
     "head_drift",
     "head_invariants",
     "identity_twin",
-    "init_tolerance",
     "noise_twin",
     "output_drift",
     "rel_distance",
@@ -280,7 +281,10 @@ def audit_twins(
             the rotary map (:meth:`RotaryLayout.draw`); ``gauge_seed`` is then unused.
         noise_scale: standard deviation of the noise twin's perturbation.
         forward: ``forward(model, probe) -> Tensor`` (see :func:`output_drift`).
-        init_tol: largest init output drift of the gauge twin (default :func:`init_tolerance`).
+        init_tol: largest init output drift of the gauge and identity twins; by default
+            none is fixed: each twin must stay within ten times the drift of a twin rounded
+            in its last bits, in the model's dtype and in float64
+            (:func:`gaugekit.audit.function_check.same_function`).
         threshold: the verdict's round-off threshold on the gauge drift (default
             :func:`verdict_threshold` of the model's dtype).
 
@@ -308,7 +312,6 @@ def audit_twins(
     resolved = find_qk_sites(model, sites, num_heads=num_heads, check_structure=check_structure)
     params = list(model.parameters())
     dtype = params[0].dtype if params else torch.get_default_dtype()
-    tol = init_tolerance(dtype) if init_tol is None else init_tol
 
     if batches is not None:
         drawn = list(itertools.islice(iter(batches), steps))
@@ -321,29 +324,46 @@ def audit_twins(
 
     base = copy.deepcopy(model)
     copies: list[nn.Module] = []
+    makers: dict[str, Callable[[nn.Module], nn.Module]] = {}
     for kind in kinds:
         if kind == "gauge":
-            twin, _ = gauge_twin(
+            twin, drawn_rotations = gauge_twin(
                 base, resolved, rotations=rotations,
                 generator=torch.Generator().manual_seed(gauge_seed),
             )
+            makers[kind] = lambda m, r=drawn_rotations: gauge_twin(m, resolved, rotations=r)[0]
         elif kind == "identity":
             twin = identity_twin(base, resolved)
+            makers[kind] = lambda m: identity_twin(m, resolved)
         else:
             twin = noise_twin(base, resolved, scale=noise_scale,
                               generator=torch.Generator().manual_seed(noise_seed))
         copies.append(twin)
 
     init_drift = [output_drift(base, c, probe, forward=forward) for c in copies]
-    for kind, d in zip(kinds, init_drift, strict=True):
-        if kind in ("gauge", "identity") and not d <= tol:
-            raise ValueError(
-                f"Invalid model: the {kind} twin's output differs from the original's by "
-                f"rel = {d:.3g} > {tol:.3g} on the probe before any training, so the per-head "
-                f"gauge is not a symmetry of this model as described; expected an exact "
-                f"symmetry (check num_heads and the q/k row layout; qk-norm, rotary embeddings "
-                f"or q/k used outside the logits break it)"
-            )
+    if init_tol is not None:  # the caller's fixed tolerance instead of the round-off test
+        failed = {k: f"rel = {d:.3g} > init_tol = {init_tol:.3g}"
+                  for k, d in zip(kinds, init_drift, strict=True) if k in makers
+                  and not d <= init_tol}
+    else:
+        def qk(m: nn.Module) -> list[Tensor]:
+            return [t for site in resolved for t in qk_tensors(m, site).tensors()]
+
+        def measure(m: nn.Module, dt: torch.dtype) -> Tensor:
+            return _evaluate(m, cast_floats(probe, dt), forward)
+
+        checked = {k: same_function(base, make, qk, measure) for k, make in makers.items()}
+        failed = {k: "; ".join(map(str, checks)) for k, checks in checked.items()
+                  if not all(c.passed for c in checks)}
+    if failed:
+        kind, why = next(iter(failed.items()))
+        raise ValueError(
+            f"Invalid model: the {kind} twin's output on the probe is not the original's "
+            f"before any training ({why}), so the per-head gauge is not a symmetry of this "
+            f"model as described; expected an exact symmetry (check num_heads and the q/k row "
+            f"layout; a clamp on q/k, a qk-norm gain, rotary embeddings or q/k used outside "
+            f"the logits break it)"
+        )
 
     models = [base, *copies]
     optimizers = [factory(m) for m in models]

@@ -101,11 +101,11 @@ from gaugekit.audit.factor_results import (
     optimizer_name,
     text_table,
 )
+from gaugekit.audit.function_check import cast_floats, same_function
 from gaugekit.audit.twin_parts import (
     ForwardFn,
+    _evaluate,
     _step_in_lockstep,
-    init_tolerance,
-    output_drift,
     rel_distance,
     verdict_resolution,
     verdict_threshold,
@@ -667,8 +667,10 @@ def audit_lora_twins(
     ``seed + 1``) are. Before training each gauge twin must compute the same function as the
     base: its output on ``probe`` (``forward(model, probe)``, default ``model(probe)``, or
     ``model(*probe)`` for a tuple; as in ``gaugekit.audit.twin_parts.output_drift``) or,
-    without a probe, its loss on the first batch (a weaker check), in eval mode, within
-    ``gaugekit.audit.twin_parts.init_tolerance`` of the dtype (``√ε``).
+    without a probe, its loss on the first batch (a weaker check), in eval mode, within ten
+    times the drift of a twin whose adapters are rounded in their last bits (times ``cond(R)``
+    for the general twin), in the model's dtype and on a float64 copy
+    (:func:`gaugekit.audit.function_check.same_function`).
 
     What the factory receives: ``make_optimizer(pairs)`` is called once per copy with that
     copy's :class:`LoraPair` list (module order), so it can build any optimizer on the adapters:
@@ -726,7 +728,6 @@ def audit_lora_twins(
         raise ValueError("Invalid batches: none; expected at least one batch (one per step)")
     base_pairs = find_lora_pairs(model, adapter)
     dtype = base_pairs[0].A.dtype
-    tol = init_tolerance(dtype)
 
     base = copy.deepcopy(model)
     twins = [lora_twin(base, g, seed=seed, condition_number=condition_number, adapter=adapter)
@@ -734,20 +735,31 @@ def audit_lora_twins(
     twins.append(lora_twin(base, "noise", seed=seed + 1, scale=noise_scale, adapter=adapter))
     kinds.append("noise")
 
-    if probe is not None:
-        init_out = [output_drift(base, t, probe, forward=forward) for t in twins]
-    else:
-        reference = _evaluate_loss(base, loss_fn, drawn[0])
-        init_out = [rel_distance(_evaluate_loss(t, loss_fn, drawn[0]), reference).item()
-                    for t in twins]
+    def measure(m: nn.Module, dt: torch.dtype) -> Tensor:
+        if probe is not None:
+            return _evaluate(m, cast_floats(probe, dt), forward)
+        return _evaluate_loss(m, loss_fn, cast_floats(drawn[0], dt))
+
+    reference = measure(base, dtype).double().reshape(-1)
+    init_out = [rel_distance(measure(t, dtype).double().reshape(-1), reference).item()
+                for t in twins]
     init_prod = [max(lora_drift(base, t, adapter).values()) for t in twins]
     if check_function:
+        def factors(m: nn.Module) -> list[Tensor]:
+            return [t for p in find_lora_pairs(m, adapter) for t in (p.A, p.B)]
+
         what = "output on the probe" if probe is not None else "loss on the first batch"
-        for kind, d in zip(kinds, init_out, strict=True):
-            if kind != "noise" and not d <= tol:
+        for kind in kinds[:-1]:  # the gauge twins, built again in float64 by the check
+            checks = same_function(
+                base, lambda m, k=kind: lora_twin(m, k, seed=seed,
+                                                  condition_number=condition_number,
+                                                  adapter=adapter),
+                factors, measure,
+                amplification=condition_number if kind == "general" else 1.0)
+            if not all(c.passed for c in checks):
                 raise ValueError(
-                    f"Invalid model: the {kind} gauge twin's {what} differs from the base's by "
-                    f"rel = {d:.3g} > {tol:.3g} before any training, so (A, B) -> (R^-1 A, B R) "
+                    f"Invalid model: the {kind} gauge twin's {what} is not the base's before "
+                    f"any training ({'; '.join(map(str, checks))}), so (A, B) -> (R^-1 A, B R) "
                     f"is not a symmetry of this model; expected the model to see each adapter "
                     f"only through s B A (something reads A or B on its own: a nonlinearity "
                     f"between them, a penalty, a tied weight)"

@@ -48,7 +48,7 @@ from gaugekit.gauge import (
 )
 
 __all__ = ["TWIN_KINDS", "TwinAuditResult", "TwinCheckpoint", "TwinTrace", "draw_head_rotations",
-           "gauge_twin", "head_drift", "head_invariants", "identity_twin", "init_tolerance",
+           "gauge_twin", "head_drift", "head_invariants", "identity_twin",
            "noise_twin", "output_drift", "rel_distance", "verdict_resolution",
            "verdict_threshold"]
 
@@ -270,17 +270,6 @@ def rel_distance(A: Tensor, B: Tensor) -> Tensor:
     by ``‖B‖_F`` alone).
     """
     return relative_distance(A, B, symmetric=True)
-
-
-def init_tolerance(dtype: torch.dtype) -> float:
-    r"""``√ε`` of ``dtype``: the largest init output drift accepted for an exact gauge twin.
-
-    Rotating in float64 and rounding back costs ``O(ε)`` per entry, and a forward pass amplifies
-    that by a modest factor; ``√ε`` (1.5e-8 in float64, 3.5e-4 in float32) is far above that and
-    far below the ``O(1e-2 … 1)`` change a broken gauge makes to the logits.
-    """
-    return math.sqrt(torch.finfo(dtype).eps)
-
 
 
 def _columns(heads: int, *parts: Tensor | None) -> Tensor:

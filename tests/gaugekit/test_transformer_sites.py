@@ -29,7 +29,6 @@ from gaugekit.audit.heads import (
     audit_twins,
     find_qk_sites,
     gauge_twin,
-    init_tolerance,
     output_drift,
 )
 from gaugekit.optim import SharedScaleAdam
@@ -272,7 +271,7 @@ def test_a_general_rotation_changes_a_rotary_model(name):
     general = [dataclasses.replace(s, rotary=None) for s in find_qk_sites(model)]
     twin, _ = gauge_twin(model, general, generator=generator(5), check_structure=False)
     assert output_drift(model, twin, IDS) > 10 * BROKEN
-    with pytest.raises(ValueError, match="Invalid model: the gauge twin's output differs"):
+    with pytest.raises(ValueError, match="the gauge twin's output on the probe is not"):
         audit_twins(model, lm_loss, probe=IDS, batch=IDS, sites=general, steps=1,
                     check_structure=False)
 
@@ -393,7 +392,7 @@ def test_verdicts(name, optimizer):
     result = audit_twins(BUILDERS[name](), lm_loss, probe=IDS, batch=IDS, optimizer=factory,
                          steps=3)
     gauge, noise = result.trace("gauge").max_drift, result.trace("noise").max_drift
-    assert result.trace("gauge").init_output_drift <= init_tolerance(F64)
+    assert result.trace("gauge").init_output_drift <= ROUNDOFF
     assert result.trace("identity").max_drift == 0.0
     assert result.verdict.outcome == expected, result.verdict_line()
     if expected == KEEPS:
