@@ -9,6 +9,7 @@ reason, shortened). A model that is not a symmetry must be refused in both dtype
 ``clip_qkv`` clamps every coordinate of q and k, DeBERTa-v2 with ``share_att_key=False`` reads
 the query and key projections outside the logits. A model that computes parts in float32 (the
 rotary embeddings of Llama-like models in ``transformers`` 5) must be accepted in float64.
+RoFormer, Llama4 and gpt-oss name no rotate function: their pairing is probed on the model.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ SMALL = {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2,
 #: name → (model class, config class, config overrides)
 MODELS: dict[str, tuple[str, str, dict]] = {
     "GPT-2": ("GPT2LMHeadModel", "GPT2Config", {}),
-    "GPT-Neo": ("GPTNeoForCausalLM", "GPTNeoConfig",
-                {"attention_types": [[["global", "local"], 1]], "max_position_embeddings": 64}),
     "GPT-J": ("GPTJForCausalLM", "GPTJConfig", {"rotary_dim": 4}),
     "OPT": ("OPTForCausalLM", "OPTConfig", {"ffn_dim": 64, "word_embed_proj_dim": 32}),
     "Mistral": ("MistralForCausalLM", "MistralConfig", {"num_key_value_heads": 2}),
@@ -45,6 +44,19 @@ MODELS: dict[str, tuple[str, str, dict]] = {
         "DebertaV2ForMaskedLM", "DebertaV2Config",
         {"relative_attention": True, "share_att_key": False, "pos_att_type": ["p2c", "c2p"]}),
     "ELECTRA": ("ElectraForMaskedLM", "ElectraConfig", {"embedding_size": 32}),
+    "GPT-Neo": ("GPTNeoForCausalLM", "GPTNeoConfig",
+                {"attention_types": [[["global", "local"], 1]], "max_position_embeddings": 64}),
+    "RoFormer": ("RoFormerForMaskedLM", "RoFormerConfig", {"embedding_size": 32}),
+    "Llama4": ("Llama4ForCausalLM", "Llama4TextConfig",
+               {"num_key_value_heads": 2, "head_dim": 8, "intermediate_size_mlp": 64,
+                "num_local_experts": 2}),
+    "gpt-oss": ("GptOssForCausalLM", "GptOssConfig",
+                {"num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 2,
+                 "num_experts_per_tok": 1}),
+    "CodeGen": ("CodeGenForCausalLM", "CodeGenConfig", {"rotary_dim": 4, "n_ctx": 64}),
+    "Persimmon": ("PersimmonForCausalLM", "PersimmonConfig", {}),
+    "Qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {"num_key_value_heads": 2, "head_dim": 8}),
+    "OLMo2": ("Olmo2ForCausalLM", "Olmo2Config", {"num_key_value_heads": 2}),
 }
 
 

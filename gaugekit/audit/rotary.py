@@ -332,14 +332,19 @@ def _inv_freqs(model: nn.Module) -> list[Tensor]:
 
 
 def detect_rotary_layout(model: nn.Module, attention: nn.Module, d_head: int,
-                         where: str) -> RotaryLayout:
+                         where: str) -> tuple[RotaryLayout, ...]:
     """The rotary layout of a ``transformers`` attention module that :func:`uses_rotary`:
     its pairs from the rotate function its ``apply_rotary_pos_emb`` calls, the rotary width from
     ``rotary_ndims`` / ``rotary_dim`` or the model's ``inv_freq`` buffer (``2·len``), the
     frequencies from that buffer.
 
+    Returns one layout when the rotate function is found by name; otherwise the candidates,
+    half-split and interleaved pairs of that width, for the site finder to tell apart by
+    probing the model (:func:`gaugekit.audit.sites.find_qk_sites`).
+
     Raises:
-        ValueError: naming ``where``, when the rotate function or the width cannot be found.
+        ValueError: naming ``where``, when the width cannot be found or the rotate function
+            found is not a quarter turn on pairs.
     """
     module = sys.modules.get(type(attention).__module__)
     fwd_names = _code_names(type(attention).forward)
@@ -350,15 +355,6 @@ def detect_rotary_layout(model: nn.Module, attention: nn.Module, d_head: int,
     if not rotate_names and module is not None:  # the apply function hidden from inspection
         rotate_names = sorted(n for n, f in vars(module).items() if n.startswith("rotate")
                               and inspect.isfunction(f) and f.__module__ == module.__name__)
-    if len(rotate_names) != 1:
-        found = ", ".join(rotate_names) or "none"
-        raise ValueError(
-            f"Invalid model: {where!r} ({type(attention).__name__}) applies a rotary embedding, "
-            f"but its rotate function could not be identified (found: {found}); the residual "
-            f"gauge needs the model's pairing layout; expected one rotate_* function called by "
-            f"apply_rotary_pos_emb (or pass a QKSite with rotary=RotaryLayout.half_split(...) "
-            f"or RotaryLayout.interleaved(...))"
-        )
     freqs = _inv_freqs(model)
     lengths = {int(f.numel()) for f in freqs}
     r: int | None = None
@@ -379,9 +375,12 @@ def detect_rotary_layout(model: nn.Module, attention: nn.Module, d_head: int,
     if freqs and len(lengths) == 1 and 2 * next(iter(lengths)) == r and all(
             torch.equal(f, freqs[0]) for f in freqs):
         frequencies = tuple(float(w) for w in freqs[0].double().tolist())
+    if len(rotate_names) != 1:  # to be told apart numerically
+        return (RotaryLayout.half_split(d_head, r, frequencies),
+                RotaryLayout.interleaved(d_head, r, frequencies))
     rotate = getattr(module, rotate_names[0])
     try:
-        return RotaryLayout.from_rotate(rotate, d_head, r, frequencies)
+        return (RotaryLayout.from_rotate(rotate, d_head, r, frequencies),)
     except ValueError as err:
         raise ValueError(
             f"Invalid model: {where!r} ({type(attention).__name__}): {err}"

@@ -40,7 +40,9 @@ children; ``transformers`` itself is never imported:
   k_{g(h)})``;
 * rotary embeddings: the site carries the model's :class:`~gaugekit.audit.rotary.RotaryLayout`,
   read off the rotate function its ``apply_rotary_pos_emb`` calls (half-split ``rotate_half``
-  or interleaved ``rotate_every_two``), and the gauge twin is drawn from the residual gauge
+  or interleaved ``rotate_every_two``) or, where no such function is named (RoFormer, Llama4,
+  gpt-oss), probed on the model: the pairing whose twin keeps the function
+  (:mod:`gaugekit.audit.rotary_probe`); the gauge twin is drawn from the residual gauge
   ``SO(2)^{r/2} × O(d − r)`` that commutes with the rotary map (derivation in
   :mod:`gaugekit.audit.rotary`).
 
@@ -98,6 +100,9 @@ class QKSite:
             ``None``: one key head per query head.
         rotary: the rotary layout when the site applies a rotary embedding (its gauge twin is
             drawn from the commuting subgroup); ``None``: no rotary embedding.
+        rotary_candidates: layouts still to be told apart by probing the model, when the
+            rotate function was not found by name (:func:`find_qk_sites` settles them; the
+            sites it returns have none).
     """
 
     label: str
@@ -110,6 +115,7 @@ class QKSite:
     bias_k: bool = False
     num_kv_heads: int | None = None
     rotary: RotaryLayout | None = None
+    rotary_candidates: tuple[RotaryLayout, ...] = ()
 
     @property
     def kv_heads(self) -> int:
@@ -263,15 +269,21 @@ def _linear_site(
     d_head = wq.shape[0] // num_heads
     kv_heads = _kv_heads(f"({q_name!r}, {k_name!r})", num_heads, d_head, wq.shape[0],
                          wk.shape[0])
-    rotary = None
+    rotary: tuple[RotaryLayout, ...] = ()
     if parent is not None and _is_transformers_attention(parent[1]) and uses_rotary(parent[1]):
         rotary = detect_rotary_layout(model, parent[1], d_head, parent[0])
     return QKSite(
         label=f"{q_name}|{k_name}", kind=q_kind, modules=(q_name, k_name),
         num_heads=num_heads, d_head=d_head,
         q_bias=bq is not None, k_bias=bk is not None,
-        num_kv_heads=None if kv_heads == num_heads else kv_heads, rotary=rotary,
+        num_kv_heads=None if kv_heads == num_heads else kv_heads, **_rotary_fields(rotary),
     )
+
+
+def _rotary_fields(layouts: tuple[RotaryLayout, ...]) -> dict[str, Any]:
+    """A site's ``rotary`` and ``rotary_candidates`` from :func:`detect_rotary_layout`."""
+    return {"rotary": layouts[0] if layouts else None,
+            "rotary_candidates": layouts if len(layouts) > 1 else ()}
 
 
 def _kv_heads(where: str, num_heads: int, d_head: int, q_width: int, k_width: int) -> int:
@@ -405,11 +417,11 @@ def _transformers_site(model: nn.Module, name: str, mod: nn.Module) -> QKSite | 
                 f"expected 3·H·d_head ([q_h | k_h | v_h] per head)"
             )
         heads, d_head = _declared_heads(mod, name, fused.out_features // 3)
-        rotary = (detect_rotary_layout(model, mod, d_head, name) if uses_rotary(mod) else None)
+        rotary = detect_rotary_layout(model, mod, d_head, name) if uses_rotary(mod) else ()
         return QKSite(
             label=name or "<model>", kind="fused_heads", modules=(prefix + "query_key_value",),
             num_heads=heads, d_head=d_head, q_bias=fused.bias is not None,
-            k_bias=fused.bias is not None, rotary=rotary,
+            k_bias=fused.bias is not None, **_rotary_fields(rotary),
         )
     site = _known_fused_site(model, name, mod, children)
     if site is not None:
@@ -450,12 +462,12 @@ def _fused_rows_site(
             f"nn.Linear with {rows} rows: {heads} query heads, {kv_heads} key and {kv_heads} value "
             f"heads of width {d_head}"
         )
-    layout = (detect_rotary_layout(model, mod, d_head, name)
-              if rotary and uses_rotary(mod) else None)
+    layouts = (detect_rotary_layout(model, mod, d_head, name)
+               if rotary and uses_rotary(mod) else ())
     return QKSite(
         label=name or "<model>", kind=kind, modules=(prefix + child,), num_heads=heads,
         d_head=d_head, q_bias=fused.bias is not None, k_bias=fused.bias is not None,
-        num_kv_heads=None if kv_heads == heads else kv_heads, rotary=layout,
+        num_kv_heads=None if kv_heads == heads else kv_heads, **_rotary_fields(layouts),
     )
 
 
@@ -707,6 +719,10 @@ def find_qk_sites(
     labels = [s.label for s in out]
     if len(set(labels)) != len(labels):
         raise ValueError(f"Invalid sites: {labels!r}; expected each site once")
+    if any(s.rotary_candidates for s in out):
+        from gaugekit.audit.rotary_probe import settle_rotary  # it runs the model's twins
+
+        out = settle_rotary(model, out)
     return out
 
 

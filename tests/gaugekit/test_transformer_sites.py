@@ -13,6 +13,7 @@ small that attention is nearly uniform, and a broken gauge would barely show in 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import subprocess
 import sys
@@ -409,3 +410,59 @@ def test_the_library_never_imports_transformers():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------------------------
+# a rotary embedding whose rotate function has no known name: its pairs probed on the model
+# --------------------------------------------------------------------------------------------
+
+UNNAMED_ROTARY = {  # builder, dtype it runs in, the pairs the model's code rotates
+    "RoFormer": (lambda dt: _build("RoFormerForMaskedLM", "RoFormerConfig", hidden_size=32,
+                                   num_attention_heads=4, embedding_size=32, **SMALL).to(dt),
+                 F64, "interleaved"),  # sin/cos repeated per pair, rotate every two
+    "Llama4": (lambda dt: _build("Llama4ForCausalLM", "Llama4TextConfig", hidden_size=32,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                 intermediate_size_mlp=64, num_local_experts=2,
+                                 **SMALL).to(dt),
+               F64, "interleaved"),  # complex multiplication of coordinate pairs (2k, 2k + 1)
+    "gpt-oss": (lambda dt: _build("GptOssForCausalLM", "GptOssConfig", hidden_size=32,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                  num_local_experts=2, num_experts_per_tok=1,
+                                  **SMALL).to(dt),
+                torch.float32, "half_split"),  # chunks each head in two; float32 experts only
+}
+
+
+@pytest.mark.parametrize("name", list(UNNAMED_ROTARY))
+def test_a_rotary_layout_without_a_known_rotate_function_is_probed(name):
+    """The finder names no rotate function here; of the two candidate pairings the one whose
+    residual-gauge twin keeps the model's function is the one the model's code rotates."""
+    from gaugekit.audit.rotary_probe import _check_layout, _token_probe
+
+    make, dtype, style = UNNAMED_ROTARY[name]
+    with pytest.warns(UserWarning) if dtype != F64 else contextlib.nullcontext():
+        sites = find_qk_sites(make(dtype))
+    assert {s.rotary.style for s in sites} == {style} and not any(
+        s.rotary_candidates for s in sites)
+    # negative control: the other pairing's rotations do not commute with the model's map
+    model = make(dtype)
+    other = (RotaryLayout.interleaved if style == "half_split" else RotaryLayout.half_split)(
+        sites[0].d_head, sites[0].rotary.rotary_dim)
+    checks = _check_layout(model, sites[0], other, _token_probe(model))
+    assert checks[0].drift > 100 * checks[0].limit
+
+
+def test_a_rotary_model_that_cannot_be_probed_is_refused_with_the_reason():
+    """A user's wrapper around the model has no ``config`` to draw token ids from."""
+
+    class Wrapper(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = UNNAMED_ROTARY["RoFormer"][0](F64)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.inner(input_ids=ids).logits
+
+    with pytest.raises(ValueError, match="probing the model to tell its pairs apart failed "
+                       r"\(the model has no config.vocab_size"):
+        find_qk_sites(Wrapper())
