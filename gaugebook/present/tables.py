@@ -197,19 +197,18 @@ def glue_page(values: Mapping[str, Any], prefix: str = "", *, markdown: bool = F
     A string holding an HTML table (from :func:`table_html`) is glued as HTML, any other string
     as text (as Markdown with ``markdown``, for ``{glue:md}``); a matplotlib figure as the
     figure (then closed); a number as the number, for the page to format
-    (``{glue:text}`name:.3f```); an IPython display object as it is. ``None`` is refused: a
-    value a scale may lack is glued formatted, a dash where it is missing (:func:`fmt`). This
+    (``{glue:text}`name:.3f```); an IPython display object as it is. ``None``, a value this
+    scale lacks, glues as a dash; a page that formats it as a number (``:.3f``) fails to build,
+    so such a value is glued already formatted (:func:`fmt`: a dash where it is missing). This
     is the one glue helper of the book's pages."""
     import matplotlib.pyplot as plt
     from IPython.display import HTML, Markdown
     from matplotlib.figure import Figure
     from myst_nb import glue
 
-    missing = [prefix + name for name, value in values.items() if value is None]
-    if missing:  # a page would print "None", or fail to format it as a number
-        raise ValueError(f"glue_page: no value for {', '.join(missing)}; glue a formatted "
-                         "string instead (fmt gives a dash where a scale lacks the runs)")
     for name, value in values.items():
+        if value is None:  # a value this scale lacks: a dash, never "None"
+            value = "—"
         if _is_scalar(value):  # a numpy or torch scalar glues as the plain number it is
             value = value.item()
         if isinstance(value, str) and "<table" in value:
