@@ -9,7 +9,10 @@ reason, shortened). A model that is not a symmetry must be refused in both dtype
 ``clip_qkv`` clamps every coordinate of q and k, DeBERTa-v2 with ``share_att_key=False`` reads
 the query and key projections outside the logits. A model that computes parts in float32 (the
 rotary embeddings of Llama-like models in ``transformers`` 5) must be accepted in float64.
-RoFormer, Llama4 and gpt-oss name no rotate function: their pairing is probed on the model.
+RoFormer, Llama4 and gpt-oss name no rotate function: their pairing is probed on the model;
+ModernBERT and Persimmon fuse q/k/v in a class the audit does not know: their row order is
+probed the same way, and CodeGen's, which neither candidate order fits, is refused with the
+distances.
 """
 
 from __future__ import annotations
@@ -54,7 +57,17 @@ MODELS: dict[str, tuple[str, str, dict]] = {
                 {"num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 2,
                  "num_experts_per_tok": 1}),
     "CodeGen": ("CodeGenForCausalLM", "CodeGenConfig", {"rotary_dim": 4, "n_ctx": 64}),
-    "Persimmon": ("PersimmonForCausalLM", "PersimmonConfig", {}),
+    "Persimmon": ("PersimmonForCausalLM", "PersimmonConfig", {"qk_layernorm": False}),
+    "Persimmon qk_layernorm": ("PersimmonForCausalLM", "PersimmonConfig", {}),
+    "ModernBERT": ("ModernBertForMaskedLM", "ModernBertConfig",
+                   {"global_attn_every_n_layers": 1, "local_attention": 16, "pad_token_id": 0,
+                    "eos_token_id": 1, "bos_token_id": 2, "cls_token_id": 2,
+                    "sep_token_id": 1}),
+    "DeepSeek-V3": ("DeepseekV3ForCausalLM", "DeepseekV3Config",
+                    {"q_lora_rank": 16, "kv_lora_rank": 16, "qk_rope_head_dim": 4,
+                     "qk_nope_head_dim": 4, "v_head_dim": 8, "n_routed_experts": 2,
+                     "num_experts_per_tok": 1, "moe_intermediate_size": 16,
+                     "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}),
     "Qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {"num_key_value_heads": 2, "head_dim": 8}),
     "OLMo2": ("Olmo2ForCausalLM", "Olmo2Config", {"num_key_value_heads": 2}),
 }
@@ -82,7 +95,7 @@ def audit(name: str, dtype: torch.dtype, ids: torch.Tensor) -> str:
     except ValueError as error:
         reason = str(error)
         inside = reason[reason.find("(") + 1:reason.find("), so")] if "), so" in reason else ""
-        return f"refused: {inside or reason[:110]}"
+        return f"refused: {inside or reason[:240]}"
     return (f"accepted: twin at init {r.trace('gauge').init_output_drift:.1e}; SGD "
             f"{r.verdict.outcome}")
 

@@ -42,7 +42,7 @@ children; ``transformers`` itself is never imported:
   read off the rotate function its ``apply_rotary_pos_emb`` calls (half-split ``rotate_half``
   or interleaved ``rotate_every_two``) or, where no such function is named (RoFormer, Llama4,
   gpt-oss), probed on the model: the pairing whose twin keeps the function
-  (:mod:`gaugekit.audit.rotary_probe`); the gauge twin is drawn from the residual gauge
+  (:mod:`gaugekit.audit.layout_probe`); the gauge twin is drawn from the residual gauge
   ``SO(2)^{r/2} × O(d − r)`` that commutes with the rotary map (derivation in
   :mod:`gaugekit.audit.rotary`).
 
@@ -58,7 +58,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch import Tensor, nn
@@ -100,9 +100,10 @@ class QKSite:
             ``None``: one key head per query head.
         rotary: the rotary layout when the site applies a rotary embedding (its gauge twin is
             drawn from the commuting subgroup); ``None``: no rotary embedding.
-        rotary_candidates: layouts still to be told apart by probing the model, when the
-            rotate function was not found by name (:func:`find_qk_sites` settles them; the
-            sites it returns have none).
+        candidates: the sites this one may be, still to be told apart by probing the model
+            (a rotary embedding whose rotate function has no known name, a fused q/k/v
+            projection of unknown row order); :func:`find_qk_sites` settles them
+            (:mod:`gaugekit.audit.layout_probe`), and the sites it returns have none.
     """
 
     label: str
@@ -115,7 +116,13 @@ class QKSite:
     bias_k: bool = False
     num_kv_heads: int | None = None
     rotary: RotaryLayout | None = None
-    rotary_candidates: tuple[RotaryLayout, ...] = ()
+    candidates: tuple[QKSite, ...] = ()
+
+    def with_rotary(self, layouts: Sequence[RotaryLayout]) -> QKSite:
+        """This site with the rotary layout found (:func:`detect_rotary_layout`), or with one
+        candidate per layout when there are several (none: the site as it is)."""
+        sites = [replace(self, rotary=layout) for layout in layouts]
+        return one_of(sites) if sites else self
 
     @property
     def kv_heads(self) -> int:
@@ -276,14 +283,17 @@ def _linear_site(
         label=f"{q_name}|{k_name}", kind=q_kind, modules=(q_name, k_name),
         num_heads=num_heads, d_head=d_head,
         q_bias=bq is not None, k_bias=bk is not None,
-        num_kv_heads=None if kv_heads == num_heads else kv_heads, **_rotary_fields(rotary),
-    )
+        num_kv_heads=None if kv_heads == num_heads else kv_heads,
+    ).with_rotary(rotary)
 
 
-def _rotary_fields(layouts: tuple[RotaryLayout, ...]) -> dict[str, Any]:
-    """A site's ``rotary`` and ``rotary_candidates`` from :func:`detect_rotary_layout`."""
-    return {"rotary": layouts[0] if layouts else None,
-            "rotary_candidates": layouts if len(layouts) > 1 else ()}
+def one_of(sites: Sequence[QKSite]) -> QKSite:
+    """One site standing for ``sites`` (its first, with every one as a candidate), or the
+    only one; the candidates' own candidates are flattened in."""
+    flat = [c for s in sites for c in (s.candidates or (s,))]
+    if len(flat) == 1:
+        return flat[0]
+    return replace(flat[0], candidates=tuple(flat))
 
 
 def _kv_heads(where: str, num_heads: int, d_head: int, q_width: int, k_width: int) -> int:
@@ -421,13 +431,16 @@ def _transformers_site(model: nn.Module, name: str, mod: nn.Module) -> QKSite | 
         return QKSite(
             label=name or "<model>", kind="fused_heads", modules=(prefix + "query_key_value",),
             num_heads=heads, d_head=d_head, q_bias=fused.bias is not None,
-            k_bias=fused.bias is not None, **_rotary_fields(rotary),
-        )
+            k_bias=fused.bias is not None,
+        ).with_rotary(rotary)
     site = _known_fused_site(model, name, mod, children)
     if site is not None:
         return site
     for child in _FUSED_NAMES:
         if child in children and any(True for _ in children[child].parameters()):
+            site = _fused_candidates(model, name, mod, child)
+            if site is not None:
+                return site
             raise ValueError(
                 f"Invalid model: {prefix}{child} ({type(children[child]).__name__}) in "
                 f"{type(mod).__name__} is a fused q/k/v projection whose row layout the audit "
@@ -437,6 +450,34 @@ def _transformers_site(model: nn.Module, name: str, mod: nn.Module) -> QKSite | 
                 f"objects, or sites=[...] of projections)"
             )
     return None
+
+
+#: The row orders tried on a fused q/k/v projection of a class the audit does not know:
+#: ``[q; k; v]`` blocks (Phi-3's, ModernBERT's) and ``[q_h; k_h; v_h]`` per head (GPT-NeoX's).
+_FUSED_CANDIDATE_KINDS = ("packed_rows", "fused_heads")
+
+
+def _fused_candidates(model: nn.Module, name: str, mod: nn.Module, child: str) -> QKSite | None:
+    """The row orders of :data:`_FUSED_CANDIDATE_KINDS` that fit an ``nn.Linear`` fused
+    projection of an unknown class, as one site with candidates for the probe to tell apart;
+    ``None`` when none fits (or the heads are not declared)."""
+    fused, config = getattr(mod, child), getattr(mod, "config", None)
+    heads = _int_attr(mod, _HEAD_COUNT_ATTRS) or _int_attr(
+        config, ("num_attention_heads", "n_head", "num_heads"))
+    d_head = _int_attr(mod, _HEAD_DIM_ATTRS) or _int_attr(config, ("head_dim",))
+    if not isinstance(fused, nn.Linear) or heads is None:
+        return None
+    kv = (_int_attr(mod, ("num_key_value_heads",))
+          or _int_attr(config, ("num_key_value_heads",)) or heads)
+    d_head = d_head or fused.out_features // (heads + 2 * kv)
+    sites = []
+    for kind in _FUSED_CANDIDATE_KINDS:
+        try:
+            sites.append(_fused_rows_site(model, name, mod, child, kind, heads, d_head,
+                                          heads if kind == "fused_heads" else kv))
+        except ValueError:  # the rows do not fit this order
+            continue
+    return one_of(sites) if sites else None
 
 
 def _is_class(mod: nn.Module, name: str) -> bool:
@@ -467,8 +508,8 @@ def _fused_rows_site(
     return QKSite(
         label=name or "<model>", kind=kind, modules=(prefix + child,), num_heads=heads,
         d_head=d_head, q_bias=fused.bias is not None, k_bias=fused.bias is not None,
-        num_kv_heads=None if kv_heads == heads else kv_heads, **_rotary_fields(layouts),
-    )
+        num_kv_heads=None if kv_heads == heads else kv_heads,
+    ).with_rotary(layouts)
 
 
 def _fused_layout(mod: nn.Module, heads: int, d_head: int) -> tuple[str, str, int] | str | None:
@@ -667,11 +708,7 @@ def find_qk_sites(
                 if found is not None:
                     specs.append(found)
         if not specs:
-            raise ValueError(
-                "Invalid sites: None; expected a list of sites, since the model has no "
-                "nn.MultiheadAttention and no attention module of transformers (pass "
-                "(q_name, k_name) pairs of nn.Linear projections)"
-            )
+            raise ValueError(_no_sites_found(model))
     elif isinstance(sites, str | nn.Module | QKSite) or (
         isinstance(sites, tuple) and len(sites) == 2
         and all(isinstance(s, str | nn.Linear | nn.Parameter) for s in sites)
@@ -719,11 +756,37 @@ def find_qk_sites(
     labels = [s.label for s in out]
     if len(set(labels)) != len(labels):
         raise ValueError(f"Invalid sites: {labels!r}; expected each site once")
-    if any(s.rotary_candidates for s in out):
-        from gaugekit.audit.rotary_probe import settle_rotary  # it runs the model's twins
+    if any(s.candidates for s in out):
+        from gaugekit.audit.layout_probe import settle_layouts  # it runs the model's twins
 
-        out = settle_rotary(model, out)
+        out = settle_layouts(model, out)
     return out
+
+
+#: Children of DeepSeek's multi-head latent attention: keys come out of a shared low-rank latent.
+_LATENT_NAMES = ("kv_a_proj_with_mqa", "kv_b_proj")
+
+
+def _no_sites_found(model: nn.Module) -> str:
+    """Why no site was found: the attention modules the model has and the audit cannot read
+    (by name, with their projections), or that it has none."""
+    unread = [(n, m) for n, m in model.named_modules()
+              if "attention" in type(m).__name__.lower() and _is_transformers_attention(m)]
+    if not unread:
+        return ("Invalid sites: None; expected a list of sites, since the model has no "
+                "nn.MultiheadAttention and no attention module of transformers (pass "
+                "(q_name, k_name) pairs of nn.Linear projections)")
+    name, mod = unread[0]
+    children = [c for c, _ in mod.named_children()]
+    why = ("latent attention (DeepSeek's MLA: keys come out of a shared low-rank latent "
+           "through kv_b_proj, and one rotary key is shared by all heads), whose gauge the "
+           "per-head sites do not cover" if any(c in children for c in _LATENT_NAMES)
+           else "no query/key projections under a name the audit reads "
+                f"({', '.join('/'.join(p) for p in _PAIR_NAMES)})")
+    return (f"Invalid sites: None; the model's attention modules are of a kind the audit "
+            f"cannot read: {name!r} ({type(mod).__name__}, with {', '.join(children)}) and "
+            f"{len(unread) - 1} more: {why}; expected a list of sites (pass (q_name, k_name) "
+            f"pairs of nn.Linear projections, or resolved QKSite objects)")
 
 
 def _is_mha_name(model: nn.Module, name: str) -> bool:

@@ -232,9 +232,20 @@ def test_a_fused_projection_of_unknown_layout_is_refused():
             self.config = Config()
             self.qkv_proj = nn.Linear(32, 96)
 
-    with pytest.raises(ValueError, match=r"qkv_proj \(Linear\) in FusedAttention is a fused "
-                                         r"q/k/v projection whose row layout"):
+    # both row orders fit its 96 rows; a module that cannot run on token ids cannot be probed
+    with pytest.raises(ValueError, match=r"site '0' has a layout its code does not name "
+                       r"\(fused_heads or packed_rows\), and probing the model to tell them "
+                       r"apart failed"):
         find_qk_sites(nn.Sequential(FusedAttention()))
+
+    class OddAttention(FusedAttention):  # 80 rows: no row order of four heads fits
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv_proj = nn.Linear(32, 80)
+
+    with pytest.raises(ValueError, match=r"qkv_proj \(Linear\) in OddAttention is a fused "
+                                         r"q/k/v projection whose row layout"):
+        find_qk_sites(nn.Sequential(OddAttention()))
 
 
 def test_qk_norm_with_a_gain_is_refused():
@@ -437,18 +448,18 @@ UNNAMED_ROTARY = {  # builder, dtype it runs in, the pairs the model's code rota
 def test_a_rotary_layout_without_a_known_rotate_function_is_probed(name):
     """The finder names no rotate function here; of the two candidate pairings the one whose
     residual-gauge twin keeps the model's function is the one the model's code rotates."""
-    from gaugekit.audit.rotary_probe import _check_layout, _token_probe
+    from gaugekit.audit.layout_probe import _check_candidate, _token_probe
 
     make, dtype, style = UNNAMED_ROTARY[name]
     with pytest.warns(UserWarning) if dtype != F64 else contextlib.nullcontext():
         sites = find_qk_sites(make(dtype))
-    assert {s.rotary.style for s in sites} == {style} and not any(
-        s.rotary_candidates for s in sites)
+    assert {s.rotary.style for s in sites} == {style} and not any(s.candidates for s in sites)
     # negative control: the other pairing's rotations do not commute with the model's map
     model = make(dtype)
     other = (RotaryLayout.interleaved if style == "half_split" else RotaryLayout.half_split)(
         sites[0].d_head, sites[0].rotary.rotary_dim)
-    checks = _check_layout(model, sites[0], other, _token_probe(model))
+    checks = _check_candidate(model, dataclasses.replace(sites[0], rotary=other),
+                              _token_probe(model))
     assert checks[0].drift > 100 * checks[0].limit
 
 
@@ -463,6 +474,62 @@ def test_a_rotary_model_that_cannot_be_probed_is_refused_with_the_reason():
         def forward(self, ids: torch.Tensor) -> torch.Tensor:
             return self.inner(input_ids=ids).logits
 
-    with pytest.raises(ValueError, match="probing the model to tell its pairs apart failed "
-                       r"\(the model has no config.vocab_size"):
+    with pytest.raises(ValueError, match=r"half_split pairs or linear, interleaved pairs\), and "
+                       r"probing the model to tell them apart failed \(the model has no "
+                       r"config.vocab_size"):
         find_qk_sites(Wrapper())
+
+
+# --------------------------------------------------------------------------------------------
+# a fused q/k/v projection of a class the audit does not know: its row order probed
+# --------------------------------------------------------------------------------------------
+
+MODERNBERT_IDS = {"pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2, "cls_token_id": 2,
+                  "sep_token_id": 1}
+
+
+def modernbert() -> nn.Module:  # Wqkv: [q; k; v] blocks, rotary on half-split pairs
+    return _build("ModernBertForMaskedLM", "ModernBertConfig", hidden_size=32,
+                  num_attention_heads=4, global_attn_every_n_layers=1, local_attention=16,
+                  **MODERNBERT_IDS, **SMALL)
+
+
+def persimmon() -> nn.Module:  # query_key_value: [q_h; k_h; v_h] per head, partial rotary
+    return _build("PersimmonForCausalLM", "PersimmonConfig", hidden_size=32,
+                  num_attention_heads=4, qk_layernorm=False, **SMALL)
+
+
+@pytest.mark.parametrize("build, kind, style, width", [
+    (modernbert, "packed_rows", "half_split", 8), (persimmon, "fused_heads", "half_split", 4)])
+def test_a_fused_projection_of_an_unknown_class_is_probed(build, kind, style, width):
+    model = build()
+    sites = find_qk_sites(model)
+    assert {(s.kind, s.rotary.style, s.rotary.rotary_dim) for s in sites} == {
+        (kind, style, width)}
+    twin, _ = gauge_twin(model, sites, generator=generator(5))
+    # float32 round-off: both compute their rotary embedding in float32
+    assert output_drift(model, twin, IDS) < 1e-6
+
+
+def test_a_fused_projection_no_candidate_fits_is_refused_with_the_distances():
+    """Negative control: CodeGen splits its qkv_proj into model-parallel blocks, each holding
+    [q | v | k]; neither candidate row order keeps the function, and the refusal says how far
+    each twin ends from its base."""
+    model = _build("CodeGenForCausalLM", "CodeGenConfig", n_embd=32, n_head=4, n_layer=2,
+                   rotary_dim=4, n_ctx=64, vocab_size=100, initializer_range=0.2)
+    with pytest.raises(ValueError, match=r"0 of its candidate layouts keep the model's "
+                       r"function \(packed_rows, interleaved pairs: rel = (\S+) in float64"):
+        find_qk_sites(model)
+
+
+def test_latent_attention_is_refused_for_what_it_is():
+    """DeepSeek's MLA is attention of transformers: the refusal names its modules and why the
+    per-head sites do not reach it, not that the model has no attention."""
+    model = _build("DeepseekV3ForCausalLM", "DeepseekV3Config", hidden_size=32,
+                   num_attention_heads=4, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=4,
+                   qk_nope_head_dim=4, v_head_dim=8, n_routed_experts=2, num_experts_per_tok=1,
+                   moe_intermediate_size=16, first_k_dense_replace=1, n_group=1, topk_group=1,
+                   **SMALL)
+    with pytest.raises(ValueError, match=r"'model.layers.0.self_attn' \(DeepseekV3Attention, "
+                       r"with q_a_proj, .*kv_b_proj.*\) and 1 more: latent attention"):
+        find_qk_sites(model)
