@@ -12,7 +12,7 @@ rotary embeddings of Llama-like models in ``transformers`` 5) must be accepted i
 RoFormer, Llama4 and gpt-oss name no rotate function: their pairing is probed on the model;
 ModernBERT and Persimmon fuse q/k/v in a class the audit does not know: their row order is
 probed the same way, and CodeGen's, which neither candidate order fits, is refused with the
-distances.
+distances. Qwen3, OLMo2 and Gemma3 carry qk-norm gains: their twins are signed permutations.
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ MODELS: dict[str, tuple[str, str, dict]] = {
                      "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}),
     "Qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {"num_key_value_heads": 2, "head_dim": 8}),
     "OLMo2": ("Olmo2ForCausalLM", "Olmo2Config", {"num_key_value_heads": 2}),
+    "Gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig", {"num_key_value_heads": 2,
+                                                         "head_dim": 8}),
 }
 
 

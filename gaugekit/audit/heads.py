@@ -130,6 +130,8 @@ from gaugekit.audit.function_check import cast_floats, same_function
 from gaugekit.audit.rotary import RotaryLayout
 from gaugekit.audit.sites import QKSite, SiteSpec, find_qk_sites, qk_tensors
 from gaugekit.audit.twin_parts import (
+    INVARIANT_DOC,
+    NORMED_INVARIANT_DOC,
     TWIN_KINDS,
     ForwardFn,
     TwinAuditResult,
@@ -406,4 +408,6 @@ def audit_twins(
         traces=traces, base_losses=tuple(losses[0]), diverged=diverged,
         optimizer_class=optimizer_class, hyperparameters=hyperparameters,
         threshold=verdict_threshold(dtype) if threshold is None else threshold,
+        invariant=INVARIANT_DOC + (NORMED_INVARIANT_DOC if any(s.norms for s in resolved)
+                                   else ""),
     )

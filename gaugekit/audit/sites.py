@@ -63,6 +63,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from gaugekit.audit.qk_norm import QKNorms, find_qk_norms
 from gaugekit.audit.rotary import RotaryLayout, detect_rotary_layout, uses_rotary
 
 __all__ = ["QKSite", "SiteSpec", "find_qk_sites", "resolve_sites"]
@@ -104,6 +105,8 @@ class QKSite:
             (a rotary embedding whose rotate function has no known name, a fused q/k/v
             projection of unknown row order); :func:`find_qk_sites` settles them
             (:mod:`gaugekit.audit.layout_probe`), and the sites it returns have none.
+        norms: the site's qk-norm pair with a gain (Qwen3, OLMo2, Gemma3); its gauge is then
+            the signed permutations, the gains permuted alike (:mod:`gaugekit.audit.qk_norm`).
     """
 
     label: str
@@ -117,6 +120,7 @@ class QKSite:
     num_kv_heads: int | None = None
     rotary: RotaryLayout | None = None
     candidates: tuple[QKSite, ...] = ()
+    norms: QKNorms | None = None
 
     def with_rotary(self, layouts: Sequence[RotaryLayout]) -> QKSite:
         """This site with the rotary layout found (:func:`detect_rotary_layout`), or with one
@@ -147,9 +151,12 @@ class _QK:
     bq: Tensor | None
     bk: Tensor | None
     bias_k: Tensor | None
+    gq: Tensor | None = None
+    gk: Tensor | None = None
 
     def tensors(self) -> list[Tensor]:
-        return [t for t in (self.wq, self.wk, self.bq, self.bk, self.bias_k) if t is not None]
+        return [t for t in (self.wq, self.wk, self.bq, self.bk, self.bias_k, self.gq, self.gk)
+                if t is not None]
 
 
 def _get_module(model: nn.Module, name: str, argname: str) -> nn.Module:
@@ -631,7 +638,8 @@ def _check_structure(model: nn.Module, site: QKSite) -> None:
             if not _QK_NORM_NAME.fullmatch(child_name.lower()):
                 continue
             where = f"{parent}.{child_name}" if parent else child_name
-            if isinstance(child, nn.Identity):
+            if isinstance(child, nn.Identity) or (
+                    site.norms is not None and where in (site.norms.q, site.norms.k)):
                 continue
             if isinstance(child, nn.LayerNorm | nn.GroupNorm):
                 raise ValueError(
@@ -750,6 +758,7 @@ def find_qk_sites(
                 f"Invalid sites: {spec!r}; expected an nn.MultiheadAttention (or its name) or a "
                 f"(query, key) pair of nn.Linear"
             )
+        site = _with_qk_norms(model, site)
         if check_structure:
             _check_structure(model, site)
         out.append(site)
@@ -789,11 +798,43 @@ def _no_sites_found(model: nn.Module) -> str:
             f"pairs of nn.Linear projections, or resolved QKSite objects)")
 
 
+def _with_qk_norms(model: nn.Module, site: QKSite) -> QKSite:
+    """``site`` (and its candidates) with the qk-norm pair with a gain of the module that
+    holds its projections, when there is one (:func:`~gaugekit.audit.qk_norm.find_qk_norms`)."""
+    if site.norms is not None or site.kind not in _NORMED_KINDS:
+        return site
+    parents = {n.rsplit(".", 1)[0] if "." in n else "" for n in site.modules}
+    if len(parents) != 1:
+        return site
+    parent = parents.pop()
+    norms = find_qk_norms(dict(model.named_modules())[parent], f"{parent}." if parent else "",
+                          site.d_head, site.num_heads, site.kv_heads)
+    if norms is None:
+        return site
+    return replace(site, norms=norms,
+                   candidates=tuple(replace(c, norms=norms) for c in site.candidates))
+
+
+#: Site kinds inside a module that may hold a qk-norm.
+_NORMED_KINDS = ("linear", "fused_heads", "packed_rows", "grouped_rows")
+
+
 def _is_mha_name(model: nn.Module, name: str) -> bool:
     return isinstance(dict(model.named_modules()).get(name), nn.MultiheadAttention)
 
 
 def qk_tensors(model: nn.Module, site: QKSite) -> _QK:
+    """The query/key tensors of ``site`` in ``model`` (views: writing them writes the model),
+    and the gains of its qk-norms when it has them (:attr:`QKSite.norms`); see
+    :func:`_qk_weights` for the layouts."""
+    qk = _qk_weights(model, site)
+    if site.norms is not None:
+        modules = dict(model.named_modules())
+        qk.gq, qk.gk = modules[site.norms.q].weight, modules[site.norms.k].weight
+    return qk
+
+
+def _qk_weights(model: nn.Module, site: QKSite) -> _QK:
     """The query/key tensors of ``site`` in ``model`` (views: writing them writes the model).
 
     GPT-2's ``Conv1D`` holds ``W`` of shape ``(in, 3E)`` (``y = x W + b``): the query weight in

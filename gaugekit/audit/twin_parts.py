@@ -40,6 +40,12 @@ from gaugekit.audit.factor_results import (
     low_precision_step,
     text_table,
 )
+from gaugekit.audit.qk_norm import (
+    draw_signed_permutations,
+    gain_factor,
+    is_signed_permutation,
+    permute_gains,
+)
 from gaugekit.audit.sites import _QK, QKSite, SiteSpec, qk_tensors, resolve_sites
 from gaugekit.gauge import (
     orthogonality_defect,
@@ -66,7 +72,11 @@ def draw_head_rotations(
     <gaugekit.audit.rotary.RotaryLayout.draw>`)."""
     out = []
     for s in sites:
-        if s.rotary is not None:
+        if s.norms is not None:
+            pairs = s.rotary.pairs if s.rotary is not None else ()
+            out.append(draw_signed_permutations(s.kv_heads, s.d_head, shared=s.norms.shared,
+                                                pairs=pairs, generator=generator, dtype=dtype))
+        elif s.rotary is not None:
             out.append(s.rotary.draw(s.kv_heads, generator=generator, dtype=dtype))
         else:
             out.extend(random_head_rotations([(s.kv_heads, s.d_head)], generator=generator,
@@ -91,6 +101,16 @@ def _check_rotations(rotations: Sequence[Tensor], sites: Sequence[QKSite]) -> No
             raise ValueError(
                 f"Invalid rotations: ‖AᵀA − I‖_F = {defect:.3g} for site {s.label!r}; expected "
                 f"orthogonal matrices (the gauge needs A_hᵀ A_h = I)"
+            )
+        if s.norms is not None and not (
+                is_signed_permutation(A.double().cpu())
+                and (not s.norms.shared or torch.equal(A.abs(), A[:1].abs().expand_as(A)))):
+            common = ", one permutation for every head (a shared gain)" if s.norms.shared else ""
+            raise ValueError(
+                f"Invalid rotations: site {s.label!r} has a qk-norm with a gain ({s.norms.q}, "
+                f"{s.norms.k}); expected signed permutations{common}, since g ⊙ (A q) = "
+                f"A (g ⊙ q) for every gain g only when A moves coordinates without mixing them "
+                f"(draw_signed_permutations)"
             )
         if s.rotary is not None:
             off = s.rotary.commutant_defect(A.double().cpu()).max().item()
@@ -177,6 +197,9 @@ def _rotate_site(qk: _QK, site: QKSite, A: Tensor) -> None:
         view, R = (t, R.unflatten(0, t.shape[:2])) if t.ndim == 4 else (_by_head(t, heads), R)
         work = t.dtype if t.device.type == "mps" else torch.float64
         view.copy_(R.to(device=t.device, dtype=work) @ view.to(work))
+    if qk.gq is not None and qk.gk is not None:  # the gains move with their coordinates
+        permute_gains(qk.gq, A, site.group_size)
+        permute_gains(qk.gk, A, 1)
 
 
 def gauge_twin(
@@ -287,7 +310,9 @@ def head_invariants(model: nn.Module, sites: Sequence[QKSite]) -> list[Tensor]:
     (:func:`gaugekit.gauge.head_logit_bilinears` of ``W̃_Q, W̃_K``). Under grouped-query
     attention query head ``h`` reads key head ``g(h) = ⌊h / (H/G)⌋``. With a rotary embedding
     the logits see ``W̃_{Q,h}ᵀ R(δ) W̃_{K,g(h)}`` at offset ``δ``; ``M_h`` is its ``δ = 0`` member,
-    and the residual gauge keeps every member (:mod:`gaugekit.audit.rotary`).
+    and the residual gauge keeps every member (:mod:`gaugekit.audit.rotary`). With a qk-norm
+    gain, ``M_h = W̃_{Q,h}ᵀ (I + diag(γ_{Q,h} ⊙ γ_{K,g(h)})) W̃_{K,g(h)}``
+    (:mod:`gaugekit.audit.qk_norm`).
     """
     out = []
     with torch.no_grad():
@@ -297,6 +322,9 @@ def head_invariants(model: nn.Module, sites: Sequence[QKSite]) -> list[Tensor]:
             K = _columns(site.kv_heads, qk.wk, qk.bk, qk.bias_k)
             if site.group_size > 1:
                 K = K.repeat_interleave(site.group_size, dim=0)
+            if qk.gq is not None and qk.gk is not None:  # I + diag(γ_Q ⊙ γ_K) between them
+                K = gain_factor(qk.gq, qk.gk, site.num_heads, site.kv_heads,
+                                site.d_head).unsqueeze(-1) * K
             out.append(Q.mT @ K)
     return out
 
@@ -425,6 +453,11 @@ class TwinTrace:
 INVARIANT_DOC = (
     "M_h = [W_Q,h | b_Q,h]^T [W_K,h | b_K,h] per head (bias columns only where biases exist; "
     "= W_Q,h^T W_K,h without biases); rel(A,B) = ||A-B||_F / (0.5(||A||_F+||B||_F))"
+)
+#: What a site with qk-norm gains adds to :data:`INVARIANT_DOC`.
+NORMED_INVARIANT_DOC = (
+    "; at sites with qk-norm gains (the gauge: signed permutations) "
+    "M_h = [W_Q,h | b_Q,h]^T (I + diag(g_Q,h * g_K,h)) [W_K,h | b_K,h]"
 )
 
 

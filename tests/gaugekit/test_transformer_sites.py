@@ -30,6 +30,7 @@ from gaugekit.audit.heads import (
     audit_twins,
     find_qk_sites,
     gauge_twin,
+    head_invariants,
     output_drift,
 )
 from gaugekit.optim import SharedScaleAdam
@@ -248,12 +249,13 @@ def test_a_fused_projection_of_unknown_layout_is_refused():
         find_qk_sites(nn.Sequential(OddAttention()))
 
 
-def test_qk_norm_with_a_gain_is_refused():
-    """Qwen3's ``q_norm``/``k_norm`` carry a learnable per-coordinate gain ``g``:
-    ``g ⊙ (A q) ≠ A (g ⊙ q)``, so only sign flips survive and there is no rotation to audit."""
-    model = _build("Qwen3ForCausalLM", "Qwen3Config", hidden_size=32, num_attention_heads=4,
-                   num_key_value_heads=2, head_dim=8, **SMALL)
-    with pytest.raises(ValueError, match="q_norm.*learnable parameters"):
+def test_a_qk_layernorm_is_refused():
+    """Persimmon's qk LayerNorm subtracts the mean: ``(I − 11ᵀ/d) S ≠ S (I − 11ᵀ/d)`` for a
+    sign flip ``S``, and it has a bias besides its gain; only a gain over an RMS norm leaves
+    signed permutations (below)."""
+    model = _build("PersimmonForCausalLM", "PersimmonConfig", hidden_size=32,
+                   num_attention_heads=4, qk_layernorm=True, **SMALL)
+    with pytest.raises(ValueError, match="q_layernorm' is a LayerNorm on q/k"):
         find_qk_sites(model)
 
 
@@ -533,3 +535,94 @@ def test_latent_attention_is_refused_for_what_it_is():
     with pytest.raises(ValueError, match=r"'model.layers.0.self_attn' \(DeepseekV3Attention, "
                        r"with q_a_proj, .*kv_b_proj.*\) and 1 more: latent attention"):
         find_qk_sites(model)
+
+
+# --------------------------------------------------------------------------------------------
+# qk-norms with a gain: the signed permutations, the gains permuted alike
+# --------------------------------------------------------------------------------------------
+
+
+def qwen3() -> nn.Module:  # one gain of d_head shared by every head, rotary after the norm
+    return _build("Qwen3ForCausalLM", "Qwen3Config", hidden_size=32, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=8, **SMALL)
+
+
+def olmo2() -> nn.Module:  # one gain over the whole projection: each head its own block
+    return _build("Olmo2ForCausalLM", "Olmo2Config", hidden_size=32, num_attention_heads=4,
+                  num_key_value_heads=2, **SMALL)
+
+
+def gemma3() -> nn.Module:  # gain 1 + w, shared
+    return _build("Gemma3ForCausalLM", "Gemma3TextConfig", hidden_size=32,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=8, **SMALL)
+
+
+QK_NORMED = {"Qwen3": (qwen3, True), "OLMo2": (olmo2, False), "Gemma3": (gemma3, True)}
+
+
+def _gains(model: nn.Module, site: QKSite) -> tuple[torch.Tensor, torch.Tensor]:
+    modules = dict(model.named_modules())
+    return modules[site.norms.q].weight, modules[site.norms.k].weight
+
+
+@pytest.mark.parametrize("name", list(QK_NORMED))
+def test_a_qk_norm_gain_leaves_the_signed_permutations(name):
+    """The twin is drawn from the signed permutations that commute with the rotary map, its
+    gains permuted alike: the same function and the same ``M_h`` to round-off."""
+    from gaugekit.audit.qk_norm import is_signed_permutation
+
+    build, shared = QK_NORMED[name]
+    model = build()
+    with torch.no_grad():  # gains away from 1, so that permuting them matters
+        for site in find_qk_sites(model):
+            for g in _gains(model, site):
+                g.normal_(1.0, 0.5, generator=generator(3))
+    sites = find_qk_sites(model)
+    assert all(s.norms is not None and s.norms.shared == shared for s in sites)
+    twin, rotations = gauge_twin(model, sites, generator=generator(5))
+    for A in rotations:
+        assert is_signed_permutation(A) and not torch.equal(A.abs(), torch.eye(8).expand_as(A))
+    assert output_drift(model, twin, IDS) < 1e-6  # float32 rotary inside
+    assert not torch.equal(_gains(twin, sites[0])[0], _gains(model, sites[0])[0])
+    for a, b in zip(head_invariants(model, sites), head_invariants(twin, sites), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(QK_NORMED))
+def test_a_rotation_that_commutes_with_rotary_but_mixes_coordinates_breaks_the_gain(name):
+    """Negative control: SO(2) on each frequency pair at a generic angle commutes with the
+    rotary map and with the RMS, but not with a gain that differs between the pair's two
+    coordinates; and the rotation check refuses it for a normed site."""
+    build, _ = QK_NORMED[name]
+    model = build()
+    with torch.no_grad():
+        for site in find_qk_sites(model):
+            for g in _gains(model, site):
+                g.normal_(1.0, 0.5, generator=generator(3))
+    sites = find_qk_sites(model)
+    bare = [dataclasses.replace(s, norms=None) for s in sites]
+    twin, rotations = gauge_twin(model, bare, generator=generator(5), check_structure=False)
+    assert output_drift(model, twin, IDS) > BROKEN
+    with pytest.raises(ValueError, match="expected signed permutations"):
+        gauge_twin(model, sites, rotations=rotations)
+
+
+def test_a_gain_moves_the_invariant():
+    """Negative control of the invariant: a gain changed alone changes ``M_h``."""
+    model = qwen3()
+    site = find_qk_sites(model)[0]
+    before = head_invariants(model, [site])[0]
+    with torch.no_grad():
+        _gains(model, site)[0][0] += 0.5
+    assert (head_invariants(model, [site])[0] - before).abs().max() > 1e-3
+
+
+def test_coordinatewise_adam_keeps_the_qk_norm_gauge_and_breaks_the_rotations():
+    """Adam's step is equivariant under signed permutations of coordinates, so it keeps the
+    gauge a qk-norm gain leaves (Qwen3); it breaks the rotations Qwen2, without qk-norm, has.
+    In float32: transformers computes the rotary embedding in float32 even in a float64 model,
+    and Adam turns that round-off into drift at float32's scale."""
+    adam = dict(probe=IDS, batch=IDS, steps=3, optimizer=lambda p: torch.optim.Adam(p, lr=1e-2))
+    kept = audit_twins(qwen3().float(), lm_loss, **adam)
+    broken = audit_twins(qwen2().float(), lm_loss, **adam)
+    assert kept.verdict.outcome == KEEPS and broken.verdict.outcome == BREAKS
