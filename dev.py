@@ -12,6 +12,7 @@ Everything else is optional:
     python3 dev.py check                      # check the built HTML for what a reader sees broken
     python3 dev.py layout                     # tables and code wider than their box (Chromium)
     python3 dev.py screenshots                # screenshot every built page (headless Chromium)
+    python3 dev.py screenshots --width 390 --pages '11_*'   # one chapter at a phone's width
     python3 dev.py test -k gauge -x          # extra arguments go to pytest
     python3 dev.py chapter chapters/04_matrix_sensing.md   # execute one chapter to .ipynb
 
@@ -152,6 +153,8 @@ def cmd_book(args: argparse.Namespace) -> None:
         env=env,
     )
     print(f"[dev] book ({args.scale} scale): {time.perf_counter() - t0:.0f} s", flush=True)
+    # the notebooks a reader downloads show the glued values, not the glue markup
+    _run([_bin("python"), "-m", "gaugebook.present.notebooks", ROOT / "_build"], env=env)
     cmd_check(args)
     print(f"open {ROOT / '_build' / 'html' / 'index.html'}")
 
@@ -168,19 +171,44 @@ def cmd_layout(args: argparse.Namespace) -> None:
 
 def cmd_screenshots(args: argparse.Namespace) -> None:
     """Screenshot every built chapter with headless Chromium (Debian: apt-get install chromium)
-    into _build/screenshots, to look at the pages as a reader does."""
+    into _build/screenshots, to look at the pages as a reader does. ``--width`` below Chromium's
+    narrowest window (500 px) lays the page out in a frame that wide, as a phone would (the
+    shot is cropped to the frame where Pillow is installed); ``--pages`` picks pages by a glob."""
     browser = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")
                     if shutil.which(b)), None)
     if browser is None:
         raise SystemExit("no Chromium found: install it (Debian: apt-get install chromium)")
     html, out = ROOT / "_build" / "html", ROOT / "_build" / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
+    width = args.width
     for page in sorted((html / "chapters").glob("*.html")) + sorted((html / "book").glob("*.html")):
-        target = out / f"{page.stem}.png"
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--hide-scrollbars", f"--window-size=1280,{args.height}",
-                        f"--screenshot={target}", page.as_uri()],
-                       check=True, capture_output=True, timeout=120)
+        if not page.match(args.pages):
+            continue
+        target = out / (f"{page.stem}.png" if width == 1280 else f"{page.stem}@{width}.png")
+        opened = page
+        if width < 500:  # Chromium opens no narrower window: lay the page out in a frame
+            opened = page.with_name(f".{page.stem}.frame{width}.html")
+            opened.write_text(f'<html><body style="margin: 0"><iframe src="{page.name}" '
+                              f'style="width: {width}px; height: {args.height}px; border: 0">'
+                              "</iframe></body></html>", encoding="utf-8")
+        try:
+            subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                            "--hide-scrollbars", f"--window-size={max(width, 500)},{args.height}",
+                            "--virtual-time-budget=10000", f"--screenshot={target}",
+                            opened.as_uri()],
+                           check=True, capture_output=True, timeout=120)
+        finally:
+            if opened != page:
+                opened.unlink(missing_ok=True)
+        if width < 500:
+            try:
+                from PIL import Image
+            except ImportError:
+                pass
+            else:
+                with Image.open(target) as shot:
+                    cropped = shot.crop((0, 0, width, shot.height))
+                cropped.save(target)
         print(f"{page.relative_to(html)} -> {target.relative_to(ROOT)}", flush=True)
 
 
@@ -219,9 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     book.add_argument("--clean", action="store_true", help="remove _build first")
     sub.add_parser("check", help="check the built HTML book (_build/html) for broken output")
     sub.add_parser("layout", help="check the built book's layout in headless Chromium: tables "
-                   "wider than their box, code blocks that scroll sideways")
+                   "wider than their box, code blocks that scroll sideways, equations clipped "
+                   "or scrolling with no cue on a phone")
     shots = sub.add_parser("screenshots", help="screenshot every built chapter (headless Chromium)")
     shots.add_argument("--height", type=int, default=6000, help="page height in pixels")
+    shots.add_argument("--width", type=int, default=1280,
+                       help="window width in pixels (390: a phone's, laid out in a frame)")
+    shots.add_argument("--pages", default="*.html", help="only pages whose path matches this "
+                       "glob (e.g. '01_*')")
     sub.add_parser("test", help="install if needed, then run pytest (extra args go to pytest)")
     chapter = sub.add_parser("chapter", help="execute one chapter into a notebook next to it")
     chapter.add_argument("path")

@@ -26,6 +26,9 @@ the failures that slip past it:
 ``path``       a path of the machine that built the book (``/work/…``, ``/tmp/…``, ``/home/…``,
                ``/root/…``, ``/Users/…``, ``file://``, or the build folder itself), in text or
                in a cell's output
+``notebook``   a notebook the reader downloads (``_sources/…/PAGE.ipynb``) whose Markdown
+               still holds glue markup (``{glue:text}``, ``glue:figure`` …) instead of the
+               values: ``dev.py book`` rewrites them (``gaugebook/present/notebooks.py``)
 
 Code (``pre``, ``code``), scripts, styles and the search/genindex pages are not checked, except
 that cell outputs are searched for machine paths too. Each problem is printed as
@@ -167,6 +170,19 @@ def check_page(path: Path, root: Path) -> Iterator[tuple[str, str]]:
             yield "table", caption.get_text(" ", strip=True)[:80] if caption else "(no caption)"
 
 
+def check_notebook(path: Path) -> Iterator[tuple[str, str]]:
+    """A downloadable notebook's Markdown cells that still hold glue markup."""
+    import json
+
+    cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    for i, cell in enumerate(cells):
+        source = cell.get("source", "")
+        text = source if isinstance(source, str) else "".join(source)
+        if cell.get("cell_type") == "markdown" and "{glue" in text:
+            at = text.index("{glue")
+            yield "notebook", f"cell {i}: {text[at:at + 60]!r} ({text.count('{glue')} in it)"
+
+
 def check_book(html_dir: Path) -> list[str]:
     """All problems of the book built in ``html_dir``, as printable lines."""
     pages = sorted(p for p in html_dir.rglob("*.html")
@@ -178,6 +194,9 @@ def check_book(html_dir: Path) -> list[str]:
     for page in pages:
         rel = page.relative_to(html_dir)
         lines.extend(f"{rel}: {kind}: {context}" for kind, context in check_page(page, html_dir))
+    for notebook in sorted((html_dir / "_sources").rglob("*.ipynb")):
+        rel = notebook.relative_to(html_dir)
+        lines.extend(f"{rel}: {kind}: {context}" for kind, context in check_notebook(notebook))
     return lines
 
 

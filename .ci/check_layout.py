@@ -14,8 +14,13 @@ Every page is opened in headless Chromium twice, at a desk's width (1280 px) and
             must scroll sideways to see it); at 390 px, where no code line of 77 characters
             fits, a block whose box runs past the text column
 ``math``    a display equation wider than its box: clipped, or scrolled, where it should break
-            over lines; at 390 px, an equation whose box runs past the text column (inside
-            it, one too long for a phone scrolls, as code does)
+            over lines; at 390 px, an equation whose box runs past the text column, or one
+            that is clipped: part of it cut off by a box that hides what runs past its edge
+            (overflow hidden or clip) or past the window, where no swipe reaches it (inside the
+            column, one too long for a phone scrolls in its own box, as code does)
+``cue``     at 390 px, a display equation or a table that scrolls sideways in its box without
+            showing that it does: the box has no fading edge (a mask) and no shadow (a
+            gradient background or an inset box shadow), so a reader sees it cut off
 ``page``    the page itself wider than the window: everything scrolls sideways
 
 Each problem is printed as ``page @width: kind: width > box px: context``, then a count per
@@ -55,15 +60,57 @@ window.addEventListener("load", function () { setTimeout(function () {
     return text.replace(/\s+/g, " ").trim().slice(0, 70);
   }
   var col = document.querySelector("article, main, .bd-article") || document.body;
+  function scrolls(el) {
+    var x = getComputedStyle(el).overflowX;
+    return x === "auto" || x === "scroll";
+  }
+  // the nearest box at or above el that scrolls sideways, or null
+  function scrollerOf(el) {
+    for (var e = el; e && e !== document.body; e = e.parentElement) {
+      if (scrolls(e)) return e;
+    }
+    return null;
+  }
+  // where el's content is cut off where no swipe reaches it: the tag of the first box above it
+  // that hides what runs past its edge (overflow hidden or clip), or "the window" for content
+  // past the window's right edge; null when every part of it can be seen or scrolled to
+  function clipped(el) {
+    var r = el.getBoundingClientRect();
+    var left = r.left, rightEdge = r.right;
+    for (var e = el.parentElement; e && e !== document.documentElement; e = e.parentElement) {
+      var b = e.getBoundingClientRect();
+      if (scrolls(e)) {           // reachable inside e: from here on, e's box is what shows
+        left = b.left; rightEdge = b.right;
+        continue;
+      }
+      var x = getComputedStyle(e).overflowX;
+      if ((x === "hidden" || x === "clip") && (rightEdge > b.right + 1 || left < b.left - 1)) {
+        return e.tagName.toLowerCase() + (e.className ? "." + String(e.className).split(" ")[0]
+                                                     : "");
+      }
+    }
+    return rightEdge > window.innerWidth + 1 ? "the window" : null;
+  }
+  // a box that scrolls sideways shows that it does: a fading edge (mask) or a shadow
+  // (a gradient background or an inset box shadow)
+  function hasCue(el) {
+    var s = getComputedStyle(el);
+    var mask = s.maskImage || s.webkitMaskImage || "none";
+    return mask !== "none" || /gradient/.test(s.backgroundImage) || /inset/.test(s.boxShadow);
+  }
   document.querySelectorAll("table").forEach(function (t) {
     if (t.closest("pre, .highlight")) return;
     var box = Math.min(t.parentElement.clientWidth, col.clientWidth);
-    var scrolls = getComputedStyle(t.parentElement).overflowX === "auto";
-    if (phone && scrolls) box = col.clientWidth + t.scrollWidth;  // swipes inside its box
-    if (phone && scrolls && t.parentElement.getBoundingClientRect().right
+    var swipes = scrolls(t.parentElement);
+    if (phone && swipes) box = col.clientWidth + t.scrollWidth;  // swipes inside its box
+    if (phone && swipes && t.parentElement.getBoundingClientRect().right
         > col.getBoundingClientRect().right + 1) box = 0;          // but the box widens the page
     if (t.scrollWidth > box + 1) {
       out.push({kind: "table", width: t.scrollWidth, box: box, context: context(t)});
+    } else if (phone && swipes && t.parentElement.scrollWidth > t.parentElement.clientWidth + 1
+               && !hasCue(t.parentElement)) {
+      out.push({kind: "cue", width: t.parentElement.scrollWidth,
+                box: t.parentElement.clientWidth, context: "table: " + context(t)});
     }
   });
   var right = col.getBoundingClientRect().right + 1;
@@ -79,11 +126,29 @@ window.addEventListener("load", function () { setTimeout(function () {
     var inner = m.firstElementChild;
     var width = Math.max(m.scrollWidth, inner ? inner.getBoundingClientRect().width : 0);
     var box = Math.min(m.clientWidth, col.clientWidth);
-    // on a phone a long equation may be swiped inside its box, which may not leave the column
-    var over = phone ? m.getBoundingClientRect().right > right : width > box + 1;
-    if (over) {
+    var eqno = m.parentElement && m.parentElement.querySelector(".eqno");
+    var spoken = m.querySelector("mjx-assistive-mml");
+    var label = ((eqno ? eqno.textContent.replace("#", "").trim() + " " : "")
+                 + (m.getAttribute("aria-label") || (spoken && spoken.textContent.trim())
+                    || context(m))).slice(0, 70);
+    if (!phone) {
+      if (width > box + 1) {
+        out.push({kind: "math", width: Math.round(width), box: box, context: label});
+      }
+      return;
+    }
+    // on a phone a long equation may be swiped inside its box, with a cue that it scrolls; it
+    // may not leave the column, and no part of it may be cut off where no swipe reaches it
+    var cut = clipped(inner || m);
+    if (m.getBoundingClientRect().right > right || cut) {
       out.push({kind: "math", width: Math.round(width), box: box,
-                context: (m.getAttribute("aria-label") || context(m)).slice(0, 70)});
+                context: (cut ? "clipped by " + cut + ": " : "") + label});
+    } else {
+      var scroller = scrollerOf(inner || m);
+      if (scroller && scroller.scrollWidth > scroller.clientWidth + 1 && !hasCue(scroller)) {
+        out.push({kind: "cue", width: scroller.scrollWidth, box: scroller.clientWidth,
+                  context: "math: " + label});
+      }
     }
   });
   var page = document.documentElement.scrollWidth;
@@ -165,7 +230,8 @@ KNOWN = Path(__file__).with_name("layout_known.txt")
 
 def known_problems(path: Path = KNOWN) -> list[tuple[str, str, str, str]]:
     """``(page, kind, context prefix, reason)`` of every problem left on purpose (``kind`` is
-    ``table``, ``code``, ``math`` or ``page``, for both widths, or ``kind@390`` for one)."""
+    ``table``, ``code``, ``math``, ``cue`` or ``page``, for both widths, or ``kind@390`` for
+    one)."""
     if not path.is_file():
         return []
     out = []

@@ -125,9 +125,11 @@ def table_html(
     """An HTML table of ``rows`` (``columns`` in order); ``formats[col]`` is a format spec or a
     function; ``None`` and non-finite numbers show as an em dash. The table is set a little
     smaller than the text, in a box that scrolls sideways when it is still wider than the text
-    column, instead of running over the page's margin. A cell with no space in it is one word and
-    is never broken (a browser would otherwise break ``5.3e-6`` at its hyphen); a no-break space
-    (:data:`NBSP`) joins words into one such cell (``"Lion\u00a05.3e-6"``)."""
+    column, instead of running over the page's margin (the box's class ``gb-scroll`` gives it,
+    in the book's stylesheet, a fading edge on the side where more of the table lies). A cell
+    with no space in it is one word and is never broken (a browser would otherwise break
+    ``5.3e-6`` at its hyphen); a no-break space (:data:`NBSP`) joins words into one such cell
+    (``"Lion\u00a05.3e-6"``)."""
     headers = headers or {}
     formats = formats or {}
 
@@ -150,8 +152,8 @@ def table_html(
     body = "".join(
         "<tr>" + "".join(td(cell(c, r.get(c))) for c in columns) + "</tr>" for r in rows
     )
-    return (f'<div style="overflow-x: auto"><table style="font-size: 0.85em"><thead><tr>{head}'
-            f"</tr></thead><tbody>{body}</tbody></table></div>")
+    return (f'<div class="gb-scroll" style="overflow-x: auto"><table style="font-size: 0.85em">'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 def records_note(source: Any) -> Any:

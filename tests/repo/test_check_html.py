@@ -117,3 +117,24 @@ def test_the_book_check_reports_pages_and_fails_on_none(tmp_path):
     problems = check_html.check_book(tmp_path)
     assert problems == ["a.html: ref: see ??"]
     assert check_html.main(["check", str(tmp_path)]) == 1
+
+
+def test_a_downloadable_notebook_with_glue_markup_is_found(tmp_path):
+    """A notebook under ``_sources`` whose Markdown still holds ``{glue`` fails the check; the
+    same notebook with its values pasted (and glue in a code cell) passes."""
+    import json
+
+    _page(tmp_path, "<p>fine</p>", "a.html")
+    sources = tmp_path / "_sources" / "chapters"
+    sources.mkdir(parents=True)
+
+    def notebook(text: str) -> str:
+        return json.dumps({"cells": [{"cell_type": "markdown", "source": [text]},
+                                     {"cell_type": "code", "source": "glue_page({glue})"}]})
+
+    (sources / "a.ipynb").write_text(notebook("rate {glue:text}`rate:.3f` and {glue}`b`"))
+    problems = check_html.check_book(tmp_path)
+    assert problems == ["_sources/chapters/a.ipynb: notebook: cell 0: "
+                        "'{glue:text}`rate:.3f` and {glue}`b`' (2 in it)"]
+    (sources / "a.ipynb").write_text(notebook("rate 0.123 and b"))
+    assert check_html.check_book(tmp_path) == []
