@@ -23,7 +23,6 @@ from typing import Any
 
 from gaugebook.present import stats
 from gaugebook.present.tables import (
-    NBSP,
     Record,
     Row,
     fmt,
@@ -290,7 +289,7 @@ def split_rule(values: Mapping[str, Mapping[int, float]],
     return {"below": below, "above": above, "level": len(signs) - below - above,
             "pairs": len(signs), "verdict": verdict, "worst_eq": worst, "best_cw": best,
             "cmp": c, "text": stats.comparison_text(c),
-            "counts": f"{below}{NBSP}/{NBSP}{len(signs) - below - above}{NBSP}/{NBSP}{above}"}
+            "counts": f"{below}/{len(signs) - below - above}/{above}"}
 
 
 def paper_gaps(rows: Sequence[Row], values: Mapping[str, Mapping[int, float]],
