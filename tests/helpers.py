@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from gaugekit.audit.factors import run_factor_optimizer
 from gaugekit.gauge import haar_orthogonal
@@ -143,3 +143,29 @@ def rk4(f: Callable[[float, Tensor], Tensor], x0: Tensor, t0: float, t1: float, 
         x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
         t += h
     return x
+
+
+def same_state(a, b) -> bool:
+    """Whether two optimizer states (nested dicts of tensors and numbers) are bit-identical."""
+    if isinstance(a, Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_state(a[k], b[k]) for k in a)
+    return a == b
+
+
+class BiasedAttention(nn.Module):
+    """Embedding, ``nn.MultiheadAttention`` with biases, LayerNorm and a head: what plain Muon
+    cannot take (vectors, an embedding), for the routed rules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.att = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.norm = nn.LayerNorm(8)
+        self.head = nn.Linear(8, 20)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.emb(x)
+        a, _ = self.att(h, h, h, need_weights=False)
+        return self.head(self.norm(h + a))

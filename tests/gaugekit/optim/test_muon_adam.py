@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+from helpers import BiasedAttention
 from torch import nn
 from torch.testing import assert_close
 
@@ -360,22 +361,6 @@ def test_factor_audit_of_torch_muon_names_its_bfloat16():
     result = audit_equivariance(lambda p: torch.optim.Muon(p, lr=1e-2))
     assert "breaks the gauge at bfloat16 round-off" in result.verdict_line()
 
-
-class BiasedAttention(nn.Module):
-    """Embedding, ``nn.MultiheadAttention`` with biases, LayerNorm and a head: what plain Muon
-    cannot take (vectors, an embedding)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.emb = nn.Embedding(20, 8)
-        self.att = nn.MultiheadAttention(8, 2, batch_first=True)
-        self.norm = nn.LayerNorm(8)
-        self.head = nn.Linear(8, 20)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.emb(x)
-        a, _ = self.att(h, h, h, need_weights=False)
-        return self.head(self.norm(h + a))
 
 
 def test_twin_audit_of_muon_on_a_model_with_biases_and_norms():

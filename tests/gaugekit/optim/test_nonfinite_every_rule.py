@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 import torch
+from helpers import same_state
 from torch import nn
 
 from gaugekit.optim import MuonAdam, make_optimizer, muon_param_groups
@@ -41,12 +42,7 @@ def _snapshot(params, opt):
     return [p.detach().clone() for p in params], copy.deepcopy(opt.state_dict()["state"])
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
+
 
 
 def _build(name: str, params, **kw):
@@ -69,7 +65,7 @@ def test_skip_changes_nothing_names_the_parameter_and_leaves_no_trace(name, bad)
         opt.step()
     after = _snapshot(params, opt)
     assert all(torch.equal(a, b) for a, b in zip(before[0], after[0], strict=True))
-    assert _same(before[1], after[1])  # moments, bases and step counts untouched
+    assert same_state(before[1], after[1])  # moments, bases and step counts untouched
     for ps, o in ((params, opt), (twin, opt_twin)):  # the next step is the twin's
         _grads(ps, 3)
         with warnings.catch_warnings():
@@ -93,7 +89,7 @@ def test_raise_changes_nothing(name):
         opt.step()
     after = _snapshot(params, opt)
     assert all(torch.equal(a, b) for a, b in zip(before[0], after[0], strict=True))
-    assert _same(before[1], after[1])
+    assert same_state(before[1], after[1])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from helpers import same_state
 from torch import nn
 
 from gaugekit.optim import FlowAdam, MuonAdam, SharedScaleAdam
@@ -45,12 +46,7 @@ def _snapshot(model, opt):
     return params, state
 
 
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
+
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
@@ -71,7 +67,7 @@ def test_one_bad_gradient_skips_the_step_and_names_it(rule, bad):
         opt.step()
     after = _snapshot(model, opt)
     assert all(torch.equal(a, b) for a, b in zip(before[0], after[0], strict=True))
-    assert _same(before[1], after[1])  # moments and step counts untouched
+    assert same_state(before[1], after[1])  # moments and step counts untouched
     # the next clean step is the step the clean twin takes: the bad one left no trace
     for m, o in ((model, opt), (clean, opt_clean)):
         _backward(m, 4)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import BiasedAttention
 from torch import nn
 
 from gaugekit.linalg import newton_schulz
@@ -139,22 +140,6 @@ def test_split_qkv_is_validated():
         muon_param_groups(nn.Linear(2, 2), split_qkv="rows")
 
 
-class _BiasedAttention(nn.Module):
-    """An embedding, ``nn.MultiheadAttention`` with query/key biases, a norm and a head."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.emb = nn.Embedding(20, 8)
-        self.att = nn.MultiheadAttention(8, 2, batch_first=True)
-        self.norm = nn.LayerNorm(8)
-        self.head = nn.Linear(8, 20)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.emb(x)
-        a, _ = self.att(h, h, h, need_weights=False)
-        return self.head(self.norm(h + a))
-
-
 @pytest.mark.parametrize("adam", ["adamw", "shared_scale"])
 def test_the_registry_and_cli_give_the_twin_audits_verdict_with_its_scope(adam, capsys):
     """One verdict per optimizer and model: ``gaugekit audit muon_adam`` said "keeps the
@@ -166,7 +151,7 @@ def test_the_registry_and_cli_give_the_twin_audits_verdict_with_its_scope(adam, 
     from gaugekit.optim import get_spec
 
     torch.manual_seed(0)
-    model = _BiasedAttention().to(F64)
+    model = BiasedAttention().to(F64)
     x = torch.randint(0, 20, (3, 7), generator=torch.Generator().manual_seed(5))
 
     def loss(m, b):
