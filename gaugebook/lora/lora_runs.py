@@ -86,14 +86,15 @@ from gaugebook.lora.lora_model import CharTransformer
 from gaugekit.audit.lora import (
     LoraPair,
     LoraTwinAuditResult,
-    apply_lora_gauge,
     audit_lora_twins,
-    draw_lora_gauges,
     find_lora_pairs,
     lora_param_groups,
     lora_parameters,
     lora_products,
+    lora_twin,
+    products_drift,
 )
+from gaugekit.gauge import relative_distance
 
 NAME = "lora"
 
@@ -446,28 +447,19 @@ def lora_model(config: Mapping[str, Any], init: str, seed: int) -> tuple[nn.Modu
 
 def make_lora_twin(model: nn.Module, pairs: Sequence[LoraPair], twin: Mapping[str, Any]
                    ) -> tuple[nn.Module, list[LoraPair]]:
-    """A copy of ``model`` with its adapters replaced by the twin ``twin`` (module doc, item 4)."""
+    """A copy of ``model`` with its adapters replaced by the twin ``twin`` (module doc, item 4):
+    the library's :func:`~gaugekit.audit.lora.lora_twin`, or a plain copy for the base."""
     kind = twin["kind"]
-    twin_model = copy.deepcopy(model)
-    twin_pairs = find_lora_pairs(twin_model)
     if kind == "base":
-        return twin_model, twin_pairs
-    if kind in ("orthogonal", "general"):
-        R = draw_lora_gauges(twin_pairs, kind, seed=int(twin["seed"]),
-                             condition_number=float(twin.get("condition_number",
-                                                              CONDITION_NUMBER)))
-        apply_lora_gauge(twin_pairs, R)
-    elif kind == "noise":
-        g = torch.Generator().manual_seed(int(twin["seed"]))
-        with torch.no_grad():
-            for p in twin_pairs:
-                for t in (p.A, p.B):
-                    noise = float(twin["scale"]) * torch.randn(t.shape, generator=g, dtype=t.dtype)
-                    if bool(t.any()):  # a zero factor stays zero: the gauge twin keeps it zero
-                        t.add_(noise)
+        twin_model = copy.deepcopy(model)
+    elif kind in TWIN_KINDS:
+        twin_model = lora_twin(model, kind, seed=int(twin["seed"]),
+                               scale=float(twin.get("scale", NOISE_SCALE)),
+                               condition_number=float(twin.get("condition_number",
+                                                               CONDITION_NUMBER)))
     else:
         raise ValueError(f"Invalid twin kind: {kind!r}; expected 'base' or one of {TWIN_KINDS}")
-    return twin_model, twin_pairs
+    return twin_model, find_lora_pairs(twin_model)
 
 
 #: A gauge twin's held-out logits may differ from its base's by at most this (relative, float32)
@@ -476,13 +468,7 @@ FUNCTION_TOLERANCE = 1e-5
 
 
 def _rel(a: Tensor, b: Tensor) -> float:
-    return float((a - b).norm() / b.norm().clamp_min(1e-30))
-
-
-def _drift(base: Mapping[str, Tensor], twin: Mapping[str, Tensor]) -> dict[str, float]:
-    """Per adapter, ``‖P_twin − P_base‖_F / ‖P_base‖_F`` of the products ``P = s B A`` (the
-    library's :func:`~gaugekit.audit.lora.lora_drift`, on products taken at a checkpoint)."""
-    return {name: _rel(twin[name], base[name]) for name in base}
+    return relative_distance(a.flatten(), b.flatten()).item()
 
 
 @dataclass
@@ -532,7 +518,7 @@ def finetune(config: Mapping[str, Any], method: str, lr: float, init: str, seed:
             curves["train_loss"].append(train_loss)
             products[step] = lora_products(model)
             if base is not None:
-                drift = _drift(base.products[step], products[step])
+                drift = products_drift(base.products[step], products[step])
                 curves["adapter_drift"].append(sum(drift.values()) / len(drift))
             if not math.isfinite(ev["loss"]):
                 finite = False
@@ -561,7 +547,7 @@ def finetune(config: Mapping[str, Any], method: str, lr: float, init: str, seed:
         "torch_threads": torch.get_num_threads(),
     }
     if base is not None:
-        drift = _drift(base.products[done], products[done])
+        drift = products_drift(base.products[done], products[done])
         metrics |= {"adapter_drift": drift, "mean_adapter_drift": sum(drift.values()) / len(drift),
                     "max_adapter_drift": max(drift.values()),
                     "step1_adapter_drift": (curves["adapter_drift"][curves["step"].index(1)]

@@ -83,7 +83,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +129,7 @@ __all__ = [
     "lora_parameters",
     "lora_products",
     "lora_twin",
+    "products_drift",
 ]
 
 #: The two gauge groups of a LoRA pair, ``O(r)`` and ``GL(r)``.
@@ -376,8 +377,8 @@ def lora_twin(
     ``seed`` and ``condition_number``, applied by :func:`apply_lora_gauge`); ``"identity"``,
     ``R = I`` through the same code path (a bit-identical copy); ``"noise"``, ``A`` and ``B``
     of each pair plus ``scale · N(0, 1)`` entries drawn pair by pair (``A`` then ``B``) from
-    ``torch.Generator().manual_seed(seed)`` in float64, except that a factor that is exactly
-    zero (peft's ``B = 0`` at init) stays zero, as it does in every gauge twin: at ``B = 0``
+    ``torch.Generator().manual_seed(seed)`` in the factor's dtype, except that a factor that is
+    exactly zero (peft's ``B = 0`` at init) stays zero, as it does in every gauge twin: at ``B = 0``
     the gradient of ``A`` is exactly zero, and a rule that normalises its step (Adam, Muon,
     LoRA-RITE's magnification ``pinv(R_B)``) turns a ``1e-7`` nudge of ``B`` into a step of full
     size, a discontinuity of the rule at ``B = 0``, not the sensitivity the noise twin measures.
@@ -400,9 +401,10 @@ def lora_twin(
         with torch.no_grad():
             for p in pairs:
                 for t in (p.A, p.B):
-                    noise = torch.randn(tuple(t.shape), generator=generator, dtype=torch.float64)
+                    noise = scale * torch.randn(tuple(t.shape), generator=generator,
+                                                dtype=t.dtype)
                     if bool(t.any()):  # a zero factor stays zero (docstring)
-                        t.add_((scale * noise).to(device=t.device, dtype=t.dtype))
+                        t.add_(noise.to(t.device))
     return twin
 
 
@@ -417,6 +419,19 @@ def lora_products(model: nn.Module, adapter: str = "default") -> dict[str, Tenso
     with torch.no_grad():
         return {p.name: p.scaling * (p.B.double() @ p.A.double())
                 for p in find_lora_pairs(model, adapter)}
+
+
+def products_drift(base: Mapping[str, Tensor], other: Mapping[str, Tensor]
+                   ) -> dict[str, float]:
+    r"""Per pair, ``‖P_other − P_base‖_F / max(‖P_base‖_F, tiny)`` of products ``P = s · B A``
+    taken by :func:`lora_products` (``tiny`` the smallest normal float64, 2.2e-308): the drift
+    of :func:`lora_drift`, on products kept at a checkpoint of a training run."""
+    tiny = torch.finfo(torch.float64).tiny
+    out = {}
+    for k, a in base.items():
+        num = torch.linalg.matrix_norm(a - other[k].to(a.device)).item()
+        out[k] = num / max(torch.linalg.matrix_norm(a).item(), tiny)
+    return out
 
 
 def lora_drift(
@@ -439,12 +454,7 @@ def lora_drift(
             f"differ from model_a's {[(k, tuple(v.shape)) for k, v in Pa.items()]}; expected "
             f"twins of one model"
         )
-    tiny = torch.finfo(torch.float64).tiny
-    out = {}
-    for k, a in Pa.items():
-        num = torch.linalg.matrix_norm(a - Pb[k].to(a.device)).item()
-        out[k] = num / max(torch.linalg.matrix_norm(a).item(), tiny)
-    return out
+    return products_drift(Pa, Pb)
 
 
 # --------------------------------------------------------------------------------------------
