@@ -128,7 +128,8 @@ from gaugekit.audit.factor_results import (
 )
 from gaugekit.audit.function_check import cast_floats, same_function
 from gaugekit.audit.rotary import RotaryLayout
-from gaugekit.audit.sites import QKSite, SiteSpec, find_qk_sites, qk_tensors
+from gaugekit.audit.site_layout import QKSite, SiteSpec, qk_tensors
+from gaugekit.audit.sites import find_qk_sites
 from gaugekit.audit.twin_parts import (
     INVARIANT_DOC,
     NORMED_INVARIANT_DOC,

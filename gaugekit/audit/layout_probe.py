@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from gaugekit.audit.function_check import FunctionCheck, same_function
-from gaugekit.audit.sites import QKSite, qk_tensors
+from gaugekit.audit.site_layout import QKSite, qk_tensors
 from gaugekit.audit.twin_parts import _evaluate, draw_head_rotations, gauge_twin
 
 __all__ = ["probe_layout", "settle_layouts"]

@@ -46,7 +46,8 @@ from gaugekit.audit.qk_norm import (
     is_signed_permutation,
     permute_gains,
 )
-from gaugekit.audit.sites import _QK, QKSite, SiteSpec, qk_tensors, resolve_sites
+from gaugekit.audit.site_layout import _QK, QKSite, SiteSpec, qk_tensors
+from gaugekit.audit.sites import resolve_sites
 from gaugekit.gauge import (
     orthogonality_defect,
     random_head_rotations,

@@ -167,7 +167,7 @@ def fused_qkv_blocks(model: nn.Module, by: str = "blocks") -> dict[int, RowBlock
     whose layout is known (:func:`muon_param_groups`), its rows as Muon orients them
     (``out``): by ``"blocks"`` (query, key, value) or by ``"heads"`` (every head's query, key
     and value rows)."""
-    from gaugekit.audit.sites import _transformers_site
+    from gaugekit.audit.site_reading import _transformers_site
 
     out: dict[int, RowBlocks] = {}
     for name, module in model.named_modules():
@@ -179,7 +179,8 @@ def fused_qkv_blocks(model: nn.Module, by: str = "blocks") -> dict[int, RowBlock
             site = _transformers_site(model, name, module)
         except ValueError:  # a layout the audit refuses: left whole
             continue
-        if site is None or site.kind not in _FUSED_KINDS:
+        # a layout its code does not name (candidates the twin audit would probe): left whole
+        if site is None or site.candidates or site.kind not in _FUSED_KINDS:
             continue
         fused = dict(model.named_modules())[site.modules[-1]].weight
         out[id(fused)] = _site_blocks(site, fused, by)

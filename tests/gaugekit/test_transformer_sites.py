@@ -626,3 +626,13 @@ def test_coordinatewise_adam_keeps_the_qk_norm_gauge_and_breaks_the_rotations():
     kept = audit_twins(qwen3().float(), lm_loss, **adam)
     broken = audit_twins(qwen2().float(), lm_loss, **adam)
     assert kept.verdict.outcome == KEEPS and broken.verdict.outcome == BREAKS
+
+
+def test_muon_routing_leaves_a_fused_projection_of_unknown_layout_whole():
+    """Muon's row split reads only layouts the code names; ModernBERT's Wqkv, whose order the
+    audit finds by probing, is orthogonalized whole rather than split by a guess."""
+    from gaugekit.optim.params import fused_qkv_blocks
+
+    model = modernbert()
+    assert fused_qkv_blocks(model) == {}
+    assert fused_qkv_blocks(phi3()) != {}  # a layout the code names is split
