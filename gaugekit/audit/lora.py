@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,6 +199,24 @@ def _scaling(module: nn.Module, name: str, adapter: str) -> float:
     return float(scaling)
 
 
+def _embedding_pair(module: nn.Module, name: str, adapter: str) -> LoraPair | None:
+    """peft's LoRA of an ``nn.Embedding``: ``lora_embedding_A[adapter]`` ``(r, vocab)`` and
+    ``lora_embedding_B[adapter]`` ``(dim, r)``, whose product ``s · B A`` is the transposed
+    change of the table; ``None`` for any other module."""
+    emb_A = getattr(module, "lora_embedding_A", None)
+    emb_B = getattr(module, "lora_embedding_B", None)
+    if not (isinstance(emb_A, nn.ParameterDict) and isinstance(emb_B, nn.ParameterDict)
+            and adapter in emb_A and adapter in emb_B):
+        return None
+    A, B = emb_A[adapter], emb_B[adapter]
+    if A.ndim != 2 or B.ndim != 2 or A.shape[0] != B.shape[1]:
+        raise ValueError(
+            f"Invalid model: the LoRA embedding {name!r} has weights of shapes "
+            f"{tuple(A.shape)} and {tuple(B.shape)}; expected A (r, vocab) and B (dim, r)"
+        )
+    return LoraPair(name=name, A=A, B=B, scaling=_scaling(module, name, adapter))
+
+
 def find_lora_pairs(model: nn.Module, adapter: str = "default") -> list[LoraPair]:
     """Every LoRA pair of ``adapter`` in ``model``, in module order (``model.named_modules()``).
 
@@ -205,7 +224,9 @@ def find_lora_pairs(model: nn.Module, adapter: str = "default") -> list[LoraPair
     ``nn.ModuleDict`` of ``nn.Linear`` keyed by adapter name (peft's layers; a layer without
     ``adapter`` is skipped) or ``nn.Linear`` layers themselves (``adapter`` is then unused);
     its ``scaling`` is read from ``scaling[adapter]`` (a dict, as peft's), a number, or taken
-    as 1 when the module has none. peft is never imported.
+    as 1 when the module has none. peft is never imported. peft's LoRA of an ``nn.Embedding``
+    (``lora_embedding_A``/``lora_embedding_B``) is a pair too, ``A`` ``(r, vocab)``; a DoRA
+    layer's magnitude vector is not in any pair, and a warning says so.
 
     Raises:
         ValueError: no LoRA layer of ``adapter`` (the message names what was looked for and the
@@ -216,7 +237,15 @@ def find_lora_pairs(model: nn.Module, adapter: str = "default") -> list[LoraPair
         raise ValueError(f"Invalid model: {type(model).__name__}; expected an nn.Module")
     pairs: list[LoraPair] = []
     seen: set[str] = set()
+    dora: list[str] = []
     for name, module in model.named_modules():
+        embedding = _embedding_pair(module, name, adapter)
+        if embedding is not None:
+            pairs.append(embedding)
+            continue
+        magnitude = getattr(module, "lora_magnitude_vector", None)
+        if isinstance(magnitude, nn.ModuleDict) and adapter in magnitude:
+            dora.append(name)
         lora_A, lora_B = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
         if not (isinstance(lora_A, nn.Module) and isinstance(lora_B, nn.Module)):
             continue
@@ -243,6 +272,13 @@ def find_lora_pairs(model: nn.Module, adapter: str = "default") -> list[LoraPair
                 f"(the gauge would have to act on it too)"
             )
         pairs.append(LoraPair(name=name, A=A, B=B, scaling=_scaling(module, name, adapter)))
+    if dora:
+        warnings.warn(
+            f"find_lora_pairs: {len(dora)} LoRA layer(s) are DoRA ({dora[0]!r}, ...): each "
+            f"also trains a magnitude vector (lora_magnitude_vector[{adapter!r}]), which is not "
+            f"part of a pair, so an optimizer built on the pairs leaves it untrained; the "
+            f"gauge (R^-1 A, B R) keeps B A and so DoRA's function: add the magnitudes to the "
+            f"optimizer to train as DoRA does", stacklevel=2)
     if not pairs:
         others = f" (adapters seen: {sorted(seen)})" if seen else ""
         raise ValueError(

@@ -391,3 +391,48 @@ def test_lora_rite_breaks_the_general_gauge_when_a_factor_is_rank_deficient():
     # the break starts in the rank-deficient pair; the loss carries it to the other one
     first = dict(zip(result.pairs, result.trace("general").drifts[0], strict=True))
     assert first["base_model.model.q"] < 1e-12 and first["base_model.model.out"] > 1e-3
+
+
+class Embedded(nn.Module):
+    """A token embedding and a linear head: peft's LoRA of an ``nn.Embedding`` keeps its
+    factors in ``lora_embedding_A`` / ``lora_embedding_B``, not in ``lora_A`` / ``lora_B``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(11, 6)
+        self.out = nn.Linear(6, 5)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.emb(ids))).mean(1)
+
+
+def test_an_embedding_adapter_is_a_pair_and_its_gauge_twins_are_the_same_function():
+    """peft's embedding adapter was dropped without a word: it is a pair ``A (r, vocab)``,
+    ``B (dim, r)``, its twins compute the same function, and the audit trains it."""
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    config = peft.LoraConfig(r=R_RANK, target_modules=["emb", "out"], init_lora_weights=False)
+    model = peft.get_peft_model(Embedded().double(), config)
+    pairs = find_lora_pairs(model)
+    assert [p.name.rsplit(".", 1)[-1] for p in pairs] == ["emb", "out"]
+    assert tuple(pairs[0].A.shape) == (R_RANK, 11) and tuple(pairs[0].B.shape) == (6, R_RANK)
+    ids = torch.randint(0, 11, (8, 3), generator=torch.Generator().manual_seed(2))
+    data = [(ids, torch.randn(8, 5, generator=torch.Generator().manual_seed(3), dtype=F64))]
+    result = audit_lora_twins(model, sgd, mse, data * 3, probe=ids)
+    assert result.pairs == tuple(p.name for p in pairs)
+    assert max(t.init_output_drift for t in result.traces if t.kind != "noise") < 1e-13
+    # negative control: the same nudge to the embedding's A alone changes the function
+    nudged = copy.deepcopy(model)
+    with torch.no_grad():
+        find_lora_pairs(nudged)[0].A.mul_(1.5)
+    assert output_drift(model, nudged, ids) > 1e-3
+
+
+def test_a_dora_layer_says_its_magnitude_is_not_in_a_pair():
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    config = peft.LoraConfig(r=R_RANK, target_modules=["q", "out"], use_dora=True)
+    model = peft.get_peft_model(TwoBlocks().double(), config)
+    with pytest.warns(UserWarning, match=r"2 LoRA layer\(s\) are DoRA .*magnitude vector"):
+        pairs = find_lora_pairs(model)
+    assert len(pairs) == 2
