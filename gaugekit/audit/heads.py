@@ -218,6 +218,20 @@ def _make_factory(
     )
 
 
+def _failing_sites(base: nn.Module, sites: Sequence[QKSite], rotations: Sequence[Tensor],
+                   tensors: Callable[[nn.Module], list[Tensor]],
+                   measure: Callable[[nn.Module, torch.dtype], Tensor]) -> str:
+    """Where a gauge twin stops being the same function: each site turned alone by its own
+    rotation and judged as the whole twin was; the sites that fail, with their distances."""
+    failing = []
+    for site, A in zip(sites, rotations, strict=True):
+        checks = same_function(base, lambda m, s=site, a=A: gauge_twin(m, [s], rotations=[a])[0],
+                               tensors, measure)
+        if not all(c.passed for c in checks):
+            failing.append(f"{site.label} ({checks[0].drift:.2g})")
+    return f" at site {', '.join(failing)}" if failing else ""
+
+
 def _check_checkpoints(checkpoints: Sequence[int] | None, steps: int) -> list[int]:
     if checkpoints is None:
         return list(range(steps + 1))
@@ -335,6 +349,7 @@ def audit_twins(
                 generator=torch.Generator().manual_seed(gauge_seed),
             )
             makers[kind] = lambda m, r=drawn_rotations: gauge_twin(m, resolved, rotations=r)[0]
+            site_rotations = drawn_rotations
         elif kind == "identity":
             twin = identity_twin(base, resolved)
             makers[kind] = lambda m: identity_twin(m, resolved)
@@ -360,9 +375,12 @@ def audit_twins(
                   if not all(c.passed for c in checks)}
     if failed:
         kind, why = next(iter(failed.items()))
+        where = ""
+        if kind == "gauge" and init_tol is None and len(resolved) > 1:
+            where = _failing_sites(base, resolved, site_rotations, qk, measure)
         raise ValueError(
             f"Invalid model: the {kind} twin's output on the probe is not the original's "
-            f"before any training ({why}), so the per-head gauge is not a symmetry of this "
+            f"before any training ({why}){where}, so the per-head gauge is not a symmetry of this "
             f"model as described; expected an exact symmetry (check num_heads and the q/k row "
             f"layout; a clamp on q/k, a qk-norm gain, rotary embeddings or q/k used outside "
             f"the logits break it)"

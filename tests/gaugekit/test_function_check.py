@@ -176,3 +176,14 @@ def test_cast_floats_casts_floating_tensors_only():
     out = cast_floats({"a": (ids, x), "b": [x, "text"]}, F64)
     assert out["a"][0] is ids and out["a"][1].dtype == F64
     assert out["b"][0].dtype == F64 and out["b"][1] == "text"
+
+
+def test_a_refusal_names_the_site_that_breaks_the_function():
+    """Two layers, the second clamps q and k: the whole twin is refused, and each site turned
+    alone shows which one is not a symmetry (negative control: the first is not named)."""
+    model = Model(dtype=F64)
+    model.layers[1].twist = clamp
+    with pytest.raises(ValueError, match=r"\) at site layers\.1\.q_proj\|layers\.1\.k_proj "
+                                         r"\(\S+\), so the per-head gauge") as refused:
+        audit(model, F64)
+    assert "layers.0.q_proj" not in str(refused.value)
