@@ -303,7 +303,8 @@ def audit_twins(
             in its last bits, in the model's dtype and in float64
             (:func:`gaugekit.audit.function_check.same_function`).
         threshold: the verdict's round-off threshold on the gauge drift (default
-            :func:`verdict_threshold` of the model's dtype).
+            :func:`verdict_threshold` of the model's dtype, or of float32 when the function
+            check finds a float64 model computing its query/key path in float32).
 
     Returns:
         A :class:`TwinAuditResult`; ``print(result)`` shows what was audited (the optimizer's
@@ -359,6 +360,7 @@ def audit_twins(
         copies.append(twin)
 
     init_drift = [output_drift(base, c, probe, forward=forward) for c in copies]
+    computes_in = ""
     if init_tol is not None:  # the caller's fixed tolerance instead of the round-off test
         failed = {k: f"rel = {d:.3g} > init_tol = {init_tol:.3g}"
                   for k, d in zip(kinds, init_drift, strict=True) if k in makers
@@ -371,6 +373,8 @@ def audit_twins(
             return _evaluate(m, cast_floats(probe, dt), forward)
 
         checked = {k: same_function(base, make, qk, measure) for k, make in makers.items()}
+        judged = {checks[0].judged_at for checks in checked.values()} - {str(dtype).removeprefix("torch.")}
+        computes_in = judged.pop() if judged else ""
         failed = {k: "; ".join(map(str, checks)) for k, checks in checked.items()
                   if not all(c.passed for c in checks)}
     if failed:
@@ -426,7 +430,9 @@ def audit_twins(
         sites=tuple(resolved), optimizer=label, steps=done, dtype=str(dtype).replace("torch.", ""),
         traces=traces, base_losses=tuple(losses[0]), diverged=diverged,
         optimizer_class=optimizer_class, hyperparameters=hyperparameters,
-        threshold=verdict_threshold(dtype) if threshold is None else threshold,
+        threshold=(verdict_threshold(getattr(torch, computes_in) if computes_in else dtype)
+                   if threshold is None else threshold),
+        computes_in=computes_in,
         invariant=INVARIANT_DOC + (NORMED_INVARIANT_DOC if any(s.norms for s in resolved)
                                    else ""),
     )

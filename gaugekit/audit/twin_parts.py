@@ -479,6 +479,10 @@ class TwinAuditResult:
         hyperparameters: the values it was built with
             (:func:`gaugekit.audit.factor_results.optimizer_hyperparameters`).
         threshold: the round-off threshold of the verdict (:func:`verdict_threshold`).
+        computes_in: the precision the model computes its query/key path in when coarser
+            than its dtype (a float64 model whose rotary embedding runs in float32:
+            ``"float32"``, read by the function check), whose round-off the verdict then uses;
+            ``""``: its dtype.
     """
 
     sites: tuple[QKSite, ...]
@@ -492,6 +496,7 @@ class TwinAuditResult:
     optimizer_class: str = ""
     hyperparameters: dict[str, Any] = field(default_factory=dict, hash=False)
     threshold: float = FLOAT64_THRESHOLD
+    computes_in: str = ""
 
     def trace(self, kind: str) -> TwinTrace:
         """The trace of twin ``kind``."""
@@ -535,7 +540,8 @@ class TwinAuditResult:
         return decide_verdict(kinds["gauge"].max_drift, noise, self.threshold, unjudged=why,
                               low_precision=low_precision_step(self.optimizer_class,
                                                                self.hyperparameters),
-                              resolution=verdict_resolution(getattr(torch, self.dtype)))
+                              resolution=verdict_resolution(
+                                  getattr(torch, self.computes_in or self.dtype)))
 
     def verdict_line(self) -> str:
         """One plain line: the optimizer as built, its verdict, the numbers and the rule."""
@@ -555,6 +561,9 @@ class TwinAuditResult:
             f"{len(self.sites)} site(s), {heads} heads.",
             f"Invariant: {self.invariant}.",
         ]
+        if self.computes_in:
+            lines.append(f"The model computes its query/key path in {self.computes_in}: the "
+                         f"verdict reads its drifts at {self.computes_in}'s round-off.")
         if self.diverged:
             lines.append("DIVERGED: a training loss was not finite; drifts are not a result.")
         nan = float("nan")

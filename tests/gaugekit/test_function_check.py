@@ -15,12 +15,13 @@ import torch
 from helpers import generator
 from torch import nn
 
+from gaugekit.audit.factor_results import KEEPS
 from gaugekit.audit.function_check import (
     cast_floats,
     roundoff_twin,
     same_function,
 )
-from gaugekit.audit.heads import audit_twins, find_qk_sites, gauge_twin
+from gaugekit.audit.heads import audit_twins, find_qk_sites, gauge_twin, verdict_threshold
 
 F32, F64 = torch.float32, torch.float64
 
@@ -105,11 +106,13 @@ def check(model: nn.Module, dtype: torch.dtype):
         return same_function(model, make, tensors, measure)
 
 
+SITES = [(f"layers.{i}.q_proj", f"layers.{i}.k_proj") for i in range(2)]
+
+
 def audit(model: nn.Module, dtype: torch.dtype):
-    sites = [(f"layers.{i}.q_proj", f"layers.{i}.k_proj") for i in range(2)]
     x = probe(dtype)
     return audit_twins(model, lambda m, b: m(b).pow(2).mean(), probe=x, batch=x, steps=0,
-                       sites=sites, num_heads=HEADS,
+                       sites=SITES, num_heads=HEADS,
                        optimizer=lambda p: torch.optim.SGD(p, lr=0.1))
 
 
@@ -187,3 +190,22 @@ def test_a_refusal_names_the_site_that_breaks_the_function():
                                          r"\(\S+\), so the per-head gauge") as refused:
         audit(model, F64)
     assert "layers.0.q_proj" not in str(refused.value)
+
+
+def test_a_model_that_computes_in_float32_is_judged_at_float32s_round_off():
+    """A float64 model whose logits run in float32: SGD's twins drift at float32 round-off,
+    which the float64 threshold would call chaotic; the verdict reads float32's and says so.
+    The same model computing in float64 keeps float64's (the control)."""
+    x = probe(F64)
+
+    def run(twist):
+        return audit_twins(Model(twist, dtype=F64), lambda m, b: m(b).pow(2).mean(),
+                           probe=x, batch=x, steps=5, sites=SITES, num_heads=HEADS,
+                           optimizer=lambda p: torch.optim.SGD(p, lr=1e-3))
+
+    cast, exact = run(in_float32), run(lambda y: y)
+    assert cast.computes_in == "float32" and "computes its query/key path in float32" in str(cast)
+    assert cast.trace("gauge").max_drift > verdict_threshold(F64)  # float64's would not hold
+    assert cast.verdict.outcome == KEEPS and cast.threshold == verdict_threshold(F32)
+    assert exact.computes_in == "" and exact.threshold == verdict_threshold(F64)
+    assert exact.verdict.outcome == KEEPS
