@@ -17,6 +17,7 @@ distances. Qwen3, OLMo2 and Gemma3 carry qk-norm gains: their twins are signed p
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import torch
@@ -96,10 +97,14 @@ def audit(name: str, dtype: torch.dtype, ids: torch.Tensor) -> str:
                         optimizer=lambda p: torch.optim.SGD(p, lr=0.1))
     except ValueError as error:
         reason = str(error)
-        inside = reason[reason.find("(") + 1:reason.find("), so")] if "), so" in reason else ""
-        return f"refused: {inside or reason[:240]}"
+        found = re.search(r"before any training \((.*?)\)(?: at site (.*?))?, so", reason)
+        if found is None:
+            return f"refused: {reason[:240]}"
+        where = f" at {found.group(2).split(' ')[0]}" if found.group(2) else ""
+        return f"refused: {found.group(1)}{where}"
+    note = f" (judged at {r.computes_in})" if r.computes_in else ""
     return (f"accepted: twin at init {r.trace('gauge').init_output_drift:.1e}; SGD "
-            f"{r.verdict.outcome}")
+            f"{r.verdict.outcome}{note}")
 
 
 def main() -> None:
