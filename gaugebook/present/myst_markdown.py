@@ -400,18 +400,26 @@ def cite_keys(notebook: Mapping[str, Any]) -> list[list[str]]:
 
 def outside_code(text: str) -> str:
     """``text`` without its code blocks (fences whose info string is not a directive's), where
-    MyST markup is shown literally, on the page as in the notebook."""
+    MyST markup is shown literally, on the page as in the notebook. A bare fence that can close
+    the innermost open directive closes it."""
     lines = _lines(text)
-    out = []
+    out: list[str] = []
+    directives: list[str] = []  # the fences of the directives open here
     i = 0
     while i < len(lines):
         match = FENCE.match(lines[i].rstrip("\n"))
+        fence = match.group("fence") if match else ""
         if match is None or DIRECTIVE.match(match.group("info")):
-            out.append(lines[i])
-            i += 1
+            directives += [fence] if match else []
+        elif (not match.group("info") and directives and fence[0] == directives[-1][0]
+              and len(fence) >= len(directives[-1])):
+            directives.pop()
+        else:  # a code block: left out up to its closing fence
+            end = _closing(lines, i + 1, fence)
+            i = len(lines) if end is None else end + 1
             continue
-        end = _closing(lines, i + 1, match.group("fence"))
-        i = len(lines) if end is None else end + 1
+        out.append(lines[i])
+        i += 1
     return "".join(out)
 
 
