@@ -13,8 +13,14 @@ markdown carries the values themselves: a ``{glue:text}`` value formatted by its
 myst-nb does (a non-finite number as an em dash, as the page's ``missing_values`` extension
 does), a glued Markdown text as Markdown, a table as its HTML, a figure as an image attached to
 its cell, a figure's caption below it. A name with no glued value is an error that names the page
-and the name, never a blank. ``python -m gaugebook.present.notebooks _build`` rewrites every
-downloadable notebook of a built book (``dev.py book`` runs it after the build).
+and the name, never a blank.
+
+:func:`rewrite_notebook` then writes the rest of the page's MyST markup (references, citations,
+statements, exercises, dropdowns, admonitions) as the page shows it
+(:mod:`gaugebook.present.myst_markdown`), with the numbers, titles, citations and addresses read
+from the built HTML pages (:mod:`gaugebook.present.book_html`).
+``python -m gaugebook.present.notebooks _build`` rewrites every downloadable notebook of a built
+book (``dev.py book`` runs it after the build).
 """
 
 from __future__ import annotations
