@@ -153,7 +153,8 @@ def cmd_book(args: argparse.Namespace) -> None:
         env=env,
     )
     print(f"[dev] book ({args.scale} scale): {time.perf_counter() - t0:.0f} s", flush=True)
-    # the notebooks a reader downloads show the glued values, not the glue markup
+    # the notebooks a reader downloads show the glued values and what the page shows for
+    # its references, citations and directives, not MyST markup
     _run([_bin("python"), "-m", "gaugebook.present.notebooks", ROOT / "_build"], env=env)
     cmd_check(args)
     print(f"open {ROOT / '_build' / 'html' / 'index.html'}")

@@ -27,8 +27,11 @@ the failures that slip past it:
                ``/root/…``, ``/Users/…``, ``file://``, or the build folder itself), in text or
                in a cell's output
 ``notebook``   a notebook the reader downloads (``_sources/…/PAGE.ipynb``) whose Markdown
-               still holds glue markup (``{glue:text}``, ``glue:figure`` …) instead of the
-               values: ``dev.py book`` rewrites them (``gaugebook/present/notebooks.py``)
+               still holds MyST markup that Jupyter shows raw: a role (``{glue:text}``,
+               ``{numref}``, ``{cite:p}`` …), a directive's fence (``glue:figure``,
+               ``prf:lemma``, ``dropdown`` …), a target ``(label)=`` or an equation label
+               ``$$ (label)``, outside code blocks: ``dev.py book`` rewrites them
+               (``gaugebook/present/notebooks.py``)
 
 Code (``pre``, ``code``), scripts, styles and the search/genindex pages are not checked, except
 that cell outputs are searched for machine paths too. Each problem is printed as
@@ -56,6 +59,12 @@ REST = re.compile(r"``[^`\s](?:[^`]*[^`\s])?``|:(?:class|func|mod|meth|attr|data
                   r"doc|term|math|numref|eq|cite(?::[a-z]+)?|py:[a-z]+):`")
 MARKDOWN = re.compile(r"(?<![`:\w])`(?!`)[^`\n]+(?<!`)`(?!`)|\*\*[^*\s](?:[^*]*[^*\s])?\*\*")
 DASH = re.compile(r"(?:(?<=\s)|^|(?<=[(\[`]))–[a-z][\w-]*")
+#: MyST markup in a notebook's Markdown: a role (``{numref}`x```, ``{glue:text}`x```), a
+#: directive's fence (```` ```{note} ````, ``:::{prf:proof}``), a target ``(label)=``, an
+#: equation's label ``$$ (label)``
+MYST = re.compile(r"\{[a-z][\w:+-]*\}`|^[ \t]*(?:`{3,}|:{3,})[ \t]*\{[a-z][\w:-]*\}"
+                  r"|^[ \t]*\([^()\s]+\)=[ \t]*$|\$\$[ \t]*\([^()\s]+\)[ \t]*$", re.M)
+FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|:{3,})[ \t]*(?P<info>.*)$")
 MACHINE_PATH = re.compile(
     r"file://\S+|(?<![\w.~-])/(?:work|tmp|home|root|Users|private|mnt|scratch|var/folders)"
     r"(?:/[^\s'\"<>)\],;]*)?(?=[\s'\"<>)\],;:]|$)"
@@ -170,17 +179,48 @@ def check_page(path: Path, root: Path) -> Iterator[tuple[str, str]]:
             yield "table", caption.get_text(" ", strip=True)[:80] if caption else "(no caption)"
 
 
+def _closes(m: re.Match[str], fence: str) -> bool:
+    """Whether the fence line ``m`` closes a block opened by ``fence``."""
+    return (not m.group("info").strip() and m.group("fence")[0] == fence[0]
+            and len(m.group("fence")) >= len(fence))
+
+
+def _outside_code(text: str) -> str:
+    """Markdown without its code blocks (fences whose info string is not ``{directive}``),
+    where MyST markup is shown literally; a bare fence that can close the innermost open
+    directive closes it."""
+    out: list[str] = []
+    directives: list[str] = []  # the fences of the directives open here
+    code = None  # the fence of the code block we are in
+    for line in text.splitlines(keepends=True):
+        m = FENCE.match(line)
+        if code is not None:  # inside a code block only its closing fence counts
+            code = None if m and _closes(m, code) else code
+            continue
+        if m and m.group("info").strip().startswith("{"):
+            directives.append(m.group("fence"))
+        elif m and directives and _closes(m, directives[-1]):
+            directives.pop()
+        elif m:
+            code = m.group("fence")
+            continue
+        out.append(line)
+    return "".join(out)
+
+
 def check_notebook(path: Path) -> Iterator[tuple[str, str]]:
-    """A downloadable notebook's Markdown cells that still hold glue markup."""
+    """A downloadable notebook's Markdown cells that still hold MyST markup a reader's Jupyter
+    shows raw: a role, a directive's fence, a target line or an equation label."""
     import json
 
     cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
     for i, cell in enumerate(cells):
         source = cell.get("source", "")
-        text = source if isinstance(source, str) else "".join(source)
-        if cell.get("cell_type") == "markdown" and "{glue" in text:
-            at = text.index("{glue")
-            yield "notebook", f"cell {i}: {text[at:at + 60]!r} ({text.count('{glue')} in it)"
+        text = _outside_code(source if isinstance(source, str) else "".join(source))
+        found = MYST.findall(text) if cell.get("cell_type") == "markdown" else []
+        if found:
+            at = MYST.search(text).start()
+            yield "notebook", f"cell {i}: {text[at:at + 60].strip()!r} ({len(found)} in it)"
 
 
 def check_book(html_dir: Path) -> list[str]:

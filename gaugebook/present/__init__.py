@@ -4,7 +4,9 @@
               named styles), the one glue (``glue_page``), words and a records note
 ``viz``       figures: the book's style and colours, one producer per figure
 ``verdicts``  a claim of the paper, our number beside the published one, and the verdict
-``notebooks`` the notebooks a reader downloads, their glue markup replaced by the values
+``notebooks`` the notebooks a reader downloads, their glue markup replaced by the values and
+              their MyST markup written as the page shows it (``myst_markdown``, reading
+              the built pages with ``book_html``)
 
 Nothing here imports a chapter's module (``lint-imports``).
 """

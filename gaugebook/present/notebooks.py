@@ -13,8 +13,14 @@ markdown carries the values themselves: a ``{glue:text}`` value formatted by its
 myst-nb does (a non-finite number as an em dash, as the page's ``missing_values`` extension
 does), a glued Markdown text as Markdown, a table as its HTML, a figure as an image attached to
 its cell, a figure's caption below it. A name with no glued value is an error that names the page
-and the name, never a blank. ``python -m gaugebook.present.notebooks _build`` rewrites every
-downloadable notebook of a built book (``dev.py book`` runs it after the build).
+and the name, never a blank.
+
+:func:`rewrite_notebook` then writes the rest of the page's MyST markup (references, citations,
+statements, exercises, dropdowns, admonitions) as the page shows it
+(:mod:`gaugebook.present.myst_markdown`), with the numbers, titles, citations and addresses read
+from the built HTML pages (:mod:`gaugebook.present.book_html`).
+``python -m gaugebook.present.notebooks _build`` rewrites every downloadable notebook of a built
+book (``dev.py book`` runs it after the build).
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ import sys
 from ast import literal_eval
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from gaugebook.present.book_html import Page, Target, book_targets, page_targets, read_pages
+from gaugebook.present.myst_markdown import MystError, PageView, count_left, myst_notebook
 
 #: what is left of glue markup in a text: any ``{glue`` (a role or a directive)
 GLUE = "{glue"
@@ -283,6 +292,12 @@ def reader_notebook(notebook: Mapping[str, Any], glue: Mapping[str, Mapping[str,
     return out
 
 
+def count_markup(notebook: Mapping[str, Any]) -> int:
+    """How much MyST markup (roles, directive fences, glue included) ``notebook``'s markdown
+    cells hold."""
+    return count_left(notebook)
+
+
 def count_glue(notebook: Mapping[str, Any]) -> int:
     """How many times ``{glue`` occurs in ``notebook``'s markdown cells."""
     return sum(_text(c.get("source", "")).count(GLUE) for c in notebook.get("cells", [])
@@ -291,15 +306,10 @@ def count_glue(notebook: Mapping[str, Any]) -> int:
 
 def figure_numbers(page_html: str) -> dict[str, str]:
     """``label → number`` (``"tab-lora-fresh" → "Table 11.3"``) of the numbered figures and
-    tables of a built HTML page."""
-    found = re.finditer(r'<figure[^>]*\bid="(?P<id>[^"]+)"(?P<body>.*?)</figure>', page_html,
-                        re.S)
-    out = {}
-    for match in found:
-        number = re.search(r'class="caption-number">\s*([^<]*?)\s*<', match.group("body"))
-        if number:
-            out[match.group("id")] = html.unescape(number.group(1)).strip()
-    return out
+    tables of a built HTML page (:func:`~gaugebook.present.book_html.page_targets` reads every
+    numbered target: equations, statements and sections too)."""
+    return {label: target.shown for label, target in page_targets(page_html, "").items()
+            if target.kind in ("figure", "table")}
 
 
 def downloadable_notebooks(build: Path) -> list[Path]:
@@ -307,48 +317,84 @@ def downloadable_notebooks(build: Path) -> list[Path]:
     return sorted((build / "html" / "_sources").rglob("*.ipynb"))
 
 
-def rewrite_build(build: Path) -> list[tuple[str, int, int]]:
-    """Rewrite every downloadable notebook of a built book in place as a reader notebook;
-    ``(page, {glue before, {glue after)`` for each. Each page's glued values are read from
-    ``build/jupyter_execute/PAGE.glue.json`` and its figure numbers from ``build/html/PAGE.html``.
-    Raises :class:`GlueError` on the first page with a reference it cannot resolve, before
-    writing that page."""
+class Rewritten(NamedTuple):
+    """One rewritten notebook: its page, its MyST markup before and after, and how many of
+    its citations were written as ``[key]``."""
+
+    page: str
+    before: int
+    after: int
+    unmatched_citations: int = 0
+
+
+def page_view(page: str, pages: Mapping[str, Page], targets: Mapping[str, Target],
+              docs: Mapping[str, Target]) -> PageView:
+    """What ``page`` shows that its notebook needs: every target of the book (``targets``,
+    ``docs``: :func:`~gaugebook.present.book_html.book_targets`), the page's own citations and
+    table of contents (none when the page was not built)."""
+    built = pages.get(page)
+    return PageView(page, targets, docs, built.citations if built else [],
+                    built.toc if built else "")
+
+
+def page_glue(build: Path, page: str) -> dict[str, Any]:
+    """A page's glued values (``build/jupyter_execute/PAGE.glue.json``; none if absent)."""
+    path = build / "jupyter_execute" / f"{page}.glue.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def rewrite_notebook(notebook: Mapping[str, Any], glue: Mapping[str, Mapping[str, Any]],
+                     view: PageView) -> tuple[dict[str, Any], int]:
+    """The reader notebook of one page: its glued values pasted (:func:`reader_notebook`, the
+    numbers before the captions read from the page), then its MyST markup written as the page
+    shows it (:func:`~gaugebook.present.myst_markdown.myst_notebook`); and the number of
+    citations written as ``[key]``."""
+    numbers = {label: target.shown for label, target in view.targets.items()}
+    reader = reader_notebook(notebook, glue, page=view.page, numbers=numbers)
+    return myst_notebook(reader, view)
+
+
+def rewrite_build(build: Path) -> list[Rewritten]:
+    """Rewrite every downloadable notebook of a built book in place as a reader notebook
+    (:func:`rewrite_notebook`); a :class:`Rewritten` for each (markup counted by
+    :func:`count_markup`). Raises :class:`GlueError` or :class:`MystError` on the first page
+    with a reference it cannot resolve, before writing that page."""
     sources = build / "html" / "_sources"
+    pages = read_pages(build / "html")
+    targets, docs = book_targets(pages)
     report = []
     for path in downloadable_notebooks(build):
-        rel = path.relative_to(sources).with_suffix("")
+        rel = path.relative_to(sources).with_suffix("").as_posix()
         notebook = json.loads(path.read_text(encoding="utf-8"))
-        before = count_glue(notebook)
-        glue_file = build / "jupyter_execute" / rel.with_suffix(".glue.json")
-        glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.is_file() else {}
-        page_html = build / "html" / rel.with_suffix(".html")
-        numbers = (figure_numbers(page_html.read_text(encoding="utf-8"))
-                   if page_html.is_file() else {})
-        reader = reader_notebook(notebook, glue, page=rel.as_posix(), numbers=numbers)
+        view = page_view(rel, pages, targets, docs)
+        reader, unmatched = rewrite_notebook(notebook, page_glue(build, rel), view)
         if reader != notebook:
             path.write_text(json.dumps(reader, indent=1, ensure_ascii=False) + "\n",
                             encoding="utf-8")
-        report.append((rel.as_posix(), before, count_glue(reader)))
+        report.append(Rewritten(rel, count_markup(notebook), count_markup(reader), unmatched))
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m gaugebook.present.notebooks _build``: rewrite a built book's downloadable
-    notebooks; exit 1 on a glue reference with no value, or on ``{glue`` left over."""
+    notebooks; exit 1 on a reference that cannot be resolved, or on MyST markup left over."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("build", type=Path, help="the book's _build folder")
     args = parser.parse_args(argv)
     try:
         report = rewrite_build(args.build)
-    except GlueError as err:
+    except (GlueError, MystError) as err:
         print(f"reader notebooks: {err}", file=sys.stderr)
         return 1
-    before = sum(b for _, b, _ in report)
-    after = sum(a for _, _, a in report)
-    for page, _, a in report:
-        if a:
-            print(f"reader notebooks: {page}: {a} {{glue left", file=sys.stderr)
-    print(f"reader notebooks: {len(report)} notebooks, {{glue {before} -> {after}")
+    before = sum(r.before for r in report)
+    after = sum(r.after for r in report)
+    for r in report:
+        if r.after:
+            print(f"reader notebooks: {r.page}: {r.after} MyST markup left", file=sys.stderr)
+        if r.unmatched_citations:
+            print(f"reader notebooks: {r.page}: {r.unmatched_citations} citations written as "
+                  "[key] (the page's citations do not match the notebook's)", file=sys.stderr)
+    print(f"reader notebooks: {len(report)} notebooks, MyST markup {before} -> {after}")
     return 1 if after else 0
 
 

@@ -138,3 +138,34 @@ def test_a_downloadable_notebook_with_glue_markup_is_found(tmp_path):
                         "'{glue:text}`rate:.3f` and {glue}`b`' (2 in it)"]
     (sources / "a.ipynb").write_text(notebook("rate 0.123 and b"))
     assert check_html.check_book(tmp_path) == []
+
+
+@pytest.mark.parametrize("markdown", [
+    "see {numref}`tab-zoo`",
+    "as {cite:p}`paper2026gauge` shows",
+    "by {prf:ref}`lem-covariance`",
+    "```{prf:lemma} Covariance\n:label: lem-covariance\nBody.\n```",
+    ":::{dropdown} More\nBody.\n:::",
+    "````{solution} ex-one\n:class: dropdown\n````",
+    "(sec-orbit)=\n## The orbit",
+    "$$\nx = y\n$$ (gl-action)",
+])
+def test_a_downloadable_notebook_with_any_myst_markup_is_found(tmp_path, markdown):
+    """Any MyST role, directive fence, target or equation label left in a downloaded notebook's
+    Markdown fails the check; the same text in a code block, or written out, passes."""
+    import json
+
+    _page(tmp_path, "<p>fine</p>", "a.html")
+    sources = tmp_path / "_sources"
+    sources.mkdir()
+
+    def write(*texts: str) -> None:
+        cells = [{"cell_type": "markdown", "source": text} for text in texts]
+        (sources / "a.ipynb").write_text(json.dumps({"cells": cells}))
+
+    write("fine", markdown)
+    problems = check_html.check_book(tmp_path)
+    assert len(problems) == 1 and problems[0].startswith("_sources/a.ipynb: notebook: cell 1: ")
+    # negative controls: shown literally in a code block, or written as the page shows it
+    write(f"````markdown\n{markdown}\n````", "see Table 4.1, **Lemma 1.1**, (1.2)")
+    assert check_html.check_book(tmp_path) == []

@@ -9,12 +9,15 @@ import json
 
 import pytest
 
+from gaugebook.present.myst_markdown import MystError
 from gaugebook.present.notebooks import (
     GlueError,
+    Rewritten,
     count_glue,
     figure_numbers,
     format_plain,
     glue_from_outputs,
+    main,
     reader_notebook,
     rewrite_build,
 )
@@ -142,14 +145,35 @@ def test_rewrite_build_rewrites_the_downloads_in_place(tmp_path):
     sources = tmp_path / "html" / "_sources" / "chapters"
     sources.mkdir(parents=True)
     (tmp_path / "jupyter_execute" / "chapters").mkdir(parents=True)
-    nb = _notebook("rate {glue:text}`rate:.2f`")
+    nb = _notebook("rate {glue:text}`rate:.2f`, see {numref}`fig-b` in {ref}`ch-b`")
     (sources / "a.ipynb").write_text(json.dumps(nb))
     (tmp_path / "jupyter_execute" / "chapters" / "a.glue.json").write_text(json.dumps(GLUE))
     (sources / "b.ipynb").write_text(json.dumps(_notebook("no glue here")))
-    assert rewrite_build(tmp_path) == [("chapters/a", 1, 0), ("chapters/b", 0, 0)]
-    assert _markdown(json.loads((sources / "a.ipynb").read_text())) == "rate 0.12"
+    (tmp_path / "html" / "chapters").mkdir()
+    (tmp_path / "html" / "chapters" / "b.html").write_text(
+        '<link rel="canonical" href="https://book.example/chapters/b.html" /><main>'
+        '<section id="beta"><span id="ch-b"></span><h1><span class="section-number">2. </span>'
+        'Beta</h1><figure id="fig-b"><img/><figcaption><span class="caption-number">Fig. 2.1 '
+        "</span>Loss.</figcaption></figure></section></main>")
+    assert rewrite_build(tmp_path) == [Rewritten("chapters/a", 3, 0), Rewritten("chapters/b", 0, 0)]
+    assert _markdown(json.loads((sources / "a.ipynb").read_text())) == (
+        "rate 0.12, see [Fig. 2.1](https://book.example/chapters/b.html#fig-b) in "
+        "[Beta](https://book.example/chapters/b.html#ch-b)")
     # a page whose glue file is missing names the page and the value
     (sources / "c.ipynb").write_text(json.dumps(_notebook("{glue:text}`rate`")))
     with pytest.raises(GlueError, match="chapters/c: no glued value named 'rate'"):
         rewrite_build(tmp_path)
+    # a reference to a label no page defines names the page and the markup
+    (sources / "c.ipynb").write_text(json.dumps(_notebook("see {numref}`fig-gone`")))
+    with pytest.raises(MystError, match=r"chapters/c: cannot resolve \{numref\}`fig-gone`"):
+        rewrite_build(tmp_path)
+    assert main([str(tmp_path)]) == 1
 
+
+def test_main_reports_the_markup_before_and_after(tmp_path, capsys):
+    sources = tmp_path / "html" / "_sources"
+    sources.mkdir(parents=True)
+    (sources / "a.ipynb").write_text(json.dumps(_notebook("x {math}`a^2` y")))
+    assert main([str(tmp_path)]) == 0
+    assert "1 notebooks, MyST markup 1 -> 0" in capsys.readouterr().out
+    assert _markdown(json.loads((sources / "a.ipynb").read_text())) == "x $a^2$ y"
