@@ -373,7 +373,8 @@ def audit_twins(
             return _evaluate(m, cast_floats(probe, dt), forward)
 
         checked = {k: same_function(base, make, qk, measure) for k, make in makers.items()}
-        judged = {checks[0].judged_at for checks in checked.values()} - {str(dtype).removeprefix("torch.")}
+        own = str(dtype).removeprefix("torch.")
+        judged = {checks[0].judged_at for checks in checked.values()} - {own}
         computes_in = judged.pop() if judged else ""
         failed = {k: "; ".join(map(str, checks)) for k, checks in checked.items()
                   if not all(c.passed for c in checks)}
