@@ -74,7 +74,7 @@ class QKSite:
     norms: QKNorms | None = None
 
     def with_rotary(self, layouts: Sequence[RotaryLayout]) -> QKSite:
-        """This site with the rotary layout found (:func:`detect_rotary_layout`), or with one
+        """This site with the rotary layout found (``rotary.detect_rotary_layout``), or with one
         candidate per layout when there are several (none: the site as it is)."""
         sites = [replace(self, rotary=layout) for layout in layouts]
         return one_of(sites) if sites else self
