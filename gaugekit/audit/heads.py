@@ -295,7 +295,8 @@ def audit_twins(
         rotations: orthogonal ``(G, d_head, d_head)`` stacks, one per site (``G`` key-value
             groups, ``= H`` without grouped-query attention), used by the gauge twin instead of
             the Haar draw (e.g. signed permutations); on a rotary site each must commute with
-            the rotary map (:meth:`RotaryLayout.draw`); ``gauge_seed`` is then unused.
+            the rotary map (:meth:`~gaugekit.audit.rotary.RotaryLayout.draw`); ``gauge_seed``
+            is then unused.
         noise_scale: standard deviation of the noise twin's perturbation.
         forward: ``forward(model, probe) -> Tensor`` (see :func:`output_drift`).
         init_tol: largest init output drift of the gauge and identity twins; by default

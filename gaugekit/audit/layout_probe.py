@@ -5,7 +5,7 @@ rotates, when the model's rotate function has no known name (RoFormer's sinusoid
 ``apply_rotary_position_embeddings``, Llama4's complex multiplication, gpt-oss's
 ``_apply_rotary_emb``), and the row order of a fused q/k/v projection of a class it does not
 know (ModernBERT's ``Wqkv``, Persimmon's ``query_key_value``). It then gives the site its
-candidates (:attr:`~gaugekit.audit.sites.QKSite.candidates`): half-split and interleaved pairs,
+candidates (:attr:`~gaugekit.audit.heads.QKSite.candidates`): half-split and interleaved pairs,
 ``[q; k; v]`` blocks and ``[q_h; k_h; v_h]`` per head. A gauge twin drawn for the right layout
 is the same function as its base; for a wrong one it is not: the rotation of a wrong pair does
 not commute with the rotary map, and the rows of a wrong order belong to other heads or to the

@@ -73,6 +73,9 @@ from gaugekit.audit.site_reading import (
 
 __all__ = ["QKSite", "SiteSpec", "find_qk_sites", "resolve_sites"]
 
+# Users import QKSite from here (and from heads), and the API documents it here: its home
+QKSite.__module__ = __name__
+
 
 def find_qk_sites(
     model: nn.Module,
