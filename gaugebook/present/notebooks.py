@@ -18,7 +18,8 @@ and the name, never a blank.
 :func:`rewrite_notebook` then writes the rest of the page's MyST markup (references, citations,
 statements, exercises, dropdowns, admonitions) as the page shows it
 (:mod:`gaugebook.present.myst_markdown`), with the numbers, titles, citations and addresses read
-from the built HTML pages (:mod:`gaugebook.present.book_html`).
+from the built HTML pages (:mod:`gaugebook.present.book_html`). A first cell defines the TeX
+macros the page's MathJax configuration holds (``\\Fro``, ``\\GL``: :func:`with_macros`).
 ``python -m gaugebook.present.notebooks _build`` rewrites every downloadable notebook of a built
 book (``dev.py book`` runs it after the build).
 """
@@ -354,6 +355,46 @@ def rewrite_notebook(notebook: Mapping[str, Any], glue: Mapping[str, Mapping[str
     return myst_notebook(reader, view)
 
 
+#: The tag of the first cell of a reader notebook, which defines the page's TeX macros.
+MACRO_TAG = "gaugebook-tex-macros"
+_MATHJAX = "window.MathJax = "
+
+
+def tex_macros(page_html: str) -> dict[str, Any]:
+    """The TeX macros of the page's MathJax configuration (``{name: body}`` or ``{name:
+    [body, arguments]}``, as ``_config.yml`` sets them); none without one."""
+    at = page_html.find(_MATHJAX)
+    if at < 0:
+        return {}
+    config, _ = json.JSONDecoder().raw_decode(page_html, at + len(_MATHJAX))
+    return dict(config.get("tex", {}).get("macros", {}))
+
+
+def _newcommand(name: str, body: str | list[Any]) -> str:
+    if isinstance(body, list):
+        return f"\\newcommand{{\\{name}}}[{int(body[1])}]{{{body[0]}}}"
+    return f"\\newcommand{{\\{name}}}{{{body}}}"
+
+
+def with_macros(notebook: Mapping[str, Any], macros: Mapping[str, Any]) -> dict[str, Any]:
+    """``notebook`` with a first Markdown cell defining ``macros`` (``\\newcommand``), since a
+    page defines them in its MathJax configuration, which its notebook does not carry and
+    without which a reader's Jupyter shows ``\\Fro`` in red; unchanged without macros or
+    when that cell is there."""
+    out = copy.deepcopy(dict(notebook))
+    cells = out.get("cells", [])
+    if not macros or (cells and MACRO_TAG in cells[0].get("metadata", {}).get("tags", [])):
+        return out
+    defs = "".join(_newcommand(n, b) for n, b in macros.items())
+    cell: dict[str, Any] = {"cell_type": "markdown", "metadata": {"tags": [MACRO_TAG]},
+                            "source": ["<!-- the book's TeX macros, for the cells below -->\n",
+                                       f"${defs}$"]}
+    if (out.get("nbformat"), out.get("nbformat_minor", 0)) >= (4, 5):
+        cell["id"] = MACRO_TAG
+    out["cells"] = [cell, *cells]
+    return out
+
+
 def rewrite_build(build: Path) -> list[Rewritten]:
     """Rewrite every downloadable notebook of a built book in place as a reader notebook
     (:func:`rewrite_notebook`); a :class:`Rewritten` for each (markup counted by
@@ -368,6 +409,9 @@ def rewrite_build(build: Path) -> list[Rewritten]:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         view = page_view(rel, pages, targets, docs)
         reader, unmatched = rewrite_notebook(notebook, page_glue(build, rel), view)
+        page_html = build / "html" / f"{rel}.html"
+        if page_html.is_file():
+            reader = with_macros(reader, tex_macros(page_html.read_text(encoding="utf-8")))
         if reader != notebook:
             path.write_text(json.dumps(reader, indent=1, ensure_ascii=False) + "\n",
                             encoding="utf-8")

@@ -177,3 +177,29 @@ def test_main_reports_the_markup_before_and_after(tmp_path, capsys):
     assert main([str(tmp_path)]) == 0
     assert "1 notebooks, MyST markup 1 -> 0" in capsys.readouterr().out
     assert _markdown(json.loads((sources / "a.ipynb").read_text())) == "x $a^2$ y"
+
+
+PAGE_WITH_MACROS = ('<script>window.MathJax = {"tex": {"macros": {"R": "\\\\mathbb{R}", '
+                    '"Fro": ["\\\\lVert #1 \\\\rVert_F", 1]}}, "options": {}}</script>')
+
+
+def test_the_pages_tex_macros_are_defined_in_a_first_cell_once():
+    """The page defines ``\\R`` and ``\\Fro`` in its MathJax configuration, which a notebook
+    does not carry: the reader notebook's first cell defines them, and rewriting again does
+    not add a second; a page without macros adds nothing (the control)."""
+    from gaugebook.present.notebooks import MACRO_TAG, tex_macros, with_macros
+
+    macros = tex_macros(PAGE_WITH_MACROS)
+    assert macros == {"R": "\\mathbb{R}", "Fro": ["\\lVert #1 \\rVert_F", 1]}
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                "cells": [{"cell_type": "markdown", "id": "a", "metadata": {},
+                           "source": ["$\\Fro{X} \\in \\R$"]}]}
+    once = with_macros(notebook, macros)
+    first = "".join(once["cells"][0]["source"])
+    assert "\\newcommand{\\R}{\\mathbb{R}}" in first
+    assert "\\newcommand{\\Fro}[1]{\\lVert #1 \\rVert_F}" in first
+    assert once["cells"][0]["metadata"]["tags"] == [MACRO_TAG] and len(once["cells"]) == 2
+    assert with_macros(once, macros) == once
+    assert with_macros(notebook, tex_macros("<html>no MathJax here</html>")) == notebook
+    nbformat = pytest.importorskip("nbformat")
+    nbformat.validate(nbformat.from_dict(once))
